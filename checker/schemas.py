@@ -1,0 +1,338 @@
+"""The host report: the wire contract between agents and the central service.
+
+Versioned by SCHEMA_VERSION; docs/report-schema.md describes every field and
+`fleetfix report-schema` prints the JSON Schema. Counters are raw (rates are
+computed centrally). Every list is bounded so one broken host cannot send an
+unbounded document; collectors truncate before building the model and say so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt
+
+SCHEMA_VERSION = 1
+MAX_LINES_PER_EVENT = 40
+MAX_EVENTS = 500
+MAX_SEL_ENTRIES = 1000
+MAX_EXCERPT_CHARS = 2000
+
+Line = Annotated[str, Field(max_length=4096)]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class CollectorStatus(StrEnum):
+    ok = "ok"
+    unavailable = "unavailable"  # cannot run here: tool missing, no permission, no EDAC
+    error = "error"  # ran, but its input could not be parsed or it failed
+    timeout = "timeout"
+
+
+class CollectorRun(Model):
+    status: CollectorStatus
+    duration_ms: float = Field(ge=0)
+    reason: str | None = Field(None, max_length=1000, description="Why unavailable or error.")
+    excerpt: str | None = Field(None, max_length=MAX_EXCERPT_CHARS, description="Offending input, for errors.")
+
+
+class HostIdentity(Model):
+    hostname: str = Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9][A-Za-z0-9.\-_]*$")
+    machine_id: str | None = Field(None, max_length=64)
+    boot_id: str | None = Field(None, max_length=64)
+    agent_version: str = Field("unknown", max_length=64)
+
+
+# -- EDAC and rasdaemon -----------------------------------------------------------
+
+
+class EdacDimm(Model):
+    """One DIMM's (or rank's, or csrow channel's) counters as the kernel's EDAC core keeps them."""
+
+    mc: NonNegativeInt
+    name: str = Field(max_length=64, description="sysfs entry: dimm3, rank1, csrow2/ch0.")
+    layout: Literal["dimm", "rank", "csrow"]
+    label: str = Field("", max_length=256, description="dimm_label / chN_dimm_label, e.g. CPU_SrcID#0_Ha#0_Chan#2_DIMM#0.")
+    location: str | None = Field(None, max_length=256, description="dimm_location, e.g. 'channel 2 slot 0'.")
+    ce_count: NonNegativeInt
+    ue_count: NonNegativeInt
+    size_mb: NonNegativeInt | None = None
+    mem_type: str | None = Field(None, max_length=64)
+
+
+class EdacController(Model):
+    mc: NonNegativeInt
+    mc_name: str | None = Field(None, max_length=128, description="Driver's controller name (sb_edac, Skylake Socket#0 IMC#1 …).")
+    ce_count: NonNegativeInt = 0
+    ue_count: NonNegativeInt = 0
+    ce_noinfo_count: NonNegativeInt = 0
+    ue_noinfo_count: NonNegativeInt = 0
+    seconds_since_reset: NonNegativeInt | None = None
+    dimms: list[EdacDimm] = Field(default_factory=list, max_length=512)
+
+
+class EdacState(Model):
+    controllers: list[EdacController] = Field(default_factory=list, max_length=64)
+    poll_msec: NonNegativeInt | None = Field(None, description="edac_mc_poll_msec module parameter.")
+
+
+class RasMemoryEvent(Model):
+    """A row of rasdaemon's mc_event table."""
+
+    id: int
+    timestamp: str | None = Field(None, max_length=64)
+    err_count: NonNegativeInt = 1
+    err_type: str = Field(max_length=64)
+    err_msg: str = Field("", max_length=1000)
+    label: str = Field("", max_length=256)
+    mc: int | None = None
+    top_layer: int | None = None
+    middle_layer: int | None = None
+    lower_layer: int | None = None
+    address: int | None = None
+
+
+class RasdaemonState(Model):
+    memory_events: list[RasMemoryEvent] = Field(default_factory=list, max_length=MAX_EVENTS)
+    last_id: int | None = Field(None, description="Highest mc_event id read (the incremental cursor).")
+    truncated: NonNegativeInt = 0
+
+
+# -- kernel log -------------------------------------------------------------------
+
+
+class KernelEventKind(StrEnum):
+    edac_ce = "edac_ce"
+    edac_ue = "edac_ue"
+    mce_hardware_error = "mce_hardware_error"
+    mce_logged = "mce_logged"
+    cmci_storm = "cmci_storm"
+    ghes_error = "ghes_error"
+    memory_failure = "memory_failure"
+    soft_lockup = "soft_lockup"
+    hard_lockup = "hard_lockup"
+    hung_task = "hung_task"
+    oops = "oops"
+    panic = "panic"
+    block_io_error = "block_io_error"
+    nvme_timeout = "nvme_timeout"
+    nvme_reset = "nvme_reset"
+    nic_tx_timeout = "nic_tx_timeout"
+    nic_link_down = "nic_link_down"
+    nic_link_up = "nic_link_up"
+    pcie_aer_corrected = "pcie_aer_corrected"
+    pcie_aer_uncorrected = "pcie_aer_uncorrected"
+    thermal_throttle = "thermal_throttle"
+
+
+class KernelEvent(Model):
+    kind: KernelEventKind
+    seq: NonNegativeInt | None = Field(None, description="/dev/kmsg sequence number of the first line.")
+    timestamp: AwareDatetime | None = None
+    subject: str | None = Field(None, max_length=256, description="What it is about: DIMM label, device, CPU.")
+    count: NonNegativeInt = Field(1, description="Errors the line reports (an EDAC line may say '6 CE').")
+    lines: list[Line] = Field(max_length=MAX_LINES_PER_EVENT)
+
+
+class KernelLogState(Model):
+    source: Literal["kmsg", "journal", "dmesg", "file"]
+    boot_id: str | None = Field(None, max_length=64)
+    first_seq: NonNegativeInt | None = None
+    last_seq: NonNegativeInt | None = None
+    lost_records: NonNegativeInt = Field(0, description="Records overwritten in the ring buffer before they were read.")
+    rebooted: bool = Field(False, description="The boot id changed since the last cycle.")
+    lines_read: NonNegativeInt = 0
+    events: list[KernelEvent] = Field(default_factory=list, max_length=MAX_EVENTS)
+    truncated: NonNegativeInt = Field(0, description="Events dropped to keep the report bounded.")
+
+
+# -- IPMI -------------------------------------------------------------------------
+
+
+class SelEntry(Model):
+    record_id: NonNegativeInt
+    timestamp: AwareDatetime | None = Field(None, description="None when the BMC's clock was not set (PostInit).")
+    sensor_type: str = Field(max_length=128)
+    sensor_name: str = Field("", max_length=128)
+    event: str = Field("", max_length=256)
+    direction: Literal["asserted", "deasserted"] | None = None
+    component: str | None = Field(None, max_length=128, description="DIMM, PSU or fan the entry names, if any.")
+    raw: Line = ""
+
+
+class SelState(Model):
+    entries: list[SelEntry] = Field(default_factory=list, max_length=MAX_SEL_ENTRIES)
+    entry_count: NonNegativeInt | None = None
+    percent_used: float | None = Field(None, ge=0, le=100)
+    overflow: bool | None = None
+    last_record_id: NonNegativeInt | None = None
+    truncated: NonNegativeInt = 0
+
+
+class SensorReading(Model):
+    name: str = Field(max_length=128)
+    kind: Literal["psu", "fan", "temperature", "voltage", "power", "other"]
+    status: str = Field(max_length=32, description="ok, cr, nr, ns … as the BMC reports it.")
+    reading: float | None = None
+    unit: str | None = Field(None, max_length=32)
+
+
+# -- disks ------------------------------------------------------------------------
+
+
+class DiskHealth(Model):
+    device: str = Field(max_length=256)
+    protocol: Literal["ATA", "NVMe", "SCSI", "unknown"]
+    model: str | None = Field(None, max_length=128)
+    serial: str | None = Field(None, max_length=128)
+    firmware: str | None = Field(None, max_length=64)
+    smart_passed: bool | None = None
+    exit_status: NonNegativeInt = 0
+    exit_flags: list[str] = Field(default_factory=list, max_length=8)
+    reallocated_sectors: NonNegativeInt | None = None
+    pending_sectors: NonNegativeInt | None = None
+    offline_uncorrectable: NonNegativeInt | None = None
+    udma_crc_errors: NonNegativeInt | None = None
+    grown_defects: NonNegativeInt | None = None
+    nvme_critical_warning: NonNegativeInt | None = None
+    media_errors: NonNegativeInt | None = None
+    percentage_used: NonNegativeInt | None = None
+    available_spare: NonNegativeInt | None = None
+    available_spare_threshold: NonNegativeInt | None = None
+    temperature_c: float | None = None
+    power_on_hours: NonNegativeInt | None = None
+
+
+# -- machine checks ---------------------------------------------------------------
+
+
+class MceRecord(Model):
+    timestamp: AwareDatetime | None = None
+    cpu: NonNegativeInt | None = None
+    socket: NonNegativeInt | None = None
+    bank: NonNegativeInt | None = None
+    status: str | None = Field(None, max_length=32, description="MCi_STATUS as hex.")
+    address: str | None = Field(None, max_length=32)
+    error_class: Literal["memory", "cache", "bus", "internal", "other"]
+    corrected: bool
+    message: str = Field("", max_length=1000)
+
+
+# -- identity, firmware, interrupts, memory tiers --------------------------------
+
+
+class CpuIdentity(Model):
+    socket: NonNegativeInt
+    vendor: str = Field(max_length=32, description="GenuineIntel, AuthenticAMD …")
+    family: NonNegativeInt
+    model: NonNegativeInt
+    stepping: NonNegativeInt | None = None
+    microcode: NonNegativeInt | None = None
+    model_name: str = Field("", max_length=128)
+    logical_cpus: NonNegativeInt = 0
+
+
+class DimmInventory(Model):
+    """A populated memory device from dmidecode -t memory (type 17)."""
+
+    locator: str = Field(max_length=128)
+    bank_locator: str | None = Field(None, max_length=128)
+    size_mb: NonNegativeInt | None = None
+    mem_type: str | None = Field(None, max_length=32)
+    speed_mts: NonNegativeInt | None = None
+    manufacturer: str | None = Field(None, max_length=128)
+    part_number: str | None = Field(None, max_length=128)
+    serial: str | None = Field(None, max_length=128)
+
+
+class NicFirmware(Model):
+    interface: str = Field(max_length=64)
+    driver: str | None = Field(None, max_length=64)
+    driver_version: str | None = Field(None, max_length=64)
+    firmware: str | None = Field(None, max_length=128)
+    bus_info: str | None = Field(None, max_length=64)
+
+
+class Firmware(Model):
+    bios_vendor: str | None = Field(None, max_length=128)
+    bios_version: str | None = Field(None, max_length=128)
+    bios_date: str | None = Field(None, max_length=32)
+    system_manufacturer: str | None = Field(None, max_length=128)
+    system_product: str | None = Field(None, max_length=128)
+    system_serial: str | None = Field(None, max_length=128)
+    bmc_firmware: str | None = Field(None, max_length=64)
+    nics: list[NicFirmware] = Field(default_factory=list, max_length=64)
+    nvme: dict[str, str] = Field(default_factory=dict, description="NVMe device to firmware revision.")
+
+
+class Identity(Model):
+    kernel: str | None = Field(None, max_length=256, description="uname -r")
+    cmdline: str | None = Field(None, max_length=4096)
+    isolated_cpus: list[NonNegativeInt] = Field(default_factory=list, max_length=4096)
+    nohz_full_cpus: list[NonNegativeInt] = Field(default_factory=list, max_length=4096)
+    cpus: list[CpuIdentity] = Field(default_factory=list, max_length=16)
+    dimms: list[DimmInventory] = Field(default_factory=list, max_length=512)
+    firmware: Firmware = Field(default_factory=Firmware)
+
+
+class InterruptRow(Model):
+    name: str = Field(max_length=32, description="IRQ number or the row name (MCE, TLB, LOC …).")
+    per_cpu: list[NonNegativeInt] = Field(max_length=4096)
+    description: str = Field("", max_length=256)
+
+
+class Interrupts(Model):
+    cpu_count: NonNegativeInt
+    rows: list[InterruptRow] = Field(default_factory=list, max_length=2048)
+    irq_affinity: dict[str, list[NonNegativeInt]] = Field(
+        default_factory=dict, description="IRQ number to its smp_affinity_list."
+    )
+
+
+class NumaNode(Model):
+    node: NonNegativeInt
+    cpus: list[NonNegativeInt] = Field(default_factory=list, max_length=4096)
+    memory_mb: NonNegativeInt = 0
+
+
+class MemoryTiers(Model):
+    nodes: list[NumaNode] = Field(default_factory=list, max_length=64)
+    demotion_enabled: bool | None = None
+    numa_balancing: int | None = None
+    interleave_weights: dict[str, int] = Field(default_factory=dict, description="node to weighted-interleave weight.")
+
+
+class Observations(Model):
+    edac: EdacState | None = None
+    rasdaemon: RasdaemonState | None = None
+    kernel_log: KernelLogState | None = None
+    sel: SelState | None = None
+    sensors: list[SensorReading] | None = Field(None, max_length=1024)
+    disks: list[DiskHealth] | None = Field(None, max_length=256)
+    mce: list[MceRecord] | None = Field(None, max_length=MAX_EVENTS)
+    identity: Identity | None = None
+    interrupts: Interrupts | None = None
+    memory_tiers: MemoryTiers | None = None
+
+
+class Report(Model):
+    """One check cycle of one host."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    report_id: uuid.UUID = Field(default_factory=uuid.uuid4, description="Idempotency key: sent twice, stored once.")
+    host: HostIdentity
+    captured_at: AwareDatetime
+    interval_s: int = Field(60, ge=1, le=86400, description="The cycle interval the agent runs on.")
+    collectors: dict[str, CollectorRun] = Field(default_factory=dict)
+    observations: Observations = Field(default_factory=Observations)
+
+
+def utc(value: dt.datetime) -> dt.datetime:
+    """The same instant in UTC (reports carry aware timestamps)."""
+    return value.astimezone(dt.UTC)

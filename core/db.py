@@ -1,0 +1,146 @@
+"""Database base, portable column types and engine set-up.
+
+Dialect differences live here and nowhere else: timezone-aware UTC timestamps,
+JSON that is JSONB on PostgreSQL, one constraint naming convention, and the
+SQLite pragmas and transaction handling that make SAVEPOINTs and concurrent
+readers work on the embedded database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Engine, MetaData, create_engine, event
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """A timestamp stored in UTC and always returned timezone-aware.
+
+    SQLite has no time zones and hands back naive values; PostgreSQL stores
+    timestamptz. Naive input is refused rather than guessed at.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: fleetfix stores timezone-aware UTC only")
+        value = value.astimezone(dt.UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+
+
+JSONDoc = JSON().with_variant(JSONB(), "postgresql")
+"""A JSON document column: JSONB on PostgreSQL, JSON text on SQLite."""
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dt.datetime: UTCDateTime(), dict[str, Any]: JSONDoc, list[Any]: JSONDoc}
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    # pysqlite's own transaction handling defers BEGIN and breaks SAVEPOINT;
+    # the SQLAlchemy recipe: turn it off and emit BEGIN ourselves.
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        # IMMEDIATE takes the write lock up front, so two writers queue on
+        # busy_timeout instead of deadlocking on a lock upgrade.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30})
+        _sqlite_setup(engine)
+        return engine
+    return create_engine(url, echo=echo, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+
+class Database:
+    """An engine and its session factory."""
+
+    def __init__(self, url: str, *, pool_size: int = 5) -> None:
+        self.url = url
+        self.engine = make_engine(url, pool_size=pool_size)
+        self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: commits on success, rolls back on error."""
+        with self.sessionmaker() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+_database: Database | None = None
+_database_lock = threading.Lock()
+
+
+def configure_database(url: str, *, pool_size: int = 5) -> Database:
+    """Set the process-wide database (replacing any earlier one)."""
+    global _database
+    with _database_lock:
+        if _database is not None:
+            _database.dispose()
+        _database = Database(url, pool_size=pool_size)
+        return _database
+
+
+def use_database(database: Database) -> None:
+    """Install an already-built database as the process-wide one (tests)."""
+    global _database
+    _database = database
+
+
+def get_database() -> Database:
+    if _database is None:
+        raise RuntimeError("database not configured: call core.db.configure_database() at start-up")
+    return _database

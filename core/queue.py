@@ -1,0 +1,98 @@
+"""The Celery app factory, the queue layout, and sending tasks after a commit.
+
+One factory builds the app for every role (embedded, central worker, host
+agent); the caller names the task modules to load, so this module imports no
+stage package. JSON is the only serialisation; pickle is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from celery import Celery, Signature
+from kombu import Exchange, Queue
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+INGEST_QUEUE = "ingest"
+REMEDIATE_QUEUE = "remediate"
+NOTIFY_QUEUE = "notify"
+CENTRAL_QUEUES = (INGEST_QUEUE, REMEDIATE_QUEUE, NOTIFY_QUEUE)
+HOST_QUEUE_PREFIX = "host."
+HOST_TASK_EXPIRES_S = 900
+"""A task on a host queue that has not started within this time is dropped,
+so a dead host does not pile up work that would run when it comes back."""
+
+_HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_]{0,252}$")
+
+
+def host_queue(hostname: str) -> str:
+    if not _HOSTNAME.match(hostname):
+        raise ValueError(f"not a valid hostname for a queue: {hostname!r}")
+    return f"{HOST_QUEUE_PREFIX}{hostname}"
+
+
+def create_celery(
+    broker_url: str,
+    *,
+    include: list[str] | tuple[str, ...] = (),
+    name: str = "fleetfix",
+    extra_queues: tuple[str, ...] = (),
+) -> Celery:
+    app = Celery(name, broker=broker_url, include=list(include))
+    exchange = Exchange("fleetfix", type="direct")
+    queues = [Queue(q, exchange, routing_key=q) for q in (*CENTRAL_QUEUES, *extra_queues)]
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        event_serializer="json",
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=REMEDIATE_QUEUE,
+        task_default_exchange="fleetfix",
+        task_default_routing_key=REMEDIATE_QUEUE,
+        task_queues=queues,
+        task_create_missing_queues=True,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        timezone="UTC",
+        enable_utc=True,
+    )
+    app.set_current()
+    app.set_default()
+    return app
+
+
+# -- tasks sent only after the commit they depend on ---------------------------
+
+_PENDING = "fleetfix.pending_tasks"
+
+
+def send_after_commit(session: Session, signature: Signature) -> None:
+    """Queue a task to be sent when this session's transaction commits.
+
+    On rollback the task is dropped: a worker never looks for a row that was
+    never written (the pattern of warehouse's WarehouseTask.apply_async).
+    """
+    session.info.setdefault(_PENDING, []).append(signature)
+
+
+@event.listens_for(Session, "after_commit")
+def _send_pending(session: Session) -> None:
+    pending: list[Signature] = session.info.pop(_PENDING, [])
+    for signature in pending:
+        signature.apply_async()
+
+
+@event.listens_for(Session, "after_rollback")
+def _drop_pending(session: Session) -> None:
+    session.info.pop(_PENDING, None)
+
+
+def pending_tasks(session: Session) -> list[Any]:
+    """What would be sent on commit (for tests and logging)."""
+    return list(session.info.get(_PENDING, []))
