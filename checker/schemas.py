@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 MAX_LINES_PER_EVENT = 40
 MAX_EVENTS = 500
 MAX_SEL_ENTRIES = 1000
@@ -58,7 +58,9 @@ class EdacDimm(Model):
     mc: NonNegativeInt
     name: str = Field(max_length=64, description="sysfs entry: dimm3, rank1, csrow2/ch0.")
     layout: Literal["dimm", "rank", "csrow"]
-    label: str = Field("", max_length=256, description="dimm_label / chN_dimm_label, e.g. CPU_SrcID#0_Ha#0_Chan#2_DIMM#0.")
+    label: str = Field(
+        "", max_length=256, description="dimm_label / chN_dimm_label, e.g. CPU_SrcID#0_Ha#0_Chan#2_DIMM#0."
+    )
     location: str | None = Field(None, max_length=256, description="dimm_location, e.g. 'channel 2 slot 0'.")
     ce_count: NonNegativeInt
     ue_count: NonNegativeInt
@@ -68,7 +70,9 @@ class EdacDimm(Model):
 
 class EdacController(Model):
     mc: NonNegativeInt
-    mc_name: str | None = Field(None, max_length=128, description="Driver's controller name (sb_edac, Skylake Socket#0 IMC#1 …).")
+    mc_name: str | None = Field(
+        None, max_length=128, description="Driver's controller name (sb_edac, Skylake Socket#0 IMC#1 …)."
+    )
     ce_count: NonNegativeInt = 0
     ue_count: NonNegativeInt = 0
     ce_noinfo_count: NonNegativeInt = 0

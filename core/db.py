@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Engine, MetaData, create_engine, event
+from sqlalchemy import JSON, Connection, DateTime, Engine, MetaData, create_engine, event
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
@@ -105,6 +105,18 @@ class Database:
         self.url = url
         self.engine = make_engine(url, pool_size=pool_size)
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+
+    @classmethod
+    def bound_to(cls, engine: Engine, connection: Connection) -> Database:
+        """Sessions that join an open transaction on `connection` through SAVEPOINTs,
+        so code that commits can still be rolled back as a whole (tests)."""
+        database = cls.__new__(cls)
+        database.url = str(engine.url)
+        database.engine = engine
+        database.sessionmaker = sessionmaker(
+            bind=connection, expire_on_commit=False, join_transaction_mode="create_savepoint"
+        )
+        return database
 
     @property
     def dialect(self) -> str:

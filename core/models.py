@@ -27,8 +27,14 @@ class Role(enum.StrEnum):
 
 def enum_column(enum_cls: type[enum.Enum], name: str) -> Enum:
     """A portable enum column: a VARCHAR with a CHECK constraint on both dialects."""
-    return Enum(enum_cls, name=name, native_enum=False, create_constraint=True, length=32,
-                values_callable=lambda members: [m.value for m in members])
+    return Enum(
+        enum_cls,
+        name=name,
+        native_enum=False,
+        create_constraint=True,
+        length=32,
+        values_callable=lambda members: [m.value for m in members],
+    )
 
 
 class User(Base):
@@ -38,7 +44,9 @@ class User(Base):
     username: Mapped[str] = mapped_column(String(64), unique=True)
     display_name: Mapped[str] = mapped_column(String(128), default="")
     role: Mapped[Role] = mapped_column(enum_column(Role, "role"))
-    datacenter: Mapped[str | None] = mapped_column(String(64), default=None, doc="Default queue filter for technicians.")
+    datacenter: Mapped[str | None] = mapped_column(
+        String(64), default=None, doc="Default queue filter for technicians."
+    )
     password_hash: Mapped[str] = mapped_column(String(256))
     active: Mapped[bool] = mapped_column(default=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

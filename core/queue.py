@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from celery import Celery, Signature
-from kombu import Exchange, Queue
+from kombu.entity import Exchange, Queue
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 

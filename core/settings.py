@@ -22,7 +22,7 @@ from pydantic_settings import (
 
 ENV_PREFIX = "FLEETFIX_"
 CONFIG_FILE_ENV = "FLEETFIX_CONFIG"
-PLACEHOLDER_SECRET = "change-me-in-production"
+PLACEHOLDER_SECRET = "change-me-in-production"  # noqa: S105 - the value production refuses
 
 
 class SettingsError(Exception):
@@ -54,7 +54,9 @@ class Settings(BaseSettings):
     database_pool_size: int = Field(5, ge=1, le=200, description="PostgreSQL pool size.")
     broker_url: str = Field(
         "memory://",
-        description="Celery broker. memory:// is in-process (embedded mode); redis://host:6379/0 or amqp://… in production.",
+        description=(
+            "Celery broker. memory:// is in-process (embedded mode); redis://host:6379/0 or amqp://… in production."
+        ),
     )
     api_host: str = Field("127.0.0.1", description="Address the API and web UI listen on.")
     api_port: int = Field(8000, ge=1, le=65535, description="Port the API and web UI listen on.")
@@ -104,9 +106,7 @@ class Settings(BaseSettings):
     def _production_secrets(self) -> Settings:
         if self.environment == "production":
             if self.secret_key == PLACEHOLDER_SECRET or len(self.secret_key) < 32:
-                raise ValueError(
-                    f"{ENV_PREFIX}SECRET_KEY must be set to 32+ random characters in production"
-                )
+                raise ValueError(f"{ENV_PREFIX}SECRET_KEY must be set to 32+ random characters in production")
             if self.broker_url.startswith("memory://"):
                 raise ValueError(f"{ENV_PREFIX}BROKER_URL: the in-process broker is for the embedded mode only")
         return self

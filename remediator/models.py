@@ -8,7 +8,7 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, event
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from core.db import Base, utcnow
@@ -132,7 +132,9 @@ class Remediation(Base):
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
     rule_id: Mapped[str] = mapped_column(String(128))
     state: Mapped[RemediationState] = mapped_column(enum_column(RemediationState, "remediation_state"))
-    active: Mapped[bool | None] = mapped_column(default=True, server_default=text("true"))
+    active: Mapped[bool | None] = mapped_column(
+        doc="True while the state is active, NULL after; derived from state on every flush."
+    )
     subject: Mapped[str] = mapped_column(String(256), default="")
     reason: Mapped[str] = mapped_column(Text, default="")
     evidence: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -145,6 +147,12 @@ class Remediation(Base):
     steps: Mapped[list[RemediationStep]] = relationship(
         back_populates="remediation", order_by="RemediationStep.index", cascade="all, delete-orphan"
     )
+
+
+@event.listens_for(Remediation, "before_insert")
+@event.listens_for(Remediation, "before_update")
+def _derive_active(_mapper: object, _connection: object, remediation: Remediation) -> None:
+    remediation.active = True if remediation.state in ACTIVE_REMEDIATION_STATES else None
 
 
 class StepState(enum.StrEnum):

@@ -1,0 +1,35 @@
+"""The FastAPI application: JSON API under /api/v1, pages at /, health at /healthz."""
+
+from __future__ import annotations
+
+from celery import Celery
+from fastapi import APIRouter, FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from api.errors import install_error_handlers
+from api.routes import health, hosts, remediations, reports, tickets
+from api.web import pages
+from core.db import Database
+from core.settings import Settings
+
+API_VERSION = "v1"
+
+
+def create_app(settings: Settings, database: Database, celery_app: Celery | None = None) -> FastAPI:
+    app = FastAPI(
+        title="fleetfix",
+        version="0.1.0",
+        description="Fleet auto-remediation: hosts, reports, remediations and repair tickets.",
+    )
+    app.state.settings = settings
+    app.state.database = database
+    app.state.celery = celery_app
+    install_error_handlers(app)
+    v1 = APIRouter(prefix=f"/api/{API_VERSION}")
+    for module in (hosts, tickets, remediations, reports):
+        v1.include_router(module.router)
+    app.include_router(v1)
+    app.include_router(health.router)
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=pages.STATIC_DIR), name="static")
+    return app

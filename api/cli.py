@@ -1,0 +1,237 @@
+"""The `fleetfix` command.
+
+It is the outermost layer, so it lives beside the API (nothing imports either).
+Each command imports what it runs only when it runs: `fleetfix agent` and
+`fleetfix check` on a host never load the database or web stack.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from core.settings import Settings, SettingsError, load_settings
+
+app = typer.Typer(
+    name="fleetfix",
+    help="Fleet auto-remediation: find hardware faults on every host, fix what software can, ticket the rest.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+rules_app = typer.Typer(help="Rule packs.", no_args_is_help=True)
+hosts_app = typer.Typer(help="Host inventory.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(rules_app, name="rules")
+app.add_typer(hosts_app, name="hosts")
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"fleetfix: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _settings(**overrides: object) -> Settings:
+    try:
+        settings = load_settings(**overrides)
+    except SettingsError as error:
+        raise _fail(f"bad setting: {error}") from None
+    from core.logs import setup_logging
+
+    setup_logging(settings.log_level, settings.log_format)
+    return settings
+
+
+@app.command()
+def up(
+    simulate: Annotated[int, typer.Option(help="Also run a simulated fleet of this many virtual hosts.", min=0)] = 0,
+    sim_interval: Annotated[float, typer.Option(help="Seconds between the simulated hosts' reports.", min=0.5)] = 5.0,
+    seed: Annotated[int, typer.Option(help="Seed of the simulated fleet (same seed, same faults).")] = 1,
+    host: Annotated[str | None, typer.Option(help="Listen address (default FLEETFIX_API_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Listen port (default FLEETFIX_API_PORT).")] = None,
+) -> None:
+    """Run everything in one process: API, web UI, worker, scheduler (embedded default: SQLite, in-process broker)."""
+    overrides: dict[str, object] = {}
+    if host:
+        overrides["api_host"] = host
+    if port:
+        overrides["api_port"] = port
+    settings = _settings(**overrides)
+    if not settings.embedded:
+        raise _fail("`up` runs on the in-process broker; unset FLEETFIX_BROKER_URL, or run api/worker/scheduler")
+    from api.embedded import run_up
+
+    typer.echo(f"fleetfix: UI and API on {settings.effective_public_url} (database {settings.effective_database_url})")
+    run_up(settings, simulate=simulate, sim_interval=sim_interval, seed=seed)
+
+
+@app.command()
+def api(
+    workers: Annotated[int, typer.Option(help="uvicorn worker processes.", min=1)] = 1,
+) -> None:
+    """Serve the REST API and web UI (production: PostgreSQL and a real broker)."""
+    settings = _settings()
+    import uvicorn
+
+    uvicorn.run(
+        "api.server:app",
+        host=settings.api_host,
+        port=settings.api_port,
+        workers=workers,
+        log_level=settings.log_level.lower(),
+    )
+
+
+@app.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="Comma-separated queues to consume.")] = "ingest,remediate,notify",
+    concurrency: Annotated[int, typer.Option(help="Worker processes.", min=1)] = 2,
+) -> None:
+    """Run a central Celery worker (ingest, remediate, notify queues)."""
+    settings = _settings()
+    from api.runtime import boot_central
+
+    _, celery_app = boot_central(settings)
+    celery_app.worker_main(
+        ["worker", "-Q", queues, "-c", str(concurrency), "-l", settings.log_level, "--without-gossip"]
+    )
+
+
+@app.command()
+def scheduler() -> None:
+    """Run the periodic-task scheduler (Celery beat): staleness checks and other timers."""
+    settings = _settings()
+    from api.runtime import boot_central
+
+    _, celery_app = boot_central(settings)
+    celery_app.start(["beat", "-l", settings.log_level, "-s", str(settings.data_dir / "celerybeat-schedule")])
+
+
+@app.command()
+def agent(
+    hostname: Annotated[
+        str | None, typer.Option(help="This host's name (default FLEETFIX_HOSTNAME or the system's).")
+    ] = None,
+) -> None:
+    """Run the host agent: a Celery worker on host.<hostname> that also runs the check cycle."""
+    settings = _settings()
+    from checker.agent.worker import run_agent
+
+    run_agent(settings, hostname=hostname, loglevel=settings.log_level)
+
+
+@app.command()
+def check(
+    snapshot: Annotated[Path | None, typer.Option(help="Read a snapshot directory instead of this host.")] = None,
+    output_format: Annotated[str, typer.Option("--format", help="json or text.")] = "text",
+    hostname: Annotated[str | None, typer.Option(help="Hostname to report as.")] = None,
+) -> None:
+    """Run every collector once and print the report (nothing is sent)."""
+    from checker.collectors.base import HostAccess, LiveHost, SnapshotHost
+    from checker.cycle import run_cycle
+
+    if output_format not in ("json", "text"):
+        raise _fail(f"--format must be json or text, not {output_format!r}")
+    access: HostAccess
+    if snapshot is not None:
+        if not snapshot.is_dir():
+            raise _fail(f"--snapshot {snapshot}: not a directory")
+        meta_file = snapshot / "meta.json"
+        if hostname is None and meta_file.exists():
+            hostname = json.loads(meta_file.read_text(encoding="utf-8")).get("hostname")
+        access = SnapshotHost(snapshot)
+    else:
+        access = LiveHost()
+    report = run_cycle(access, hostname=hostname)
+    if output_format == "json":
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    typer.echo(f"{report.host.hostname} at {report.captured_at.isoformat()}")
+    for name, run in report.collectors.items():
+        reason = f" — {run.reason}" if run.reason else ""
+        typer.echo(f"  {name:<12} {run.status.value:<12} {run.duration_ms:8.1f} ms{reason}")
+
+
+@app.command("report-schema")
+def report_schema() -> None:
+    """Print the JSON Schema of the host report (the agent-to-service contract)."""
+    from checker.schemas import Report
+
+    typer.echo(json.dumps(Report.model_json_schema(), indent=2))
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = "head") -> None:
+    """Apply database migrations (creates the schema on an empty database)."""
+    settings = _settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    from migrations import upgrade
+
+    upgrade(settings.effective_database_url, revision)
+    typer.echo(f"database at {revision}")
+
+
+@db_app.command("check")
+def db_check() -> None:
+    """Fail if the database schema and the models differ."""
+    settings = _settings()
+    from alembic.util.exc import AutogenerateDiffsDetected
+
+    from migrations import check as alembic_check
+
+    try:
+        alembic_check(settings.effective_database_url)
+    except AutogenerateDiffsDetected as error:
+        raise _fail(str(error), 1) from None
+    typer.echo("schema matches the models")
+
+
+@rules_app.command("validate")
+def rules_validate(files: Annotated[list[Path], typer.Argument(help="Rule-pack YAML files.")]) -> None:
+    """Check rule packs; each problem is printed with file, line and reason."""
+    from remediator.rules import RulePackError, load_pack
+
+    failed = False
+    for file in files:
+        try:
+            pack = load_pack(file)
+        except RulePackError as error:
+            typer.echo(str(error), err=True)
+            failed = True
+        else:
+            typer.echo(f"{file}: {len(pack.rules)} rules ok")
+    if failed:
+        raise typer.Exit(1)
+
+
+@hosts_app.command("import")
+def hosts_import(
+    file: Annotated[Path, typer.Argument(help="CSV with a hostname column (and location columns).")],
+) -> None:
+    """Create or update hosts from an inventory CSV."""
+    settings = _settings()
+    from core.db import configure_database
+    from remediator.inventory import CSV_COLUMNS, InventoryError, apply_inventory, parse_csv
+
+    try:
+        rows = parse_csv(file.read_text(encoding="utf-8"), source=str(file))
+    except OSError as error:
+        raise _fail(f"{file}: {error.strerror}") from None
+    except InventoryError as error:
+        raise _fail(f"{error}\n(columns: {', '.join(CSV_COLUMNS)})", 1) from None
+    database = configure_database(settings.effective_database_url)
+    with database.session() as session:
+        created, updated = apply_inventory(session, rows, actor="cli")
+    typer.echo(f"{len(rows)} hosts: {created} created, {updated} updated")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

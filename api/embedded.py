@@ -1,0 +1,106 @@
+"""`fleetfix up`: API, web UI, a worker, the scheduler and (optionally) a simulated
+fleet in one process, on the in-process broker.
+
+The worker is Celery's own WorkController run in a thread (as Celery's test
+harness does), so tasks take exactly the path they take in production.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from typing import Any
+
+import uvicorn
+from celery import Celery
+from celery.worker import WorkController
+
+from api.app import create_app
+from api.runtime import boot_central
+from checker.sim import SimulatedFleet
+from core.queue import CENTRAL_QUEUES, INGEST_QUEUE
+from core.settings import Settings
+from migrations import upgrade
+from remediator.inventory import HostInventory, apply_inventory
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedWorker:
+    """A Celery worker (with beat) in a background thread of this process."""
+
+    def __init__(self, app: Celery, *, concurrency: int = 2, beat: bool = True) -> None:
+        self.controller = WorkController(
+            app=app,
+            pool="threads",
+            concurrency=concurrency,
+            queues=list(CENTRAL_QUEUES),
+            beat=beat,
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            hostname="embedded@fleetfix",
+        )
+        self.thread = threading.Thread(target=self.controller.start, name="celery-worker", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.controller.stop(in_sighandler=False)
+
+
+class FleetSimulator:
+    """Sends the simulated fleet's reports through the ingest queue every `interval_s`."""
+
+    def __init__(self, app: Celery, fleet: SimulatedFleet, *, interval_s: float, batch: int = 100) -> None:
+        self.app = app
+        self.fleet = fleet
+        self.interval_s = interval_s
+        self.batch = batch
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="simulated-fleet", daemon=True)
+
+    def tick(self, now: dt.datetime) -> int:
+        reports = self.fleet.reports(now, interval_s=max(1, round(self.interval_s)))
+        for start in range(0, len(reports), self.batch):
+            chunk: list[dict[str, Any]] = [r.model_dump(mode="json") for r in reports[start : start + self.batch]]
+            self.app.send_task("remediator.ingest_reports", args=[chunk], queue=INGEST_QUEUE)
+        return len(reports)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            sent = self.tick(dt.datetime.now(dt.UTC))
+            log.debug("checker.sim.tick", extra={"fields": {"reports": sent}})
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def run_up(settings: Settings, *, simulate: int = 0, sim_interval: float = 5.0, seed: int = 1) -> None:
+    database, app = boot_central(settings)
+    upgrade(settings.effective_database_url)
+    worker = EmbeddedWorker(app)
+    worker.start()
+    simulator = None
+    if simulate:
+        fleet = SimulatedFleet(simulate, seed=seed)
+        with database.session() as session:
+            apply_inventory(session, [HostInventory(**row) for row in fleet.inventory()], actor="system:simulator")
+        simulator = FleetSimulator(app, fleet, interval_s=sim_interval)
+        simulator.start()
+        faulty = [h.hostname for h in fleet.hosts if h.faults]
+        log.info("checker.sim.started", extra={"fields": {"hosts": simulate, "faulty": len(faulty)}})
+    api = create_app(settings, database, app)
+    try:
+        uvicorn.run(api, host=settings.api_host, port=settings.api_port, log_level=settings.log_level.lower())
+    finally:
+        if simulator:
+            simulator.stop()
+        worker.stop()
+        database.dispose()

@@ -1,0 +1,34 @@
+"""One error body for every failure: {"error": {"code", "message", "detail"}}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from core.errors import FleetfixError
+
+
+def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "detail": detail}}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(FleetfixError)
+    async def _fleetfix_error(_: Request, exc: FleetfixError) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, exc.message, exc.detail), status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            {"field": ".".join(str(p) for p in item["loc"]), "message": item["msg"]} for item in exc.errors()[:50]
+        ]
+        message = "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
+        return JSONResponse(error_body("invalid", message, problems), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(error_body("http_error", str(exc.detail)), status_code=exc.status_code, headers=exc.headers)

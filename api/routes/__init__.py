@@ -1,0 +1,1 @@
+"""JSON routes under /api/v1."""

@@ -1,0 +1,36 @@
+"""Report submission over HTTP, for tools that do not speak Celery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends
+from sqlalchemy.orm import Session
+
+from api.deps import get_session
+from checker.schemas import Report
+from remediator import service as remediator
+from remediator.rules import get_registry
+from remediator.schemas import IngestResult
+
+router = APIRouter(prefix="/reports", tags=["reports"])
+
+
+@router.post("", response_model=IngestResult)
+def submit_report(report: Report, session: Session = Depends(get_session)) -> IngestResult:
+    """One report; a malformed one is refused with a 422 naming the field."""
+    result = remediator.ingest(session, [report], rules=get_registry().rules)
+    session.commit()
+    return result
+
+
+@router.post("/batch", response_model=IngestResult)
+def submit_batch(
+    payloads: list[dict[str, Any]] = Body(..., max_length=5000), session: Session = Depends(get_session)
+) -> IngestResult:
+    """Many reports; each malformed one is listed in `refused`, the rest are stored."""
+    reports, refused = remediator.parse_reports(payloads)
+    result = remediator.ingest(session, reports, rules=get_registry().rules)
+    session.commit()
+    result.refused = refused
+    return result

@@ -1,0 +1,79 @@
+"""Remediator shapes for the API and other stages."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from remediator.models import HostState, RemediationState, StepState
+
+
+class HostOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    hostname: str
+    hardware_class: str
+    datacenter: str
+    row: str
+    rack: str
+    slot: str
+    cluster: str
+    labels: dict[str, Any]
+    state: HostState
+    last_report_at: dt.datetime | None
+
+
+class SignalOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    kind: str
+    subject: str
+    value: float
+    detail: dict[str, Any]
+    observed_at: dt.datetime
+
+
+class StepOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    index: int
+    action: str
+    params: dict[str, Any]
+    state: StepState
+    attempts: int
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    result: dict[str, Any]
+
+
+class RemediationOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    host_id: int
+    rule_id: str
+    state: RemediationState
+    subject: str
+    reason: str
+    current_step: int
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    finished_at: dt.datetime | None
+    steps: list[StepOut]
+
+
+class Refusal(BaseModel):
+    index: int = Field(description="Position of the report in the batch.")
+    report_id: str | None = None
+    errors: list[str] = Field(description="Each names the field and what is wrong with it.")
+
+
+class IngestResult(BaseModel):
+    accepted: list[uuid.UUID] = Field(default_factory=list)
+    duplicates: list[uuid.UUID] = Field(default_factory=list)
+    refused: list[Refusal] = Field(default_factory=list)
+    remediations: list[int] = Field(default_factory=list, description="Remediations planned by this batch.")

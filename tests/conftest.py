@@ -1,0 +1,168 @@
+"""Test harness: the machine's real PostgreSQL and Redis, and SQLite beside them.
+
+Per run, fresh PostgreSQL databases are created and built by the real
+migrations: one for tests that run in a rolled-back transaction, one for
+integration tests whose worker processes need committed rows. If PostgreSQL
+or Redis cannot be reached the run stops at once and says how to start them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from core.db import Base, Database, make_engine
+from core.queue import create_celery
+from migrations import upgrade
+
+PG_ADMIN_URL = os.environ.get("FLEETFIX_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("FLEETFIX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+START_POSTGRES = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
+START_REDIS = (
+    'redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no '
+    "--dir /var/lib/redis --logfile /var/log/redis/ci.log"
+)
+REPO = Path(__file__).resolve().parent.parent
+
+
+def require_services(pg_url: str = PG_ADMIN_URL, redis_url: str = REDIS_URL) -> None:
+    """Exit the run (non-zero, not a skip) when a service the suite needs is down."""
+    try:
+        engine = create_engine(pg_url, connect_args={"connect_timeout": 3})
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+    except Exception as error:
+        pytest.exit(
+            f"PostgreSQL is not reachable at {make_url(pg_url).render_as_string(hide_password=True)} "
+            f"({type(error).__name__}). Start it with:\n  {START_POSTGRES}\n"
+            "or point FLEETFIX_TEST_DATABASE_URL at a server where this user may CREATE DATABASE.",
+            returncode=3,
+        )
+    try:
+        redis.Redis.from_url(redis_url, socket_connect_timeout=3).ping()
+    except Exception as error:
+        pytest.exit(
+            f"Redis is not reachable at {redis_url} ({type(error).__name__}). Start it with:\n  {START_REDIS}\n"
+            "or point FLEETFIX_TEST_REDIS_URL at a running Redis.",
+            returncode=3,
+        )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    require_services()
+
+
+def _create_database(name: str) -> str:
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+
+
+def _drop_database(name: str) -> None:
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+RUN_ID = uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def celery_app():  # type: ignore[no-untyped-def]
+    """An app on the in-process broker, so code under test that sends tasks after a commit can."""
+    return create_celery("memory://", include=("remediator.tasks",))
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    name = f"fleetfix_test_{RUN_ID}"
+    url = _create_database(name)
+    upgrade(url)
+    yield url
+    _drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'fleetfix.db'}"
+    upgrade(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def engines(pg_url: str, sqlite_url: str) -> Iterator[dict[str, Engine]]:
+    built = {"postgresql": make_engine(pg_url), "sqlite": make_engine(sqlite_url)}
+    yield built
+    for engine in built.values():
+        engine.dispose()
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def db(request: pytest.FixtureRequest, engines: dict[str, Engine], celery_app: object) -> Iterator[Database]:
+    """A Database whose every session runs inside one transaction that is rolled back after the test."""
+    engine = engines[request.param]
+    with engine.connect() as connection:
+        transaction = connection.begin()
+        database = Database.bound_to(engine, connection)
+        from core.db import use_database
+
+        use_database(database)
+        try:
+            yield database
+        finally:
+            transaction.rollback()
+
+
+@pytest.fixture
+def session(db: Database) -> Iterator[Session]:
+    with db.sessionmaker() as session:
+        yield session
+
+
+@pytest.fixture(scope="session")
+def integration_pg_url() -> Iterator[str]:
+    """A database for tests whose worker processes must see committed rows."""
+    name = f"fleetfix_it_{RUN_ID}"
+    url = _create_database(name)
+    upgrade(url)
+    yield url
+    _drop_database(name)
+
+
+def truncate_all(url: str) -> None:
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        names = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture
+def redis_url() -> str:
+    client = redis.Redis.from_url(REDIS_URL)
+    client.flushdb()
+    return REDIS_URL
+
+
+def samples_dir() -> Path:
+    """The shared corpus of real tool outputs, read in place."""
+    value = os.environ.get("FLEETFIX_TEST_SAMPLES")
+    if not value or not Path(value).is_dir():
+        pytest.fail(
+            "FLEETFIX_TEST_SAMPLES must name the folder of real tool outputs (the sibling shared/fixtures); "
+            f"got {value!r}"
+        )
+    return Path(value)

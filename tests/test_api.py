@@ -1,0 +1,110 @@
+"""The REST API and pages, over both databases."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from core.db import Database
+from core.settings import load_settings
+from tests.factories import T0, edac_report, payload
+
+
+@pytest.fixture
+def client(db: Database) -> Iterator[TestClient]:
+    app = create_app(load_settings(), db, None)
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def post_storm(client: TestClient, hostname: str = "web-001") -> None:
+    first = client.post("/api/v1/reports", json=payload(edac_report(hostname, ce=0, at=T0)))
+    assert first.status_code == 200, first.text
+    second = client.post(
+        "/api/v1/reports", json=payload(edac_report(hostname, ce=3000, at=T0 + dt.timedelta(seconds=60)))
+    )
+    assert second.status_code == 200
+    assert len(second.json()["remediations"]) == 1
+
+
+def test_report_to_ticket_over_http(client: TestClient, db: Database) -> None:
+    post_storm(client)
+    # The remediation task would run on a worker; run its step here.
+    from remediator import service
+
+    with db.session() as session:
+        [remediation] = service.list_remediations(session)
+        service.advance(session, remediation.id)
+    tickets = client.get("/api/v1/tickets").json()
+    assert [(t["hostname"], t["part_type"], t["state"]) for t in tickets] == [("web-001", "dimm", "open")]
+    detail = client.get(f"/api/v1/tickets/{tickets[0]['id']}").json()
+    assert detail["evidence"]["part"]["serial"] == "1A2B3C4D"
+    host = client.get("/api/v1/hosts/web-001").json()
+    assert host["state"] == "awaiting_repair"
+    assert host["remediations"][0]["state"] == "escalated"
+    assert any(s["kind"] == "dimm_ce_rate" and s["value"] == 50.0 for s in host["signals"])
+    page = client.get(f"/tickets/{tickets[0]['id']}")
+    assert page.status_code == 200
+    assert "1A2B3C4D" in page.text
+    assert "web-001" in client.get("/").text
+
+
+def test_malformed_report_gets_422_naming_the_field(client: TestClient) -> None:
+    body = payload(edac_report())
+    body["captured_at"] = "yesterday"
+    response = client.post("/api/v1/reports", json=body)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "invalid"
+    assert "body.captured_at" in error["message"]
+
+
+def test_batch_stores_good_reports_and_lists_refusals(client: TestClient) -> None:
+    bad = payload(edac_report("bad-1"))
+    bad["host"]["hostname"] = "<script>"
+    response = client.post("/api/v1/reports/batch", json=[payload(edac_report("good-1")), bad])
+    assert response.status_code == 200
+    result = response.json()
+    assert len(result["accepted"]) == 1
+    assert result["refused"][0]["index"] == 1
+    assert result["refused"][0]["errors"][0].startswith("host.hostname:")
+    assert [h["hostname"] for h in client.get("/api/v1/hosts").json()] == ["good-1"]
+
+
+def test_not_found_has_the_one_error_shape(client: TestClient) -> None:
+    response = client.get("/api/v1/tickets/999999")
+    assert response.status_code == 404
+    assert response.json() == {
+        "error": {"code": "not_found", "message": "ticket 999999 does not exist", "detail": None}
+    }
+    assert client.get("/api/v1/hosts/nope").json()["error"]["code"] == "not_found"
+
+
+def test_field_text_is_escaped_in_pages(client: TestClient, db: Database) -> None:
+    from ticketing import service as tickets
+    from ticketing.schemas import TicketRequest
+
+    with db.session() as session:
+        ticket, _ = tickets.open_ticket(
+            session,
+            TicketRequest(hostname="h1", part_type="dimm", part="<b>A1</b>", title="<script>alert(1)</script>"),
+            actor="test",
+        )
+        ticket_id = ticket.id
+    page = client.get(f"/tickets/{ticket_id}").text
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;b&gt;A1&lt;/b&gt;" in page
+
+
+def test_health_and_openapi(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["checks"]["database"] == "ok"
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/api/v1/tickets", "/api/v1/hosts", "/api/v1/reports", "/api/v1/remediations"} <= set(paths)

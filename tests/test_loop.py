@@ -1,0 +1,137 @@
+"""The loop, in-process: report -> ingest -> signals -> rule -> remediation -> ticket.
+
+Runs on PostgreSQL and SQLite inside a rolled-back transaction. The Celery
+wiring is proven with real workers in test_workers.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from core.models import AuditEntry
+from core.queue import pending_tasks
+from remediator import service
+from remediator.models import Host, HostState, Remediation, RemediationState, Signal
+from remediator.models import Report as ReportRow
+from remediator.rules import load_rules
+from tests.factories import LABEL, T0, edac_report, payload
+from ticketing.models import Ticket, TicketState
+
+RULES = load_rules([])
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def test_first_report_registers_the_host_and_is_stored_once(session: Session) -> None:
+    report = edac_report("new-host", ce=5)
+    result = service.ingest(session, [report], rules=RULES)
+    assert result.accepted == [report.report_id]
+    again = service.ingest(session, [report], rules=RULES)
+    assert again.duplicates == [report.report_id]
+    assert again.accepted == []
+    assert session.scalar(select(func.count()).select_from(ReportRow)) == 1
+    host = session.scalars(select(Host).where(Host.hostname == "new-host")).one()
+    assert host.last_report_at == T0
+
+
+def test_ce_storm_plans_a_remediation_that_opens_a_dimm_ticket(session: Session) -> None:
+    service.ingest(session, [edac_report(ce=100, at=at(0))], rules=RULES)
+    result = service.ingest(session, [edac_report(ce=100 + 60 * 40, at=at(60))], rules=RULES)
+    [remediation_id] = result.remediations
+    rate = session.scalars(select(Signal).where(Signal.kind == "dimm_ce_rate")).one()
+    assert rate.value == 40.0
+    assert rate.subject == LABEL
+    [pending] = pending_tasks(session)
+    assert pending.task == "remediator.run_remediation"
+    assert pending.args == (remediation_id,) or list(pending.args) == [remediation_id]
+    session.commit()
+
+    assert service.advance(session, remediation_id) == RemediationState.escalated
+    remediation = session.get_one(Remediation, remediation_id)
+    assert remediation.active is None
+    ticket = session.scalars(select(Ticket)).one()
+    assert ticket.part_type == "dimm"
+    assert ticket.part == LABEL
+    assert ticket.priority == 2
+    assert "40.0 CE/s" in ticket.title
+    assert ticket.state == TicketState.open
+    evidence = ticket.evidence
+    assert evidence["part"]["serial"] == "1A2B3C4D"
+    assert evidence["signals"][0]["value"] == 40.0
+    host = session.get_one(Host, remediation.host_id)
+    assert host.state == HostState.awaiting_repair
+    actions = set(session.scalars(select(AuditEntry.action)))
+    assert {"remediator.remediation.planned", "remediator.remediation.escalated", "ticketing.ticket.opened"} <= actions
+
+
+def test_advance_twice_does_not_open_a_second_ticket(session: Session) -> None:
+    service.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
+    [rid] = service.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES).remediations
+    service.advance(session, rid)
+    assert service.advance(session, rid) == RemediationState.escalated  # a redelivered task
+    assert session.scalar(select(func.count()).select_from(Ticket)) == 1
+
+
+def test_host_awaiting_repair_is_not_remediated_again(session: Session) -> None:
+    service.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
+    [rid] = service.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES).remediations
+    service.advance(session, rid)
+    later = service.ingest(session, [edac_report(ce=12000, at=at(120))], rules=RULES)
+    assert later.remediations == []
+    assert session.scalar(select(func.count()).select_from(Remediation)) == 1
+
+
+def test_moderate_rate_fires_nothing(session: Session) -> None:
+    service.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
+    result = service.ingest(session, [edac_report(ce=60, at=at(60))], rules=RULES)
+    assert result.remediations == []
+
+
+def test_uncorrectable_error_opens_priority_one_ticket(session: Session) -> None:
+    [rid] = service.ingest(session, [edac_report(ue=1, at=at(0))], rules=RULES).remediations
+    service.advance(session, rid)
+    ticket = session.scalars(select(Ticket)).one()
+    assert ticket.priority == 1
+    assert "uncorrectable" in ticket.title
+
+
+def test_malformed_reports_are_refused_by_field_and_the_rest_stored(session: Session) -> None:
+    good = payload(edac_report("good-1"))
+    missing_host = payload(edac_report("bad-1"))
+    del missing_host["host"]
+    negative = payload(edac_report("bad-2"))
+    negative["observations"]["edac"]["controllers"][0]["dimms"][0]["ce_count"] = -3
+    reports, refused = service.parse_reports([missing_host, good, negative, "not a report"])
+    assert [r.host.hostname for r in reports] == ["good-1"]
+    assert [r.index for r in refused] == [0, 2, 3]
+    assert refused[0].errors == ["host: Field required"]
+    assert refused[1].errors[0].startswith("observations.edac.controllers.0.dimms.0.ce_count:")
+    result = service.ingest(session, reports, rules=RULES)
+    assert len(result.accepted) == 1
+
+
+def test_rollback_drops_the_tasks_it_would_have_sent(session: Session) -> None:
+    service.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
+    service.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES)
+    assert len(pending_tasks(session)) == 1
+    session.rollback()
+    assert pending_tasks(session) == []
+
+
+def test_second_dimm_ticket_on_same_part_adds_a_detection(session: Session) -> None:
+    from ticketing import service as tickets
+    from ticketing.schemas import TicketRequest
+
+    request = TicketRequest(hostname="h1", part_type="dimm", part="A1", title="Replace A1")
+    first, created = tickets.open_ticket(session, request, actor="test")
+    second, created_again = tickets.open_ticket(session, request, actor="test")
+    assert created
+    assert not created_again
+    assert first.id == second.id
+    assert second.detections == 2
+    assert [e.kind for e in second.events] == ["opened", "detected_again"]

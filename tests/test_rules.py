@@ -1,0 +1,100 @@
+"""Rule packs: validated on load, refused with file and line, never half-applied."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remediator.rules import DEFAULT_PACK, RulePackError, RuleRegistry, load_pack, matching_rules
+from remediator.signals import SignalValue
+
+GOOD = """\
+version: 1
+rules:
+  - id: nvme-test
+    description: test rule
+    when: {signal: dimm_ce_rate, op: ">=", value: 5}
+    selector: {datacenter: [ams1]}
+    plan:
+      - action: ticket
+        params: {part_type: dimm}
+    priority: 4
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "pack.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_default_pack_loads() -> None:
+    pack = load_pack(DEFAULT_PACK)
+    ids = {r.id for r in pack.rules}
+    assert {"dimm-ce-storm", "dimm-uncorrectable"} <= ids
+
+
+def test_bad_value_is_reported_with_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("value: 5", "value: lots"))
+    with pytest.raises(RulePackError) as caught:
+        load_pack(path)
+    message = str(caught.value)
+    assert f"{path}:5:" in message
+    assert "rules.0.when.value" in message
+
+
+def test_unknown_key_and_bad_yaml(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("    priority: 4", "    priority: 4\n    eval: os.system('x')"))
+    with pytest.raises(RulePackError, match=r":11: rules\.0\.eval: Extra inputs"):
+        load_pack(path)
+    path = write(tmp_path, "version: 1\nrules: [\n", "broken.yaml")
+    with pytest.raises(RulePackError, match=r"broken\.yaml:3: not valid YAML"):
+        load_pack(path)
+
+
+def test_ticket_must_end_the_plan_and_ids_are_unique(tmp_path: Path) -> None:
+    bad = GOOD.replace("      - action: ticket\n", "      - action: ticket\n      - action: reboot\n")
+    with pytest.raises(RulePackError, match="ticket step ends a plan"):
+        load_pack(write(tmp_path, bad))
+    twice = GOOD + GOOD.split("rules:\n")[1]
+    with pytest.raises(RulePackError, match="appears twice"):
+        load_pack(write(tmp_path, twice))
+
+
+def test_failed_reload_keeps_the_active_rules(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD)
+    registry = RuleRegistry([path])
+    assert registry.get("nvme-test") is not None
+    path.write_text(GOOD.replace('op: ">="', 'op: "=~"'))
+    assert registry.reload() is False
+    assert registry.last_error is not None
+    assert "rules.0.when.op" in registry.last_error
+    assert registry.get("nvme-test") is not None
+    path.write_text(GOOD.replace("nvme-test", "renamed"))
+    assert registry.reload() is True
+    assert registry.get("renamed") is not None
+
+
+def test_matching_respects_selector_and_threshold(tmp_path: Path) -> None:
+    rules = load_pack(write(tmp_path, GOOD)).rules
+    hot = [SignalValue("dimm_ce_rate", "DIMM_A1", 6.0)]
+    assert matching_rules(rules, hot, hardware_class="x", datacenter="ams1", labels={})
+    assert not matching_rules(rules, hot, hardware_class="x", datacenter="sjc2", labels={})
+    cool = [SignalValue("dimm_ce_rate", "DIMM_A1", 4.9)]
+    assert not matching_rules(rules, cool, hardware_class="x", datacenter="ams1", labels={})
+
+
+def test_cli_validate(tmp_path: Path) -> None:
+    good = write(tmp_path, GOOD, "good.yaml")
+    bad = write(tmp_path, GOOD.replace("version: 1", "version: 7"), "bad.yaml")
+    ok = subprocess.run([sys.executable, "-m", "api", "rules", "validate", str(good)], capture_output=True, text=True)
+    assert ok.returncode == 0
+    assert "1 rules ok" in ok.stdout
+    failed = subprocess.run(
+        [sys.executable, "-m", "api", "rules", "validate", str(good), str(bad)], capture_output=True, text=True
+    )
+    assert failed.returncode == 1
+    assert f"{bad}:1: version" in failed.stderr
