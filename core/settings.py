@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     secret_key: str = Field(
         PLACEHOLDER_SECRET,
         min_length=16,
-        description="Signs sessions and action envelopes. Must be set (32+ characters) in production.",
+        description="Signing secret (web sessions, host action envelopes). Production needs 32+ random characters.",
     )
     report_interval_s: int = Field(
         60, ge=5, le=3600, description="How often agents run the check cycle and report, in seconds."

@@ -1,0 +1,42 @@
+"""The README and the deployment files stay true to the code."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from api.cli import app as cli
+from core.settings import Settings
+from tests.conftest import REPO
+
+README = (REPO / "README.md").read_text()
+
+
+def test_readme_configuration_table_lists_every_setting() -> None:
+    documented = set(re.findall(r"^\| `(FLEETFIX_[A-Z_]+)` \|", README, flags=re.M))
+    actual = {f"FLEETFIX_{name.upper()}" for name in Settings.model_fields}
+    assert documented == actual
+
+
+def test_readme_names_every_command() -> None:
+    import typer.main
+
+    group = typer.main.get_command(cli)
+    commands = set(group.commands)  # type: ignore[attr-defined]
+    for name in commands:
+        assert f"`fleetfix {name}" in README, name
+
+
+def test_compose_services_run_real_commands() -> None:
+    import typer.main
+
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    group = typer.main.get_command(cli)
+    services = compose["services"]
+    assert {"postgres", "redis", "migrate", "api", "worker", "scheduler", "agent"} <= set(services)
+    for name in ("migrate", "api", "worker", "scheduler", "agent"):
+        command = services[name]["command"]
+        assert command[0] in group.commands, (name, command)  # type: ignore[attr-defined]
+    assert services["migrate"]["command"] == ["db", "upgrade"]
+    assert services["api"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
