@@ -1,4 +1,4 @@
-"""The Celery app factory, the queue layout, and sending tasks after a commit.
+"""The Celery app factory and the queue layout.
 
 One factory builds the app for every role (embedded, central worker, host
 agent); the caller names the task modules to load, so this module imports no
@@ -8,12 +8,9 @@ stage package. JSON is the only serialisation; pickle is refused.
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from celery import Celery, Signature
+from celery import Celery
 from kombu.entity import Exchange, Queue
-from sqlalchemy import event
-from sqlalchemy.orm import Session
 
 INGEST_QUEUE = "ingest"
 REMEDIATE_QUEUE = "remediate"
@@ -65,34 +62,3 @@ def create_celery(
     app.set_current()
     app.set_default()
     return app
-
-
-# -- tasks sent only after the commit they depend on ---------------------------
-
-_PENDING = "fleetfix.pending_tasks"
-
-
-def send_after_commit(session: Session, signature: Signature) -> None:
-    """Queue a task to be sent when this session's transaction commits.
-
-    On rollback the task is dropped: a worker never looks for a row that was
-    never written (the pattern of warehouse's WarehouseTask.apply_async).
-    """
-    session.info.setdefault(_PENDING, []).append(signature)
-
-
-@event.listens_for(Session, "after_commit")
-def _send_pending(session: Session) -> None:
-    pending: list[Signature] = session.info.pop(_PENDING, [])
-    for signature in pending:
-        signature.apply_async()
-
-
-@event.listens_for(Session, "after_rollback")
-def _drop_pending(session: Session) -> None:
-    session.info.pop(_PENDING, None)
-
-
-def pending_tasks(session: Session) -> list[Any]:
-    """What would be sent on commit (for tests and logging)."""
-    return list(session.info.get(_PENDING, []))

@@ -21,8 +21,9 @@ from sqlalchemy.orm import Session, selectinload
 from checker.schemas import Report
 from core import audit
 from core.db import utcnow
+from core.dispatch import send_after_commit
 from core.errors import NotFound
-from core.queue import REMEDIATE_QUEUE, send_after_commit
+from core.queue import REMEDIATE_QUEUE
 from remediator.models import (
     ACTIVE_REMEDIATION_STATES,
     CounterState,

@@ -14,7 +14,8 @@ from sqlalchemy import select
 
 from core import audit
 from core.db import get_database, utcnow
-from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE, send_after_commit
+from core.dispatch import send_after_commit
+from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
 from remediator import service
 from remediator.models import ACTIVE_REMEDIATION_STATES, Host, HostState, Remediation

@@ -11,8 +11,8 @@ import datetime as dt
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.dispatch import pending_tasks
 from core.models import AuditEntry
-from core.queue import pending_tasks
 from remediator import service
 from remediator.models import Host, HostState, Remediation, RemediationState, Signal
 from remediator.models import Report as ReportRow
