@@ -1,0 +1,309 @@
+"""Kernel log classifier: a table of (kind, needle, regex, subject) rules that turns log lines into KernelEvent.
+
+Throughput: every rule has a literal needle; a line is only matched against a rule's regex when the
+needle occurs in it, and the needles are checked through one precompiled alternation first, so
+the common case (no hardware message) costs one regex scan. Multi-line blocks (MCE prints, sb_edac
+"HANDLING MCE MEMORY ERROR" dumps, GHES records, call traces, AER records) are kept together, at
+most MAX_LINES_PER_EVENT lines each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from checker.parsers.common import Parsed, clip, guarded
+from checker.parsers.kernel_log import LogLine, parse_kmsg, parse_log_lines
+from checker.schemas import MAX_EVENTS, MAX_LINES_PER_EVENT, KernelEvent, KernelEventKind, KernelLogState
+
+K = KernelEventKind
+Block = Literal["none", "trace", "prefix", "ghes", "mce", "ata", "edac_pre"]
+Subject = Callable[[re.Match[str]], str | None]
+
+BURST_S = 2.0  # continuation lines of one block are printed within this many seconds
+
+
+def _group(name: str, fmt: str = "{}") -> Subject:
+    def subject(m: re.Match[str]) -> str | None:
+        value = m.group(name)
+        return fmt.format(value) if value else None
+
+    return subject
+
+
+def _edac_label(m: re.Match[str]) -> str | None:
+    label = (m.group("label") or "").strip()
+    if label in ("", "-") or label.startswith("unknown"):  # ghes_edac: 'unknown label', 'unknown memory'
+        return f"MC{m.group('mc')}"
+    return label
+
+
+def _cpu_bank(m: re.Match[str]) -> str | None:
+    return f"CPU {m.group('cpu')} Bank {m.group('bank')}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: KernelEventKind
+    needle: str
+    pattern: re.Pattern[str]
+    subject: Subject | None = None
+    block: Block = "none"
+    count_group: str | None = None
+
+
+def _rule(kind: K, needle: str, regex: str, subject: Subject | None = None, block: Block = "none") -> Rule:
+    pattern = re.compile(regex)
+    count = "count" if "count" in pattern.groupindex else None
+    return Rule(kind, needle, pattern, subject, block, count)
+
+
+_EDAC_MODERN = (
+    r"EDAC (?:\w+ )?MC(?P<mc>\d{1,20}): (?P<count>\d{1,20}) TYPE (?:(?P<what>.*?) )?"
+    r"on (?P<label>.+?)(?: \((?P<detail>.*)\))?\s*$"
+)
+_EDAC_LEGACY = r"EDAC (?:\w+ )?MC(?P<mc>\d{1,20}): TYPE (?:page|row) .*?\"(?P<label>[^\"]*)\""
+_BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+_AER = r"^\s*(?P<prefix>\S+ (?P<dev>" + _BDF + r"): )(?:AER: )?PCIe Bus Error: severity=SEVERITY"
+
+_MCE_CPU = (
+    r"(?<!\})\[Hardware Error\]: CPU (?P<cpu>\d{1,20}): Machine Check(?: Exception)?: \S+ "
+    r"Bank (?P<bank>\d{1,20}): (?P<status>[0-9a-fA-F]+)"
+)
+_NVME_RESET = (
+    r"^\s*(?P<prefix>nvme (?P<dev>nvme\d{1,20}): )(?:controller is down; will reset|Device not ready; aborting reset"
+    r"|Removing after probe failure|resetting controller)"
+)
+_TX_TIMEOUT_NEW = (
+    r"^\s*(?P<prefix>(?:\S+ )*?(?P<iface>[^\s:]+): )NETDEV WATCHDOG: CPU: \d{1,20}: transmit queue \d{1,20} timed out"
+)
+_TX_TIMEOUT_OLD = r"NETDEV WATCHDOG: (?P<iface>\S+) \([^)]*\): transmit queue \d{1,20} timed out"
+_THROTTLE = r"CPU(?P<cpu>\d{1,20}): (?:Core|Package) temperature above threshold, cpu clock throttled"
+_CPU = _group("cpu", "CPU {}")
+
+# Order matters: the first rule whose needle and regex match a line wins.
+RULES: tuple[Rule, ...] = (
+    _rule(K.mce_hardware_error, "HANDLING MCE MEMORY ERROR",
+          r"EDAC (?P<drv>\w+) MC(?P<mc>\d{1,20}): HANDLING MCE MEMORY ERROR", _group("mc", "MC{}"), "edac_pre"),
+    _rule(K.edac_ce, "EDAC", _EDAC_MODERN.replace("TYPE", "CE"), _edac_label),
+    _rule(K.edac_ue, "EDAC", _EDAC_MODERN.replace("TYPE", "UE"), _edac_label),
+    _rule(K.edac_ce, "EDAC", _EDAC_LEGACY.replace("TYPE", "CE"), _edac_label),
+    _rule(K.edac_ue, "EDAC", _EDAC_LEGACY.replace("TYPE", "UE"), _edac_label),
+    _rule(K.mce_logged, "Machine check events logged", r"Machine check events logged"),
+    _rule(K.ghes_error, "[Hardware Error]", r"^\s*\{(?P<n>\d{1,20})\}\[Hardware Error\]: ", None, "ghes"),
+    _rule(K.mce_hardware_error, "[Hardware Error]", _MCE_CPU, _cpu_bank, "mce"),
+    _rule(K.cmci_storm, "CMCI storm detected", r"(?:CPU ?(?P<cpu>\d{1,20}):? )?CMCI storm detected", _CPU),
+    _rule(K.memory_failure, "emory failure", r"[Mm]emory failure: (?P<pfn>0x[0-9a-fA-F]+|\S+?): ", _group("pfn")),
+    _rule(K.memory_failure, "hardware memory corruption",
+          r"Killing (?P<task>\S+) due to hardware memory corruption(?: fault at (?P<addr>\S+))?", _group("addr")),
+    _rule(K.soft_lockup, "soft lockup", r"BUG: soft lockup - CPU#(?P<cpu>\d{1,20}) stuck for", _CPU, "trace"),
+    _rule(K.hard_lockup, "hard LOCKUP", r"[Hh]ard LOCKUP on cpu (?P<cpu>\d{1,20})", _CPU, "trace"),
+    _rule(K.hung_task, "blocked for more than", r"INFO: task (?P<task>.+:\d+) blocked for more than \d+ seconds",
+          _group("task"), "trace"),
+    _rule(K.oops, "BUG: unable to handle", r"BUG: unable to handle (?P<what>.+?)(?: at | \(|$)", None, "trace"),
+    _rule(K.oops, "Unable to handle kernel", r"Unable to handle kernel (?P<what>.+?) at", None, "trace"),
+    _rule(K.oops, "kernel BUG at", r"kernel BUG at (?P<where>\S+?)!?$", _group("where"), "trace"),
+    _rule(K.oops, "general protection fault", r"general protection fault", None, "trace"),
+    _rule(K.oops, "Oops", r"(?:^|Internal error: )Oops(?: - \w+)?: [0-9a-fx]+ \[#\d{1,20}\]", None, "trace"),
+    _rule(K.panic, "Kernel panic - not syncing", r"Kernel panic - not syncing: ?(?P<why>.*?)\s*$",
+          _group("why"), "trace"),
+    _rule(K.block_io_error, "exception Emask", r"^\s*(?P<prefix>ata\d{1,20}(?:\.\d{1,20})?): exception Emask",
+          _group("prefix"), "ata"),
+    _rule(K.block_io_error, "error, dev ", r"error, dev (?P<dev>[^\s,]+), sector (?P<sector>\d{1,20})", _group("dev")),
+    _rule(K.block_io_error, "Buffer I/O error", r"Buffer I/O error on dev(?:ice)? (?P<dev>[^\s,]+)", _group("dev")),
+    _rule(K.block_io_error, "I/O Cmd(", r"(?P<dev>nvme\d+n\d+): I/O Cmd\(0x[0-9a-fA-F]+\) .*I/O Error", _group("dev")),
+    _rule(K.nvme_timeout, "QID", r"(?P<dev>nvme\d+): I/O .*?QID \d+ timeout", _group("dev")),
+    _rule(K.nvme_reset, "nvme", _NVME_RESET, _group("dev"), "prefix"),
+    _rule(K.nic_tx_timeout, "NETDEV WATCHDOG", _TX_TIMEOUT_NEW, _group("iface"), "prefix"),
+    _rule(K.nic_tx_timeout, "NETDEV WATCHDOG", _TX_TIMEOUT_OLD, _group("iface"), "trace"),
+    _rule(K.nic_link_down, "Link is Down", r"(?P<iface>[\w.\-@]+?):? (?:NIC )?Link is Down", _group("iface")),
+    _rule(K.nic_link_up, "Link is Up", r"(?P<iface>[\w.\-@]+?):? (?:NIC )?Link is Up", _group("iface")),
+    _rule(K.pcie_aer_corrected, "PCIe Bus Error", _AER.replace("SEVERITY", "Corrected"), _group("dev"), "prefix"),
+    _rule(K.pcie_aer_uncorrected, "PCIe Bus Error", _AER.replace("SEVERITY", "Uncorrect"), _group("dev"), "prefix"),
+    _rule(K.thermal_throttle, " above threshold", _THROTTLE, _CPU),
+    _rule(K.thermal_throttle, "power limit notification",
+          r"CPU(?P<cpu>\d{1,20}): (?:Core|Package) power limit notification", _CPU),
+)  # fmt: skip
+
+_NEEDLES = re.compile("|".join(sorted({re.escape(r.needle) for r in RULES}, key=len, reverse=True)))
+_TRACE_LINE = re.compile(
+    r"^(?:\s|<|\?|Modules linked in|CPU: |Hardware name|IP: |PGD |P[UM4]D |PTE |#PF: |Thread overran"
+    r"|RIP|RSP|R[A-Z]{2}:|R\d\d?:|FS: |CS: |CR2"
+    r"|DR\d|Call [Tt]race"
+    r"|Code: |Stack:|Workqueue|task: |Tainted|irq event stamp|hardirqs|softirqs|PKRU|Kernel Offset|---\[ |-+\[ cut"
+    r"|WARNING: |pc : |lr : |sp : |x\d+ ?: |Process |NMI backtrace|Sending NMI|\"echo 0 > |Showing |Mem abort|ESR = )"
+)
+_MODULE_WRAP = re.compile(r"^[\w\s().,\[\]\-]+$")
+_GHES_SUBJECTS = (
+    re.compile(r"DIMM location: (?P<v>.+?)\s*$"),
+    re.compile(r"fru_text: (?P<v>.+?)\s*$"),
+    re.compile(r"physical_address: (?P<v>0x[0-9a-fA-F]+)"),
+)
+
+
+@dataclass
+class _Open:
+    rule: Rule
+    match: re.Match[str]
+    lines: list[LogLine]
+    prefix: str = ""
+    in_modules: bool = False
+
+
+def match_line(message: str) -> tuple[Rule, re.Match[str]] | None:
+    """The first rule of RULES that matches one message, with its match; None for ordinary lines."""
+    if _NEEDLES.search(message) is None:
+        return None
+    for rule in RULES:
+        if rule.needle in message and (m := rule.pattern.search(message)) is not None:
+            return rule, m
+    return None
+
+
+def _burst(last: LogLine, line: LogLine) -> bool:
+    if last.monotonic_s is not None and line.monotonic_s is not None:
+        return abs(line.monotonic_s - last.monotonic_s) <= BURST_S
+    if last.timestamp is not None and line.timestamp is not None:
+        return abs((line.timestamp - last.timestamp).total_seconds()) <= BURST_S
+    return True
+
+
+def _accepts(block: _Open, line: LogLine, hit: tuple[Rule, re.Match[str]] | None) -> bool:
+    msg = line.message
+    mode = block.rule.block
+    if len(block.lines) >= MAX_LINES_PER_EVENT or not _burst(block.lines[-1], line):
+        return False
+    if mode == "ghes":
+        return msg.lstrip().startswith(block.prefix) and "Hardware error from APEI" not in msg
+    if hit is not None:
+        # An oops prints several oops-shaped lines ("BUG: unable to handle", then "Oops: ...").
+        return mode == "trace" and hit[0].kind is block.rule.kind is K.oops
+    if mode == "trace":
+        # A terminal-wrapped "Modules linked in:" list continues on lines of bare module names.
+        if block.in_modules and ":" not in msg and _MODULE_WRAP.match(msg) is not None:
+            return True
+        if _TRACE_LINE.match(msg):
+            block.in_modules = msg.startswith("Modules linked in")
+            return True
+        return False
+    if mode == "mce":
+        return "[Hardware Error]:" in msg and "{" not in msg[:4]
+    if mode in ("prefix", "edac_pre"):
+        return msg.lstrip().startswith(block.prefix)
+    if mode == "ata":
+        port = block.prefix.split(".")[0]
+        return msg.lstrip().startswith((port + ":", port + ".")) or msg[:1].isspace()
+    return False
+
+
+def _open(rule: Rule, m: re.Match[str], line: LogLine) -> _Open:
+    block = _Open(rule, m, [line])
+    if rule.block == "ghes":
+        block.prefix = "{" + m.group("n") + "}[Hardware Error]:"
+    elif rule.block == "edac_pre":
+        block.prefix = f"EDAC {m.group('drv')} MC{m.group('mc')}: "
+    elif rule.block in ("prefix", "ata"):
+        block.prefix = m.group("prefix")
+    return block
+
+
+def _event(rule: Rule, m: re.Match[str], lines: list[LogLine]) -> KernelEvent:
+    subject = rule.subject(m) if rule.subject is not None else None
+    if rule.block == "ghes":
+        subject = _ghes_subject(lines)
+    count = 1
+    if rule.count_group is not None and (value := m.group(rule.count_group)) is not None:
+        count = int(value)
+    first = lines[0]
+    return KernelEvent(
+        kind=rule.kind,
+        seq=first.seq,
+        timestamp=first.timestamp,
+        subject=clip(subject, 256) if subject else None,
+        count=count,
+        lines=[clip(line.raw or line.message, 4096) for line in lines[:MAX_LINES_PER_EVENT]],
+    )
+
+
+def _ghes_subject(lines: list[LogLine]) -> str | None:
+    for pattern in _GHES_SUBJECTS:
+        for line in lines:
+            if (m := pattern.search(line.message)) is not None:
+                return m.group("v")
+    return None
+
+
+def classify(lines: Iterable[LogLine]) -> list[KernelEvent]:
+    """Kernel events in log order. Lines from other programs (syslog tag not 'kernel') are ignored."""
+    events: list[KernelEvent] = []
+    block: _Open | None = None
+    for line in lines:
+        if line.tag is not None and line.tag != "kernel":
+            continue
+        hit = match_line(line.message)
+        if block is not None:
+            if _accepts(block, line, hit):
+                block.lines.append(line)
+                continue
+            if block.rule.block == "edac_pre" and hit is not None and hit[0].kind in (K.edac_ce, K.edac_ue):
+                # sb_edac/skx dump their decoding first; the EDAC CE/UE line that follows is the event.
+                events.append(_event(hit[0], hit[1], [*block.lines, line][-MAX_LINES_PER_EVENT:]))
+                block = None
+                continue
+            events.append(_event(block.rule, block.match, block.lines))
+            block = None
+        if hit is None:
+            continue
+        rule, m = hit
+        if rule.block == "none":
+            events.append(_event(rule, m, [line]))
+        else:
+            block = _open(rule, m, line)
+    if block is not None:
+        events.append(_event(block.rule, block.match, block.lines))
+    return events
+
+
+Source = Literal["kmsg", "journal", "dmesg", "file"]
+
+
+def parse_kernel_log(
+    text: str,
+    source: Source,
+    reference: dt.datetime | None = None,
+    tz: dt.tzinfo = dt.UTC,
+    boot_time: dt.datetime | None = None,
+) -> Parsed[KernelLogState]:
+    """Text of a kernel log in any supported format -> KernelLogState with classified events.
+
+    source 'kmsg' reads /dev/kmsg records; every other source reads dmesg/syslog/journal lines.
+    boot_time (aware) turns printk times into timestamps when a line has no wall-clock time.
+    Only the newest MAX_EVENTS events are kept; `truncated` counts the dropped ones.
+    """
+    run = guarded(lambda: KernelLogState(source=source))(_parse_kernel_log)
+    return run(text, source, reference, tz, boot_time)
+
+
+def _parse_kernel_log(
+    text: str, source: Source, reference: dt.datetime | None, tz: dt.tzinfo, boot_time: dt.datetime | None
+) -> Parsed[KernelLogState]:
+    if source == "kmsg":
+        parsed = parse_kmsg(text, boot_time=boot_time)
+    else:
+        parsed = parse_log_lines(text, reference=reference, tz=tz, boot_time=boot_time)
+    lines = parsed.value
+    events = classify(lines)
+    dropped = max(0, len(events) - MAX_EVENTS)
+    seqs = [line.seq for line in lines if line.seq is not None]
+    state = KernelLogState(
+        source=source,
+        first_seq=min(seqs) if seqs else None,
+        last_seq=max(seqs) if seqs else None,
+        lines_read=len(lines),
+        events=events[dropped:],
+        truncated=dropped,
+    )
+    return Parsed(state, parsed.problems)
