@@ -17,7 +17,7 @@ def boot_central(settings: Settings) -> tuple[Database, Celery]:
     app = create_celery(settings.broker_url, include=CENTRAL_TASK_MODULES)
     import remediator.tasks as remediator_tasks  # registers the tasks on the new app
 
-    app.conf.beat_schedule = dict(remediator_tasks.BEAT_SCHEDULE)
+    app.conf.beat_schedule = remediator_tasks.beat_schedule(settings.report_interval_s)
     app.conf.beat_schedule_filename = str(settings.data_dir / "celerybeat-schedule")
     app.loader.import_default_modules()
     return database, app

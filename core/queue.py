@@ -8,6 +8,7 @@ stage package. JSON is the only serialisation; pickle is refused.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from celery import Celery
 from kombu.entity import Exchange, Queue
@@ -28,6 +29,11 @@ def host_queue(hostname: str) -> str:
     if not _HOSTNAME.match(hostname):
         raise ValueError(f"not a valid hostname for a queue: {hostname!r}")
     return f"{HOST_QUEUE_PREFIX}{hostname}"
+
+
+def send_to_host(app: Celery, hostname: str, task: str, *, args: list[Any] | None = None) -> None:
+    """Send a task to one host's agent; it expires unstarted after HOST_TASK_EXPIRES_S."""
+    app.send_task(task, args=args or [], queue=host_queue(hostname), expires=HOST_TASK_EXPIRES_S)
 
 
 def create_celery(

@@ -84,6 +84,6 @@ def mark_unreachable() -> int:
     return changed
 
 
-BEAT_SCHEDULE = {
-    "mark-unreachable": {"task": "remediator.mark_unreachable", "schedule": 30.0},
-}
+def beat_schedule(report_interval_s: int) -> dict[str, dict[str, Any]]:
+    """Periodic tasks; staleness is measured in report intervals, so it is checked once per interval."""
+    return {"mark-unreachable": {"task": "remediator.mark_unreachable", "schedule": float(report_interval_s)}}

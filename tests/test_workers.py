@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.db import make_engine
-from core.queue import INGEST_QUEUE, create_celery
+from core.queue import INGEST_QUEUE, create_celery, host_queue, send_to_host
 from remediator.models import Host, Remediation, RemediationState
 from tests.conftest import truncate_all
 from tests.factories import T0, edac_report, payload
@@ -87,23 +87,92 @@ def test_pickle_is_refused_by_the_worker(central_worker: FleetfixProcess, it_db:
     central_worker.wait_for_output("Refusing to deserialize untrusted content of type pickle")
 
 
-def test_agent_consumes_its_host_queue_and_reports(
+def reports_of(url: str, hostname: str) -> int:
+    from sqlalchemy import func
+
+    from remediator.models import Report
+
+    return query(
+        url,
+        lambda s: s.scalar(select(func.count()).select_from(Report).join(Host).where(Host.hostname == hostname)),
+    )
+
+
+def test_agent_reports_and_runs_host_tasks_that_have_not_expired(
     central_worker: FleetfixProcess, it_db: str, redis_url: str, tmp_path: Path
 ) -> None:
     env = base_env(
         FLEETFIX_BROKER_URL=redis_url,
         FLEETFIX_DATA_DIR=str(tmp_path / "agent"),
-        FLEETFIX_REPORT_INTERVAL_S="5",
+        FLEETFIX_REPORT_INTERVAL_S="3600",  # one report at start; the rest only on request
     )
     with FleetfixProcess(["agent", "--hostname", "agent-it-1"], env, tmp_path / "agent.log") as agent:
         agent.wait_for_output("ready.")
-        host = wait_until(
-            lambda: query(it_db, lambda s: s.scalars(select(Host).where(Host.hostname == "agent-it-1")).one_or_none()),
-            30,
-            "the agent's first report",
-            agent,
-        )
-        assert host.last_report_at is not None
+        wait_until(lambda: reports_of(it_db, "agent-it-1") == 1, 30, "the agent's first report", agent)
         app = create_celery(redis_url)
         queues = app.control.inspect(destination=["agent@agent-it-1"], timeout=5).active_queues() or {}
         assert [q["name"] for q in queues["agent@agent-it-1"]] == ["host.agent-it-1"]
+
+        send_to_host(app, "agent-it-1", "checker.run_check_now")
+        wait_until(lambda: reports_of(it_db, "agent-it-1") == 2, 30, "a report on request", agent)
+
+        stale = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+        app.send_task("checker.run_check_now", queue=host_queue("agent-it-1"), expires=stale)
+        agent.wait_for_output("Discarding revoked task: checker.run_check_now")
+        send_to_host(app, "agent-it-1", "checker.run_check_now")
+        wait_until(lambda: reports_of(it_db, "agent-it-1") == 3, 30, "the next report", agent)
+        assert reports_of(it_db, "agent-it-1") == 3  # the expired task ran nothing
+
+
+def test_scheduler_marks_silent_hosts_unreachable(
+    central_worker: FleetfixProcess, it_db: str, redis_url: str, tmp_path: Path
+) -> None:
+    engine = make_engine(it_db)
+    with Session(engine) as session, session.begin():
+        long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+        session.add(Host(hostname="silent-1", last_report_at=long_ago, report_interval_s=60))
+        session.add(Host(hostname="fresh-1", last_report_at=dt.datetime.now(dt.UTC), report_interval_s=60))
+    engine.dispose()
+    env = base_env(
+        FLEETFIX_DATABASE_URL=it_db,
+        FLEETFIX_BROKER_URL=redis_url,
+        FLEETFIX_DATA_DIR=str(tmp_path / "beat"),
+        FLEETFIX_REPORT_INTERVAL_S="5",
+    )
+    with FleetfixProcess(["scheduler"], env, tmp_path / "beat.log") as beat:
+
+        def state_of(name: str) -> str:
+            return query(it_db, lambda s: s.scalars(select(Host.state).where(Host.hostname == name)).one())
+
+        wait_until(lambda: state_of("silent-1") == "unreachable", 40, "silent-1 unreachable", beat)
+        assert state_of("fresh-1") == "in_service"
+        assert "Sending due task mark-unreachable" in beat.output()
+
+
+def test_api_process_serves_against_postgresql_and_redis(it_db: str, redis_url: str, tmp_path: Path) -> None:
+    import httpx
+
+    from tests.processes import free_port
+
+    port = free_port()
+    env = base_env(
+        FLEETFIX_DATABASE_URL=it_db,
+        FLEETFIX_BROKER_URL=redis_url,
+        FLEETFIX_DATA_DIR=str(tmp_path),
+        FLEETFIX_API_PORT=str(port),
+    )
+    with FleetfixProcess(["api"], env, tmp_path / "api.log") as api:
+        base = f"http://127.0.0.1:{port}"
+
+        def ready() -> dict[str, object] | None:
+            try:
+                response = httpx.get(f"{base}/readyz", timeout=2)
+            except httpx.TransportError:
+                return None
+            return response.json() if response.status_code == 200 else None
+
+        body = wait_until(ready, 30, "/readyz", api)
+        assert body["checks"] == {"database": "ok", "broker": "ok"}
+        posted = httpx.post(f"{base}/api/v1/reports", json=payload(edac_report("api-1")))
+        assert posted.status_code == 200
+        assert [h["hostname"] for h in httpx.get(f"{base}/api/v1/hosts").json()] == ["api-1"]

@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import uuid
 
 from celery import Celery
 
+from checker.agent import state
 from checker.collectors.base import LiveHost
 from checker.cycle import run_cycle
 from core.queue import INGEST_QUEUE, create_celery, host_queue
@@ -27,12 +29,16 @@ class CheckLoop:
         self.hostname = hostname
         self.interval_s = interval_s
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="check-cycle", daemon=True)
 
-    def once(self) -> None:
-        report = run_cycle(LiveHost(), hostname=self.hostname, interval_s=self.interval_s)
-        self.app.send_task("remediator.ingest_reports", args=[[report.model_dump(mode="json")]], queue=INGEST_QUEUE)
+    def once(self) -> uuid.UUID:
+        with self._lock:  # the timer and a run_check_now task never overlap
+            report = run_cycle(LiveHost(), hostname=self.hostname, interval_s=self.interval_s)
+            payload = [report.model_dump(mode="json")]
+            self.app.send_task("remediator.ingest_reports", args=[payload], queue=INGEST_QUEUE)
         log.info("checker.report.sent", extra={"fields": {"report_id": str(report.report_id)}})
+        return report.report_id
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -52,8 +58,9 @@ class CheckLoop:
 def run_agent(settings: Settings, *, hostname: str | None = None, loglevel: str = "INFO") -> None:
     name = hostname or settings.hostname or socket.gethostname()
     queue = host_queue(name)
-    app = create_celery(settings.broker_url, extra_queues=(queue,))
+    app = create_celery(settings.broker_url, extra_queues=(queue,), include=("checker.agent.tasks",))
     loop = CheckLoop(app, name, settings.report_interval_s)
+    state.check_loop = loop
     loop.start()
     try:
         app.worker_main(
