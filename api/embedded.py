@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 import uvicorn
-from celery import Celery
+from celery import Celery, beat
 from celery.worker import WorkController
 
 from api.app import create_app
@@ -28,15 +28,19 @@ log = logging.getLogger(__name__)
 
 
 class EmbeddedWorker:
-    """A Celery worker (with beat) in a background thread of this process."""
+    """A Celery worker and the beat scheduler, each in a background thread of this process.
 
-    def __init__(self, app: Celery, *, concurrency: int = 2, beat: bool = True) -> None:
+    Beat is started here as a thread: the worker's own `beat=True` would fork
+    it into a child process, where the in-process broker is a different one.
+    """
+
+    def __init__(self, app: Celery, *, concurrency: int = 2, schedule_file: str | None = None) -> None:
+        self.beat = beat.EmbeddedService(app, thread=True, schedule_filename=schedule_file)
         self.controller = WorkController(
             app=app,
             pool="threads",
             concurrency=concurrency,
             queues=list(CENTRAL_QUEUES),
-            beat=beat,
             without_heartbeat=True,
             without_mingle=True,
             without_gossip=True,
@@ -46,8 +50,10 @@ class EmbeddedWorker:
 
     def start(self) -> None:
         self.thread.start()
+        self.beat.start()
 
     def stop(self) -> None:
+        self.beat.stop()
         self.controller.stop(in_sighandler=False)
 
 
@@ -85,7 +91,7 @@ class FleetSimulator:
 def run_up(settings: Settings, *, simulate: int = 0, sim_interval: float = 5.0, seed: int = 1) -> None:
     database, app = boot_central(settings)
     upgrade(settings.effective_database_url)
-    worker = EmbeddedWorker(app)
+    worker = EmbeddedWorker(app, schedule_file=str(settings.data_dir / "celerybeat-schedule"))
     worker.start()
     simulator = None
     if simulate:

@@ -12,7 +12,7 @@ from tests.processes import FleetfixProcess, base_env, free_port, wait_until
 
 def test_up_with_a_simulated_fleet_shows_a_ticket(tmp_path: Path) -> None:
     port = free_port()
-    env = base_env(FLEETFIX_DATA_DIR=str(tmp_path / "data"))
+    env = base_env(FLEETFIX_DATA_DIR=str(tmp_path / "data"), FLEETFIX_REPORT_INTERVAL_S="5")
     args = ["up", "--simulate", "30", "--sim-interval", "2", "--port", str(port)]
     with FleetfixProcess(args, env, tmp_path / "up.log") as up:
         base = f"http://127.0.0.1:{port}"
@@ -33,4 +33,6 @@ def test_up_with_a_simulated_fleet_shows_a_ticket(tmp_path: Path) -> None:
         assert any(r["state"] == "escalated" for r in remediations)
         page = httpx.get(f"{base}/").text
         assert f'href="/tickets/{found[0]["id"]}"' in page
+        # the scheduler runs in the same process: its staleness check fires every report interval
+        up.wait_for_output("Task remediator.mark_unreachable", timeout=30)
     assert (tmp_path / "data" / "fleetfix.db").exists()  # the embedded SQLite database
