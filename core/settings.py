@@ -22,6 +22,8 @@ from pydantic_settings import (
 
 ENV_PREFIX = "FLEETFIX_"
 CONFIG_FILE_ENV = "FLEETFIX_CONFIG"
+OTHER_PREFIXES = (f"{ENV_PREFIX}TEST_", f"{ENV_PREFIX}AGENT_")
+"""Variables read elsewhere: the test harness's, and the host agent's own settings."""
 PLACEHOLDER_SECRET = "change-me-in-production"  # noqa: S105 - the value production refuses
 
 
@@ -159,7 +161,7 @@ def load_settings(**overrides: object) -> Settings:
     unknown = sorted(
         key
         for key in os.environ
-        if key.startswith(ENV_PREFIX) and key not in known and not key.startswith(f"{ENV_PREFIX}TEST_")
+        if key.startswith(ENV_PREFIX) and key not in known and not key.startswith(OTHER_PREFIXES)
     )
     if unknown:
         raise SettingsError(f"{unknown[0]}: unknown setting (known: {', '.join(sorted(known))})")
