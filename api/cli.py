@@ -91,14 +91,34 @@ def api(
 def worker(
     queues: Annotated[str, typer.Option(help="Comma-separated queues to consume.")] = "ingest,remediate,notify",
     concurrency: Annotated[int, typer.Option(help="Worker processes.", min=1)] = 2,
+    prefetch: Annotated[
+        int | None,
+        typer.Option(
+            help="Messages reserved per process. Default: the ingest batch size if it consumes ingest, else 1."
+        ),
+    ] = None,
 ) -> None:
     """Run a central Celery worker (ingest, remediate, notify queues)."""
     settings = _settings()
     from api.runtime import boot_central
+    from remediator.tasks import INGEST_BATCH
 
+    if prefetch is None:
+        prefetch = INGEST_BATCH if "ingest" in queues.split(",") else 1
     _, celery_app = boot_central(settings)
     celery_app.worker_main(
-        ["worker", "-Q", queues, "-c", str(concurrency), "-l", settings.log_level, "--without-gossip"]
+        [
+            "worker",
+            "-Q",
+            queues,
+            "-c",
+            str(concurrency),
+            "--prefetch-multiplier",
+            str(prefetch),
+            "-l",
+            settings.log_level,
+            "--without-gossip",
+        ]
     )
 
 
@@ -117,12 +137,38 @@ def agent(
     hostname: Annotated[
         str | None, typer.Option(help="This host's name (default FLEETFIX_HOSTNAME or the system's).")
     ] = None,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="Cursors and spool directory (default FLEETFIX_AGENT_STATE_DIR).")
+    ] = None,
 ) -> None:
     """Run the host agent: a Celery worker on host.<hostname> that also runs the check cycle."""
     settings = _settings()
-    from checker.agent.worker import run_agent
+    from checker.agent.config import AgentConfigError, load_agent_config
+    from checker.agent.worker import AgentStartError, run_agent
 
-    run_agent(settings, hostname=hostname, loglevel=settings.log_level)
+    try:
+        config = load_agent_config(**({"state_dir": state_dir} if state_dir is not None else {}))
+        run_agent(settings, hostname=hostname, loglevel=settings.log_level, config=config)
+    except AgentConfigError as error:
+        raise _fail(f"bad setting: {error}") from None
+    except AgentStartError as error:
+        raise _fail(str(error), 1) from None
+
+
+def _print_report(report: object, output_format: str) -> None:
+    from checker.schemas import Report
+
+    assert isinstance(report, Report)
+    if output_format == "json":
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    typer.echo(f"{report.host.hostname} at {report.captured_at.isoformat()}")
+    for name, run in report.collectors.items():
+        reason = f" — {run.reason}" if run.reason else ""
+        source = f" [{run.source}]" if run.source else ""
+        typer.echo(f"  {name:<12} {run.status.value:<12} {run.duration_ms:8.1f} ms{source}{reason}")
+        for item in run.problems:
+            typer.echo(f"  {'':<12} ! {item}")
 
 
 @app.command()
@@ -131,30 +177,67 @@ def check(
     output_format: Annotated[str, typer.Option("--format", help="json or text.")] = "text",
     hostname: Annotated[str | None, typer.Option(help="Hostname to report as.")] = None,
 ) -> None:
-    """Run every collector once and print the report (nothing is sent)."""
+    """Run every collector once and print the report (nothing is sent, no agent cursor moves)."""
+    from checker.agent.config import AgentConfigError, load_agent_config
     from checker.collectors.base import HostAccess, LiveHost, SnapshotHost
     from checker.cycle import run_cycle
+    from checker.snapshot import SnapshotError, read_meta
 
     if output_format not in ("json", "text"):
         raise _fail(f"--format must be json or text, not {output_format!r}")
+    try:
+        config = load_agent_config()
+    except AgentConfigError as error:
+        raise _fail(f"bad setting: {error}") from None
     access: HostAccess
     if snapshot is not None:
         if not snapshot.is_dir():
             raise _fail(f"--snapshot {snapshot}: not a directory")
-        meta_file = snapshot / "meta.json"
-        if hostname is None and meta_file.exists():
-            hostname = json.loads(meta_file.read_text(encoding="utf-8")).get("hostname")
+        try:
+            meta = read_meta(snapshot)
+        except SnapshotError as error:
+            raise _fail(str(error)) from None
+        if hostname is None and isinstance(meta.get("hostname"), str):
+            hostname = meta["hostname"]
         access = SnapshotHost(snapshot)
     else:
         access = LiveHost()
-    report = run_cycle(access, hostname=hostname)
-    if output_format == "json":
-        typer.echo(report.model_dump_json(indent=2))
-        return
-    typer.echo(f"{report.host.hostname} at {report.captured_at.isoformat()}")
-    for name, run in report.collectors.items():
-        reason = f" — {run.reason}" if run.reason else ""
-        typer.echo(f"  {name:<12} {run.status.value:<12} {run.duration_ms:8.1f} ms{reason}")
+    report = run_cycle(
+        access,
+        hostname=hostname,
+        timeout_s=config.collector_timeout_s,
+        timeouts=config.collector_timeouts,
+        max_report_bytes=config.max_report_bytes,
+    )
+    _print_report(report, output_format)
+
+
+@app.command()
+def snapshot(
+    directory: Annotated[Path, typer.Argument(help="New or empty directory to write the snapshot into.")],
+    hostname: Annotated[str | None, typer.Option(help="Hostname to record (default: the system's).")] = None,
+) -> None:
+    """Capture everything the collectors read on this host into DIR, for `fleetfix check --snapshot DIR`."""
+    from checker.agent.config import AgentConfigError, load_agent_config
+    from checker.snapshot import SnapshotError, capture
+
+    try:
+        config = load_agent_config()
+        report, recorder = capture(
+            directory,
+            hostname=hostname,
+            timeout_s=config.collector_timeout_s,
+            timeouts=config.collector_timeouts,
+        )
+    except AgentConfigError as error:
+        raise _fail(f"bad setting: {error}") from None
+    except SnapshotError as error:
+        raise _fail(str(error)) from None
+    statuses = ", ".join(f"{name} {run.status.value}" for name, run in report.collectors.items())
+    typer.echo(
+        f"snapshot of {report.host.hostname} in {directory}: {recorder.files_written} files, "
+        f"{len(recorder.commands)} commands ({statuses})"
+    )
 
 
 @app.command("report-schema")

@@ -23,6 +23,7 @@ from core.queue import CENTRAL_QUEUES, INGEST_QUEUE
 from core.settings import Settings
 from migrations import upgrade
 from remediator.inventory import HostInventory, apply_inventory
+from remediator.tasks import INGEST_BATCH
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class EmbeddedWorker:
             pool="threads",
             concurrency=concurrency,
             queues=list(CENTRAL_QUEUES),
+            prefetch_multiplier=INGEST_BATCH,  # so single-report messages fill an ingest batch
             without_heartbeat=True,
             without_mingle=True,
             without_gossip=True,

@@ -156,3 +156,17 @@ def get_database() -> Database:
     if _database is None:
         raise RuntimeError("database not configured: call core.db.configure_database() at start-up")
     return _database
+
+
+def insert_ignoring_conflicts(session: Session, table: Any, rows: list[dict[str, Any]], *, keys: list[str]) -> None:
+    """INSERT rows, skipping those that collide on `keys` (ON CONFLICT DO NOTHING on both dialects)."""
+    if not rows:
+        return
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    statement: postgresql.Insert | sqlite.Insert
+    if session.get_bind().dialect.name == "postgresql":
+        statement = postgresql.insert(table).on_conflict_do_nothing(index_elements=keys)
+    else:
+        statement = sqlite.insert(table).on_conflict_do_nothing(index_elements=keys)
+    session.execute(statement, rows)

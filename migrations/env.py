@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
+from sqlalchemy import Connection
 
 import core.models  # noqa: F401  (registers tables on Base.metadata)
 import remediator.models  # noqa: F401
@@ -46,16 +47,29 @@ def run_migrations_online() -> None:
     engine.dispose()
 
 
-def _run(connection: object) -> None:
-    is_sqlite = connection.dialect.name == "sqlite"  # type: ignore[attr-defined]
+def _run(connection: Connection) -> None:
+    is_sqlite = connection.dialect.name == "sqlite"
+    if is_sqlite:
+        # Batch mode rebuilds a table by copy-and-drop; with foreign keys on,
+        # dropping `hosts` would cascade-delete every row that refers to it.
+        # The pragma only takes effect outside a transaction, so it goes to
+        # the driver connection directly.
+        raw = connection.connection.driver_connection
+        raw.execute("PRAGMA foreign_keys=OFF")
     context.configure(
-        connection=connection,  # type: ignore[arg-type]
+        connection=connection,
         target_metadata=target_metadata,
         render_as_batch=is_sqlite,
         compare_type=True,
     )
     with context.begin_transaction():
         context.run_migrations()
+        if is_sqlite:
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise RuntimeError(f"migration left rows with dangling foreign keys: {broken[:5]}")
+    if is_sqlite:
+        raw.execute("PRAGMA foreign_keys=ON")
 
 
 if context.is_offline_mode():

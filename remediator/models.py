@@ -39,40 +39,41 @@ class Host(Base):
     labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
     state: Mapped[HostState] = mapped_column(enum_column(HostState, "host_state"), default=HostState.in_service)
     last_report_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    last_report_id: Mapped[uuid.UUID | None] = mapped_column(default=None)
+    last_stored_report_id: Mapped[uuid.UUID | None] = mapped_column(
+        default=None, doc="The reports row that holds the latest observation state."
+    )
+    last_digest: Mapped[str | None] = mapped_column(String(64), default=None)
+    boot_id: Mapped[str | None] = mapped_column(String(64), default=None)
     report_interval_s: Mapped[int] = mapped_column(default=60)
+    memory: Mapped[dict[str, Any]] = mapped_column(
+        default=dict, doc="What signal derivation keeps between reports: last counters, cursors, rule timers."
+    )
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 
 class Report(Base):
-    """A raw report as received, kept for a window for audit and backtest."""
+    """A raw report, stored once per distinct observation state of a host.
+
+    Most reports say nothing new: one whose observations match the host's
+    previous report only moves that row's `last_captured_at` and `repeats`.
+    Rows are kept for a window (pruned by age) for audit and backtest; on
+    PostgreSQL the large `body` is TOASTed, which compresses it.
+    """
 
     __tablename__ = "reports"
     __table_args__ = (Index("ix_reports_host_captured", "host_id", "captured_at"),)
 
-    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, doc="The report_id of the first report of this state.")
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
     captured_at: Mapped[dt.datetime] = mapped_column()
-    received_at: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
+    last_captured_at: Mapped[dt.datetime] = mapped_column(index=True)
+    repeats: Mapped[int] = mapped_column(default=0, doc="Later reports that said the same.")
+    digest: Mapped[str] = mapped_column(String(64))
+    received_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     schema_version: Mapped[int] = mapped_column()
     body: Mapped[dict[str, Any]] = mapped_column()
-
-
-class CounterState(Base):
-    """The last value of each raw counter per host, to turn the next report into a delta.
-
-    One row per (host, counter key); an unchanged counter costs a timestamp update.
-    """
-
-    __tablename__ = "counter_state"
-    __table_args__ = (UniqueConstraint("host_id", "key"),)
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
-    key: Mapped[str] = mapped_column(String(256), doc="e.g. edac:mc0:dimm3:ce")
-    value: Mapped[int] = mapped_column()
-    observed_at: Mapped[dt.datetime] = mapped_column()
-    boot_id: Mapped[str | None] = mapped_column(String(64), default=None)
 
 
 class Signal(Base):

@@ -6,14 +6,11 @@ Tasks are sent only after that transaction commits (core.queue.send_after_commit
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from celery import current_app
-from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
@@ -26,7 +23,6 @@ from core.errors import NotFound
 from core.queue import REMEDIATE_QUEUE
 from remediator.models import (
     ACTIVE_REMEDIATION_STATES,
-    CounterState,
     Host,
     HostState,
     Remediation,
@@ -37,8 +33,7 @@ from remediator.models import (
 )
 from remediator.models import Report as ReportRow
 from remediator.rules import Rule, matching_rules
-from remediator.schemas import IngestResult, Refusal
-from remediator.signals import PreviousCounter, SignalValue, counters_of, rate_signals
+from remediator.signals import SignalValue
 from ticketing import service as tickets
 from ticketing.schemas import TicketRequest
 
@@ -46,124 +41,7 @@ log = logging.getLogger(__name__)
 SYSTEM = "system:remediator"
 
 
-# -- ingest -----------------------------------------------------------------------
-
-
-def parse_reports(payloads: Iterable[object]) -> tuple[list[Report], list[Refusal]]:
-    """Validate each payload on its own: one malformed report does not sink the batch."""
-    reports: list[Report] = []
-    refused: list[Refusal] = []
-    for index, payload in enumerate(payloads):
-        try:
-            reports.append(Report.model_validate(payload))
-        except ValidationError as error:
-            report_id = payload.get("report_id") if isinstance(payload, dict) else None
-            refused.append(
-                Refusal(
-                    index=index,
-                    report_id=str(report_id) if report_id is not None else None,
-                    errors=[
-                        f"{'.'.join(str(p) for p in item['loc']) or 'report'}: {item['msg']}"
-                        for item in error.errors()[:20]
-                    ],
-                )
-            )
-    return reports, refused
-
-
-def get_or_register_host(session: Session, report: Report) -> Host:
-    hostname = report.host.hostname
-    host = session.scalars(select(Host).where(Host.hostname == hostname)).one_or_none()
-    if host is not None:
-        return host
-    host = Host(hostname=hostname, machine_id=report.host.machine_id, report_interval_s=report.interval_s)
-    try:
-        with session.begin_nested():
-            session.add(host)
-            session.flush()
-    except IntegrityError:  # registered concurrently by another worker
-        return session.scalars(select(Host).where(Host.hostname == hostname)).one()
-    audit.record(session, actor=SYSTEM, action="remediator.host.registered", object_type="host", object_id=hostname)
-    return host
-
-
-def ingest(
-    session: Session, reports: list[Report], *, rules: list[Rule], now: dt.datetime | None = None
-) -> IngestResult:
-    """Store each new report once, derive its signals, and plan what the rules ask for."""
-    result = IngestResult()
-    received_at = now or utcnow()
-    for report in reports:
-        host = get_or_register_host(session, report)
-        row = ReportRow(
-            id=report.report_id,
-            host_id=host.id,
-            captured_at=report.captured_at,
-            received_at=received_at,
-            schema_version=report.schema_version,
-            body=report.model_dump(mode="json"),
-        )
-        try:
-            with session.begin_nested():
-                session.add(row)
-                session.flush()
-        except IntegrityError:
-            result.duplicates.append(report.report_id)
-            continue
-        result.accepted.append(report.report_id)
-        signals = _update_counters(session, host, report)
-        _store_signals(session, host, report, signals)
-        if host.last_report_at is None or report.captured_at > host.last_report_at:
-            host.last_report_at = report.captured_at
-            host.report_interval_s = report.interval_s
-        if host.state == HostState.unreachable:
-            host.state = HostState.in_service
-        remediation = _plan_from_rules(session, host, report, signals, rules)
-        if remediation is not None:
-            result.remediations.append(remediation.id)
-    session.flush()
-    return result
-
-
-def _update_counters(session: Session, host: Host, report: Report) -> list[SignalValue]:
-    counters = counters_of(report)
-    if not counters:
-        return []
-    rows = {row.key: row for row in session.scalars(select(CounterState).where(CounterState.host_id == host.id))}
-    previous = {key: PreviousCounter(row.value, row.observed_at, row.boot_id) for key, row in rows.items()}
-    signals = rate_signals(counters, previous, now=report.captured_at, boot_id=report.host.boot_id)
-    for counter in counters:
-        row = rows.get(counter.key)
-        if row is None:
-            session.add(
-                CounterState(
-                    host_id=host.id,
-                    key=counter.key,
-                    value=counter.value,
-                    observed_at=report.captured_at,
-                    boot_id=report.host.boot_id,
-                )
-            )
-        elif report.captured_at >= row.observed_at:
-            row.value = counter.value
-            row.observed_at = report.captured_at
-            row.boot_id = report.host.boot_id
-    return signals
-
-
-def _store_signals(session: Session, host: Host, report: Report, signals: list[SignalValue]) -> None:
-    for signal in signals:
-        session.add(
-            Signal(
-                host_id=host.id,
-                report_id=report.report_id,
-                kind=signal.kind,
-                subject=signal.subject,
-                value=signal.value,
-                detail=signal.detail,
-                observed_at=report.captured_at,
-            )
-        )
+# -- planning ---------------------------------------------------------------------
 
 
 def active_remediation(session: Session, host_id: int) -> Remediation | None:
@@ -172,7 +50,7 @@ def active_remediation(session: Session, host_id: int) -> Remediation | None:
     ).one_or_none()
 
 
-def _plan_from_rules(
+def plan_from_rules(
     session: Session, host: Host, report: Report, signals: list[SignalValue], rules: list[Rule]
 ) -> Remediation | None:
     fired = matching_rules(

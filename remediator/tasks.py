@@ -10,7 +10,9 @@ from typing import Any
 
 from celery import shared_task
 from celery.signals import worker_process_init
+from celery_batches import Batches, SimpleRequest
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 
 from core import audit
 from core.db import get_database, utcnow
@@ -18,8 +20,10 @@ from core.dispatch import send_after_commit
 from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
 from remediator import service
+from remediator.ingest import ingest, parse_reports
 from remediator.models import ACTIVE_REMEDIATION_STATES, Host, HostState, Remediation
 from remediator.rules import get_registry
+from remediator.schemas import IngestResult
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +35,79 @@ def _fresh_connections(**_: Any) -> None:
         get_database().engine.dispose(close=False)
 
 
-@shared_task(name="remediator.ingest_reports", queue=INGEST_QUEUE)
-def ingest_reports(payloads: list[dict[str, Any]]) -> dict[str, Any]:
-    """Store and evaluate a batch of reports; malformed ones are refused one by one."""
-    reports, refused = service.parse_reports(payloads)
+INGEST_BATCH = 256
+INGEST_FLUSH_S = 0.2
+
+
+def ingest_payloads(payloads: list[Any]) -> IngestResult:
+    """Validate, then store and evaluate in one transaction; malformed reports are refused one by one.
+
+    If the batch fails for a reason other than the database being unreachable,
+    each report is retried in its own transaction, so one report that trips a
+    bug fails alone (logged with its id) and the rest are stored.
+    """
+    reports, refused = parse_reports(payloads)
     for refusal in refused:
         log.warning(
             "remediator.report.refused",
             extra={"fields": {"index": refusal.index, "report_id": refusal.report_id, "errors": refusal.errors}},
         )
-    with get_database().session() as session:
-        result = service.ingest(session, reports, rules=get_registry().rules)
+    rules = get_registry().rules
+    try:
+        with get_database().session() as session:
+            result = ingest(session, reports, rules=rules)
+    except OperationalError:
+        raise
+    except Exception:  # a bug tripped by one report must not sink the others: isolate it
+        if len(reports) == 1:
+            log.exception("remediator.report.failed", extra={"fields": {"report_id": str(reports[0].report_id)}})
+            result = IngestResult()
+        else:
+            result = IngestResult()
+            for report in reports:
+                one = ingest_payloads([report.model_dump(mode="json")])
+                result.accepted += one.accepted
+                result.duplicates += one.duplicates
+                result.remediations += one.remediations
     result.refused = refused
-    return result.model_dump(mode="json")
+    return result
+
+
+@shared_task(
+    name="remediator.ingest_reports",
+    queue=INGEST_QUEUE,
+    autoretry_for=(OperationalError,),
+    retry_backoff=2,
+    retry_backoff_max=300,
+    max_retries=None,
+)
+def ingest_reports(payloads: list[dict[str, Any]]) -> dict[str, Any]:
+    """A list of reports in one message (bulk senders, and batches handed over after a database outage).
+
+    While the database is unreachable the task is retried with backoff, for as long as it takes.
+    """
+    return ingest_payloads(payloads).model_dump(mode="json")
+
+
+@shared_task(
+    name="remediator.ingest_report",
+    base=Batches,
+    queue=INGEST_QUEUE,
+    flush_every=INGEST_BATCH,
+    flush_interval=INGEST_FLUSH_S,
+)
+def ingest_report(requests: list[SimpleRequest]) -> None:
+    """One report per message (what agents send), consumed in batches: one transaction per batch.
+
+    Messages are acknowledged after the batch returns. A batch that meets an
+    unreachable database is handed to `ingest_reports`, which retries it.
+    """
+    payloads = [r.args[0] if r.args else r.kwargs.get("payload") for r in requests]
+    try:
+        ingest_payloads(payloads)
+    except OperationalError:
+        log.warning("remediator.ingest.deferred", extra={"fields": {"reports": len(payloads)}})
+        ingest_reports.apply_async(args=[payloads], countdown=2)
 
 
 @shared_task(name="remediator.run_remediation", queue=REMEDIATE_QUEUE)

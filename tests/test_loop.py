@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from core.dispatch import pending_tasks
 from core.models import AuditEntry
-from remediator import service
+from remediator import ingest, service
 from remediator.models import Host, HostState, Remediation, RemediationState, Signal
 from remediator.models import Report as ReportRow
 from remediator.rules import load_rules
@@ -29,9 +29,9 @@ def at(seconds: float) -> dt.datetime:
 
 def test_first_report_registers_the_host_and_is_stored_once(session: Session) -> None:
     report = edac_report("new-host", ce=5)
-    result = service.ingest(session, [report], rules=RULES)
+    result = ingest.ingest(session, [report], rules=RULES)
     assert result.accepted == [report.report_id]
-    again = service.ingest(session, [report], rules=RULES)
+    again = ingest.ingest(session, [report], rules=RULES)
     assert again.duplicates == [report.report_id]
     assert again.accepted == []
     assert session.scalar(select(func.count()).select_from(ReportRow)) == 1
@@ -40,8 +40,8 @@ def test_first_report_registers_the_host_and_is_stored_once(session: Session) ->
 
 
 def test_ce_storm_plans_a_remediation_that_opens_a_dimm_ticket(session: Session) -> None:
-    service.ingest(session, [edac_report(ce=100, at=at(0))], rules=RULES)
-    result = service.ingest(session, [edac_report(ce=100 + 60 * 40, at=at(60))], rules=RULES)
+    ingest.ingest(session, [edac_report(ce=100, at=at(0))], rules=RULES)
+    result = ingest.ingest(session, [edac_report(ce=100 + 60 * 40, at=at(60))], rules=RULES)
     [remediation_id] = result.remediations
     rate = session.scalars(select(Signal).where(Signal.kind == "dimm_ce_rate")).one()
     assert rate.value == 40.0
@@ -70,30 +70,30 @@ def test_ce_storm_plans_a_remediation_that_opens_a_dimm_ticket(session: Session)
 
 
 def test_advance_twice_does_not_open_a_second_ticket(session: Session) -> None:
-    service.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
-    [rid] = service.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES).remediations
+    ingest.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
+    [rid] = ingest.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES).remediations
     service.advance(session, rid)
     assert service.advance(session, rid) == RemediationState.escalated  # a redelivered task
     assert session.scalar(select(func.count()).select_from(Ticket)) == 1
 
 
 def test_host_awaiting_repair_is_not_remediated_again(session: Session) -> None:
-    service.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
-    [rid] = service.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES).remediations
+    ingest.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
+    [rid] = ingest.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES).remediations
     service.advance(session, rid)
-    later = service.ingest(session, [edac_report(ce=12000, at=at(120))], rules=RULES)
+    later = ingest.ingest(session, [edac_report(ce=12000, at=at(120))], rules=RULES)
     assert later.remediations == []
     assert session.scalar(select(func.count()).select_from(Remediation)) == 1
 
 
 def test_moderate_rate_fires_nothing(session: Session) -> None:
-    service.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
-    result = service.ingest(session, [edac_report(ce=60, at=at(60))], rules=RULES)
+    ingest.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
+    result = ingest.ingest(session, [edac_report(ce=60, at=at(60))], rules=RULES)
     assert result.remediations == []
 
 
 def test_uncorrectable_error_opens_priority_one_ticket(session: Session) -> None:
-    [rid] = service.ingest(session, [edac_report(ue=1, at=at(0))], rules=RULES).remediations
+    [rid] = ingest.ingest(session, [edac_report(ue=1, at=at(0))], rules=RULES).remediations
     service.advance(session, rid)
     ticket = session.scalars(select(Ticket)).one()
     assert ticket.priority == 1
@@ -106,18 +106,18 @@ def test_malformed_reports_are_refused_by_field_and_the_rest_stored(session: Ses
     del missing_host["host"]
     negative = payload(edac_report("bad-2"))
     negative["observations"]["edac"]["controllers"][0]["dimms"][0]["ce_count"] = -3
-    reports, refused = service.parse_reports([missing_host, good, negative, "not a report"])
+    reports, refused = ingest.parse_reports([missing_host, good, negative, "not a report"])
     assert [r.host.hostname for r in reports] == ["good-1"]
     assert [r.index for r in refused] == [0, 2, 3]
     assert refused[0].errors == ["host: Field required"]
     assert refused[1].errors[0].startswith("observations.edac.controllers.0.dimms.0.ce_count:")
-    result = service.ingest(session, reports, rules=RULES)
+    result = ingest.ingest(session, reports, rules=RULES)
     assert len(result.accepted) == 1
 
 
 def test_rollback_drops_the_tasks_it_would_have_sent(session: Session) -> None:
-    service.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
-    service.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES)
+    ingest.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
+    ingest.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES)
     assert len(pending_tasks(session)) == 1
     session.rollback()
     assert pending_tasks(session) == []

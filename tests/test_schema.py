@@ -51,7 +51,6 @@ def test_tables_exist(session: Session) -> None:
         "hosts",
         "reports",
         "signals",
-        "counter_state",
         "remediations",
         "remediation_steps",
         "tickets",
@@ -110,7 +109,60 @@ def test_report_ids_are_uuids_on_both_dialects(session: Session) -> None:
     session.add(host)
     session.flush()
     rid = uuid.uuid4()
-    session.add(Report(id=rid, host_id=host.id, captured_at=dt.datetime.now(dt.UTC), schema_version=1, body={"a": [1]}))
+    now = dt.datetime.now(dt.UTC)
+    session.add(
+        Report(
+            id=rid,
+            host_id=host.id,
+            captured_at=now,
+            last_captured_at=now,
+            digest="d",
+            schema_version=1,
+            body={"a": [1]},
+        )
+    )
     session.flush()
     session.expire_all()
     assert session.get_one(Report, rid).body == {"a": [1]}
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "sqlite"])
+def test_upgrades_keep_existing_rows(dialect: str, tmp_path: object) -> None:
+    """Every migration runs on a database with data in it, not only on an empty one."""
+    from pathlib import Path
+
+    from sqlalchemy import create_engine
+
+    from tests.conftest import _create_database, _drop_database
+
+    name = f"fleetfix_upgrade_{uuid.uuid4().hex[:8]}"
+    url = _create_database(name) if dialect == "postgresql" else f"sqlite:///{Path(str(tmp_path)) / 'up.db'}"
+    try:
+        upgrade(url, "0001")
+        engine = create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO hosts (hostname, hardware_class, datacenter, row, rack, slot, cluster, labels, "
+                    "state, report_interval_s, created_at, updated_at) VALUES ('h1', 'c', 'dc', '', '', '', '', "
+                    "'{}', 'in_service', 60, '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO reports (id, host_id, captured_at, received_at, schema_version, body) "
+                    "VALUES (:id, 1, '2026-01-01 00:00:00', '2026-01-01 00:00:00', 1, '{}')"
+                ),
+                {"id": uuid.UUID(int=1).hex if dialect == "sqlite" else str(uuid.UUID(int=1))},
+            )
+        upgrade(url)
+        check(url)
+        with engine.begin() as conn:
+            rows = conn.execute(text("SELECT repeats, digest FROM reports")).all()
+            memory = conn.execute(text("SELECT memory FROM hosts")).scalar_one()
+        engine.dispose()
+        assert [tuple(r) for r in rows] == [(0, "")]
+        assert memory in ({}, "{}")
+    finally:
+        if dialect == "postgresql":
+            _drop_database(name)

@@ -67,6 +67,35 @@ def test_reports_through_redis_become_a_ticket(central_worker: FleetfixProcess, 
     assert "remediator.run_remediation" in central_worker.output()
 
 
+def test_single_report_messages_are_consumed_in_batches(
+    central_worker: FleetfixProcess, it_db: str, redis_url: str
+) -> None:
+    """What agents send: one report per message; the worker stores them a batch per transaction."""
+    producer = create_celery(redis_url)
+    with producer.producer_or_acquire() as publisher:
+        for i in range(600):
+            producer.send_task(
+                "remediator.ingest_report",
+                args=[payload(edac_report(f"agent-{i:04d}"))],
+                queue=INGEST_QUEUE,
+                producer=publisher,
+            )
+
+    def hosts() -> int:
+        from sqlalchemy import func
+
+        return query(it_db, lambda s: s.scalar(select(func.count()).select_from(Host)))
+
+    wait_until(lambda: hosts() == 600, 60, "600 hosts", central_worker)
+    # Each ingest transaction stamps its whole batch with one received_at.
+    from sqlalchemy import distinct, func
+
+    from remediator.models import Report
+
+    transactions = query(it_db, lambda s: s.scalar(select(func.count(distinct(Report.received_at)))))
+    assert 0 < transactions <= 600 / 4, transactions
+
+
 def test_pickle_is_refused_by_the_worker(central_worker: FleetfixProcess, it_db: str, redis_url: str) -> None:
     with Connection(redis_url) as conn:
         producer = Producer(conn.channel(), exchange=Exchange("fleetfix", type="direct"), routing_key=INGEST_QUEUE)

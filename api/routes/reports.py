@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import get_session
 from checker.schemas import Report
-from remediator import service as remediator
+from remediator.ingest import ingest, parse_reports
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult
 
@@ -19,7 +19,7 @@ router = APIRouter(prefix="/reports", tags=["reports"])
 @router.post("", response_model=IngestResult)
 def submit_report(report: Report, session: Session = Depends(get_session)) -> IngestResult:
     """One report; a malformed one is refused with a 422 naming the field."""
-    result = remediator.ingest(session, [report], rules=get_registry().rules)
+    result = ingest(session, [report], rules=get_registry().rules)
     session.commit()
     return result
 
@@ -29,8 +29,8 @@ def submit_batch(
     payloads: list[dict[str, Any]] = Body(..., max_length=5000), session: Session = Depends(get_session)
 ) -> IngestResult:
     """Many reports; each malformed one is listed in `refused`, the rest are stored."""
-    reports, refused = remediator.parse_reports(payloads)
-    result = remediator.ingest(session, reports, rules=get_registry().rules)
+    reports, refused = parse_reports(payloads)
+    result = ingest(session, reports, rules=get_registry().rules)
     session.commit()
     result.refused = refused
     return result

@@ -1,0 +1,211 @@
+"""Ingest: a batch of reports in one transaction, each stored and evaluated once.
+
+Per batch: the hosts it names are locked (registered first if new), so two
+workers never evaluate the same host at once; then each host's reports are
+taken oldest first. A report no newer than the host's latest is a duplicate
+or arrived out of order and is not evaluated again. A report that says what
+the previous one said costs a timestamp update on the stored row; a new
+observation state is one new row. Signals come from the report and the host's
+derivation memory (one JSON document on the host row), and the rules decide
+what to plan.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any, cast
+
+from pydantic import ValidationError
+from sqlalchemy import Table, bindparam, select
+from sqlalchemy.orm import Session
+
+from checker.schemas import Report
+from core import audit
+from core.db import insert_ignoring_conflicts, utcnow
+from remediator.models import Host, HostState, Signal
+from remediator.models import Report as ReportRow
+from remediator.rules import Rule
+from remediator.schemas import IngestResult, Refusal
+from remediator.signals import PreviousCounter, SignalValue, counters_of, rate_signals
+
+log = logging.getLogger(__name__)
+SYSTEM = "system:remediator"
+
+
+def parse_reports(payloads: Iterable[object]) -> tuple[list[Report], list[Refusal]]:
+    """Validate each payload on its own: one malformed report does not sink the batch."""
+    reports: list[Report] = []
+    refused: list[Refusal] = []
+    for index, payload in enumerate(payloads):
+        try:
+            reports.append(Report.model_validate(payload))
+        except ValidationError as error:
+            report_id = payload.get("report_id") if isinstance(payload, dict) else None
+            refused.append(
+                Refusal(
+                    index=index,
+                    report_id=str(report_id) if report_id is not None else None,
+                    errors=[
+                        f"{'.'.join(str(p) for p in item['loc']) or 'report'}: {item['msg']}"
+                        for item in error.errors()[:20]
+                    ],
+                )
+            )
+    return reports, refused
+
+
+def report_digest(report: Report) -> str:
+    """What the report says, without when it was said or how long collectors took."""
+    doc = report.model_dump(mode="json", include={"host", "observations", "collectors"})
+    doc["host"].pop("agent_version", None)
+    for run in doc["collectors"].values():
+        run.pop("duration_ms", None)
+    encoded = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(encoded).hexdigest()
+
+
+def lock_hosts(session: Session, reports: list[Report]) -> dict[str, Host]:
+    """The batch's hosts, registered if new, locked in id order (no deadlocks between batches)."""
+    first_seen: dict[str, Report] = {}
+    for report in reports:
+        first_seen.setdefault(report.host.hostname, report)
+    names = sorted(first_seen)
+    query = select(Host).where(Host.hostname.in_(names)).order_by(Host.id).with_for_update()
+    hosts = {h.hostname: h for h in session.scalars(query)}
+    missing = [name for name in names if name not in hosts]
+    if missing:
+        rows: list[dict[str, Any]] = [
+            {
+                "hostname": name,
+                "machine_id": first_seen[name].host.machine_id,
+                "report_interval_s": first_seen[name].interval_s,
+                "labels": {},
+                "memory": {},
+            }
+            for name in missing
+        ]
+        insert_ignoring_conflicts(session, Host.__table__, rows, keys=["hostname"])
+        for name in missing:
+            audit.record(session, actor=SYSTEM, action="remediator.host.registered", object_type="host", object_id=name)
+        added = select(Host).where(Host.hostname.in_(missing)).order_by(Host.id).with_for_update()
+        hosts.update({h.hostname: h for h in session.scalars(added)})
+    return hosts
+
+
+def edac_signals(host: Host, report: Report, memory: dict[str, Any]) -> list[SignalValue]:
+    """EDAC counter rates against the counters this host reported last time."""
+    counters = counters_of(report)
+    if not counters:
+        return []
+    state = memory.get("edac") or {}
+    at = dt.datetime.fromisoformat(state["at"]) if "at" in state else None
+    previous = (
+        {key: PreviousCounter(value, at, state.get("boot")) for key, value in state.get("counters", {}).items()}
+        if at is not None
+        else {}
+    )
+    signals = rate_signals(counters, previous, now=report.captured_at, boot_id=report.host.boot_id)
+    memory["edac"] = {
+        "at": report.captured_at.isoformat(),
+        "boot": report.host.boot_id,
+        "counters": {c.key: c.value for c in counters},
+    }
+    return signals
+
+
+def ingest(
+    session: Session, reports: list[Report], *, rules: list[Rule], now: dt.datetime | None = None
+) -> IngestResult:
+    """Store each new report once, derive its signals, and plan what the rules ask for."""
+    from remediator import service  # planning lives with the state machine
+
+    result = IngestResult()
+    received_at = now or utcnow()
+    unique: dict[Any, Report] = {}
+    for report in reports:
+        if report.report_id in unique:
+            result.duplicates.append(report.report_id)
+        else:
+            unique[report.report_id] = report
+    if not unique:
+        return result
+    hosts = lock_hosts(session, list(unique.values()))
+    new_rows: list[dict[str, Any]] = []
+    repeats: dict[Any, list[Any]] = defaultdict(lambda: [0, None])
+    signal_rows: list[dict[str, Any]] = []
+    fired: list[tuple[Host, Report, list[SignalValue]]] = []
+
+    for report in sorted(unique.values(), key=lambda r: (r.host.hostname, r.captured_at)):
+        host = hosts[report.host.hostname]
+        if host.last_report_at is not None and report.captured_at <= host.last_report_at:
+            result.duplicates.append(report.report_id)
+            continue
+        digest = report_digest(report)
+        if digest == host.last_digest and host.last_stored_report_id is not None:
+            entry = repeats[host.last_stored_report_id]
+            entry[0] += 1
+            entry[1] = report.captured_at
+        else:
+            new_rows.append(
+                {
+                    "id": report.report_id,
+                    "host_id": host.id,
+                    "captured_at": report.captured_at,
+                    "last_captured_at": report.captured_at,
+                    "repeats": 0,
+                    "digest": digest,
+                    "received_at": received_at,
+                    "schema_version": report.schema_version,
+                    "body": report.model_dump(mode="json"),
+                }
+            )
+            host.last_stored_report_id = report.report_id
+            host.last_digest = digest
+        memory = dict(host.memory or {})
+        signals = edac_signals(host, report, memory)
+        host.memory = memory
+        host.last_report_at = report.captured_at
+        host.last_report_id = report.report_id
+        host.boot_id = report.host.boot_id
+        host.report_interval_s = report.interval_s
+        if host.state == HostState.unreachable:
+            host.state = HostState.in_service
+        result.accepted.append(report.report_id)
+        signal_rows.extend(
+            {
+                "host_id": host.id,
+                "report_id": report.report_id,
+                "kind": s.kind,
+                "subject": s.subject,
+                "value": s.value,
+                "detail": s.detail,
+                "observed_at": report.captured_at,
+            }
+            for s in signals
+        )
+        if signals:
+            fired.append((host, report, signals))
+
+    insert_ignoring_conflicts(session, ReportRow.__table__, new_rows, keys=["id"])
+    if repeats:
+        table = cast(Table, ReportRow.__table__)
+        session.execute(
+            table.update()
+            .where(table.c.id == bindparam("row_id"))
+            .values(repeats=table.c.repeats + bindparam("count"), last_captured_at=bindparam("at")),
+            [{"row_id": row_id, "count": count, "at": at} for row_id, (count, at) in repeats.items()],
+        )
+    if signal_rows:
+        session.execute(cast(Table, Signal.__table__).insert(), signal_rows)
+    session.flush()
+    for host, report, signals in fired:
+        remediation = service.plan_from_rules(session, host, report, signals, rules)
+        if remediation is not None:
+            result.remediations.append(remediation.id)
+    session.flush()
+    return result

@@ -1,0 +1,120 @@
+"""Ingest: batches in one transaction, storage that grows with change, nothing lost."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+from kombu.transport.memory import Channel
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from core.db import Database, use_database
+from remediator import ingest as ingest_module
+from remediator.ingest import ingest, report_digest
+from remediator.models import Host, Signal
+from remediator.models import Report as ReportRow
+from remediator.rules import load_rules
+from tests.factories import T0, edac_report, payload
+
+RULES = load_rules([])
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def rows(session: Session) -> list[ReportRow]:
+    return list(session.scalars(select(ReportRow).order_by(ReportRow.captured_at)))
+
+
+def test_unchanged_report_costs_a_timestamp_update(session: Session) -> None:
+    reports = [edac_report(ce=5, at=at(60 * i)) for i in range(4)]
+    assert len({report_digest(r) for r in reports}) == 1  # same observations, different ids and times
+    for report in reports:
+        ingest(session, [report], rules=RULES)
+    [row] = rows(session)
+    assert row.id == reports[0].report_id
+    assert row.repeats == 3
+    assert row.last_captured_at == at(180)
+    host = session.scalars(select(Host)).one()
+    assert host.last_report_id == reports[-1].report_id
+
+
+def test_a_change_is_a_new_row_and_a_signal(session: Session) -> None:
+    ingest(session, [edac_report(ce=5, at=at(0)), edac_report(ce=5, at=at(60))], rules=RULES)
+    ingest(session, [edac_report(ce=65, at=at(120))], rules=RULES)
+    stored = rows(session)
+    assert [(r.repeats, r.captured_at) for r in stored] == [(1, at(0)), (0, at(120))]
+    [rate] = session.scalars(select(Signal).where(Signal.kind == "dimm_ce_rate")).all()
+    assert rate.value == 1.0  # 60 errors over the 60 s since the previous report, not since the last change
+
+
+def test_batch_is_evaluated_oldest_first_whatever_the_order(session: Session) -> None:
+    batch = [edac_report(ce=60 * i, at=at(60 * i)) for i in range(5)]
+    random.Random(7).shuffle(batch)
+    result = ingest(session, batch, rules=RULES)
+    assert len(result.accepted) == 5
+    rates = session.scalars(select(Signal.value).where(Signal.kind == "dimm_ce_rate")).all()
+    assert rates == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_redelivery_and_late_arrivals_are_not_evaluated_again(session: Session) -> None:
+    first, second = edac_report(ce=0, at=at(0)), edac_report(ce=6000, at=at(60))
+    ingest(session, [first, second], rules=RULES)
+    again = ingest(session, [second, first, second], rules=RULES)
+    assert again.accepted == []
+    assert sorted(map(str, again.duplicates)) == sorted(map(str, [second.report_id, first.report_id, second.report_id]))
+    assert session.scalar(select(func.count()).select_from(Signal).where(Signal.kind == "dimm_ce_rate")) == 1
+
+
+def test_many_hosts_in_one_batch_are_registered_once(session: Session) -> None:
+    batch = [edac_report(f"bulk-{i:03d}", at=at(0)) for i in range(120)]
+    batch += [edac_report(f"bulk-{i:03d}", at=at(60)) for i in range(120)]
+    result = ingest(session, batch, rules=RULES)
+    assert len(result.accepted) == 240
+    assert session.scalar(select(func.count()).select_from(Host)) == 120
+    assert session.scalar(select(func.sum(ReportRow.repeats))) == 120
+
+
+def test_database_outage_hands_the_batch_to_a_retrying_task(celery_app: object) -> None:
+    """The batch consumer acks after it returns, so it must not drop reports when the database is down."""
+    from celery_batches import SimpleRequest
+
+    from remediator import tasks
+
+    unreachable = Database("postgresql+psycopg://postgres@127.0.0.1:1/nowhere")
+    use_database(unreachable)
+    for queue in Channel.queues.values():
+        queue.queue.clear()
+    payloads = [payload(edac_report(f"outage-{i}")) for i in range(3)]
+    requests = [
+        SimpleRequest(str(i), "remediator.ingest_report", (p,), {}, {}, "test", False, None, None, {})
+        for i, p in enumerate(payloads)
+    ]
+    tasks.ingest_report.run(requests)
+    ingest_queue = Channel.queues["ingest"]
+    assert ingest_queue.qsize() == 1
+    message = ingest_queue.get()
+    assert message["headers"]["task"] == "remediator.ingest_reports"
+    assert message["headers"]["eta"] is not None  # retried after a pause, not spun
+    unreachable.dispose()
+
+
+def test_a_report_that_trips_a_bug_fails_alone(db: Database, monkeypatch: object) -> None:
+    from remediator import tasks
+
+    poison = edac_report("poison-1")
+    real = ingest_module.edac_signals
+
+    def flaky(host: Host, report: object, memory: dict[str, object]) -> list[object]:
+        if host.hostname == "poison-1":
+            raise ZeroDivisionError("a bug")
+        return real(host, report, memory)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest_module, "edac_signals", flaky)  # type: ignore[attr-defined]
+    result = tasks.ingest_payloads([payload(edac_report("fine-1")), payload(poison), payload(edac_report("fine-2"))])
+    assert len(result.accepted) == 2
+    with db.session() as session:
+        names = set(session.scalars(select(Host.hostname)))
+    assert {"fine-1", "fine-2"} <= names
