@@ -9,12 +9,13 @@ readers work on the embedded database.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import JSON, Connection, DateTime, Engine, MetaData, create_engine, event
+from sqlalchemy import JSON, Connection, DateTime, Engine, MetaData, create_engine, event, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
@@ -170,3 +171,15 @@ def insert_ignoring_conflicts(session: Session, table: Any, rows: list[dict[str,
     else:
         statement = sqlite.insert(table).on_conflict_do_nothing(index_elements=keys)
     session.execute(statement, rows)
+
+
+def serialize_on(session: Session, name: str) -> None:
+    """Hold a transaction-scoped lock named `name` until commit or rollback.
+
+    PostgreSQL: an advisory lock, so concurrent workers take turns at a
+    count-then-insert decision instead of racing. SQLite needs none: its
+    writers already take turns (BEGIN IMMEDIATE).
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})

@@ -27,9 +27,11 @@ from sqlalchemy.orm import Session
 from checker.schemas import Report
 from core import audit
 from core.db import insert_ignoring_conflicts, utcnow
+from remediator.evaluate import Firing, evaluate
 from remediator.models import Host, HostState, Signal
 from remediator.models import Report as ReportRow
-from remediator.rules import Rule
+from remediator.planning import decide
+from remediator.rules import RuleSet
 from remediator.schemas import IngestResult, Refusal
 from remediator.signals import PreviousCounter, SignalValue, counters_of, rate_signals
 
@@ -119,11 +121,9 @@ def edac_signals(host: Host, report: Report, memory: dict[str, Any]) -> list[Sig
 
 
 def ingest(
-    session: Session, reports: list[Report], *, rules: list[Rule], now: dt.datetime | None = None
+    session: Session, reports: list[Report], *, ruleset: RuleSet, now: dt.datetime | None = None
 ) -> IngestResult:
-    """Store each new report once, derive its signals, and plan what the rules ask for."""
-    from remediator import service  # planning lives with the state machine
-
+    """Store each new report once, derive its signals, and decide what the rules ask for."""
     result = IngestResult()
     received_at = now or utcnow()
     unique: dict[Any, Report] = {}
@@ -138,7 +138,7 @@ def ingest(
     new_rows: list[dict[str, Any]] = []
     repeats: dict[Any, list[Any]] = defaultdict(lambda: [0, None])
     signal_rows: list[dict[str, Any]] = []
-    fired: list[tuple[Host, Report, list[SignalValue]]] = []
+    fired: list[tuple[Host, Report, list[Firing]]] = []
 
     for report in sorted(unique.values(), key=lambda r: (r.host.hostname, r.captured_at)):
         host = hosts[report.host.hostname]
@@ -168,6 +168,15 @@ def ingest(
             host.last_digest = digest
         memory = dict(host.memory or {})
         signals = edac_signals(host, report, memory)
+        firings = evaluate(
+            ruleset.rules,
+            signals,
+            hardware_class=host.hardware_class,
+            datacenter=host.datacenter,
+            labels=host.labels,
+            memory=memory,
+            now=report.captured_at,
+        )
         host.memory = memory
         host.last_report_at = report.captured_at
         host.last_report_id = report.report_id
@@ -188,8 +197,8 @@ def ingest(
             }
             for s in signals
         )
-        if signals:
-            fired.append((host, report, signals))
+        if firings:
+            fired.append((host, report, firings))
 
     insert_ignoring_conflicts(session, ReportRow.__table__, new_rows, keys=["id"])
     if repeats:
@@ -203,9 +212,10 @@ def ingest(
     if signal_rows:
         session.execute(cast(Table, Signal.__table__).insert(), signal_rows)
     session.flush()
-    for host, report, signals in fired:
-        remediation = service.plan_from_rules(session, host, report, signals, rules)
-        if remediation is not None:
-            result.remediations.append(remediation.id)
+    for host, report, firings in fired:
+        for firing in firings:  # highest priority first; once one is planned the rest are held
+            remediation = decide(session, host, firing, ruleset, report, report.captured_at)
+            if remediation is not None:
+                result.remediations.append(remediation.id)
     session.flush()
     return result

@@ -8,8 +8,8 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, event
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 
 from core.db import Base, utcnow
 from core.models import enum_column
@@ -140,7 +140,16 @@ class Remediation(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     evidence: Mapped[dict[str, Any]] = mapped_column(default=dict)
     current_step: Mapped[int] = mapped_column(default=0)
-    shadow: Mapped[bool] = mapped_column(default=False)
+    rung: Mapped[int] = mapped_column(default=0, doc="0: the rule's plan; n: the n-th escalation rung.")
+    previous_id: Mapped[int | None] = mapped_column(default=None, doc="The remediation this one escalates from.")
+    disruptive: Mapped[bool] = mapped_column(default=False, doc="Counts against concurrency caps while admitted.")
+    datacenter: Mapped[str] = mapped_column(String(64), default="")
+    cluster: Mapped[str] = mapped_column(String(64), default="")
+    rack: Mapped[str] = mapped_column(String(64), default="")
+    admitted_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    approved_by: Mapped[str | None] = mapped_column(String(128), default=None)
+    settle_until: Mapped[dt.datetime | None] = mapped_column(default=None)
+    held_reason: Mapped[str] = mapped_column(Text, default="", doc="Why it is waiting, while it waits.")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
@@ -149,11 +158,10 @@ class Remediation(Base):
         back_populates="remediation", order_by="RemediationStep.index", cascade="all, delete-orphan"
     )
 
-
-@event.listens_for(Remediation, "before_insert")
-@event.listens_for(Remediation, "before_update")
-def _derive_active(_mapper: object, _connection: object, remediation: Remediation) -> None:
-    remediation.active = True if remediation.state in ACTIVE_REMEDIATION_STATES else None
+    @validates("state")
+    def _state_sets_active(self, _key: str, state: RemediationState) -> RemediationState:
+        self.active = True if state in ACTIVE_REMEDIATION_STATES else None
+        return state
 
 
 class StepState(enum.StrEnum):
@@ -180,3 +188,67 @@ class RemediationStep(Base):
     result: Mapped[dict[str, Any]] = mapped_column(default=dict, doc="Outcome, ticket id, command log.")
 
     remediation: Mapped[Remediation] = relationship(back_populates="steps")
+
+
+class RuleMode(enum.StrEnum):
+    active = "active"
+    shadow = "shadow"  # decide and record, run nothing
+    paused = "paused"  # decide nothing
+
+
+class RuleState(Base):
+    """Runtime state of a rule, set by operators and by its circuit breaker."""
+
+    __tablename__ = "rule_states"
+
+    rule_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    mode: Mapped[RuleMode | None] = mapped_column(
+        enum_column(RuleMode, "rule_mode"), default=None, doc="NULL: as the rule pack says."
+    )
+    breaker_open: Mapped[bool] = mapped_column(default=False)
+    breaker_reason: Mapped[str] = mapped_column(Text, default="")
+    breaker_opened_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    updated_by: Mapped[str] = mapped_column(String(128), default="")
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class Decision(Base):
+    """Every decision about a firing rule, with its reason: planned, held, skipped, shadowed, escalated."""
+
+    __tablename__ = "decisions"
+    __table_args__ = (Index("ix_decisions_host_at", "host_id", "at"), Index("ix_decisions_rule_at", "rule_id", "at"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
+    rule_id: Mapped[str] = mapped_column(String(128))
+    outcome: Mapped[str] = mapped_column(String(32), doc="planned, admitted, held, skipped, shadow, escalated.")
+    reason: Mapped[str] = mapped_column(Text)
+    remediation_id: Mapped[int | None] = mapped_column(default=None)
+    subject: Mapped[str] = mapped_column(String(256), default="")
+    value: Mapped[float | None] = mapped_column(default=None)
+
+
+class MaintenanceWindow(Base):
+    """While a window is open, nothing disruptive starts on the hosts it covers."""
+
+    __tablename__ = "maintenance_windows"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    scope: Mapped[str] = mapped_column(String(16), doc="host, rack, cluster, datacenter or fleet.")
+    value: Mapped[str] = mapped_column(String(253), default="", doc="The host, rack … it covers; empty for fleet.")
+    starts_at: Mapped[dt.datetime] = mapped_column()
+    ends_at: Mapped[dt.datetime] = mapped_column()
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class Control(Base):
+    """Fleet-wide switches, e.g. the global pause of all remediation."""
+
+    __tablename__ = "controls"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    updated_by: Mapped[str] = mapped_column(String(128), default="")
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -8,14 +8,25 @@ reason, and the pack that was active stays active (RuleRegistry.reload).
 from __future__ import annotations
 
 import operator
+import re
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from remediator.actions import ACTIONS
 from remediator.signals import SignalValue
 
 RULE_PACK_VERSION = 1
@@ -31,7 +42,24 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 
 
 class RuleModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def _seconds(value: Any) -> Any:
+    """Durations are numbers of seconds or text like 90s, 5m, 2h, 7d."""
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if not match:
+            raise ValueError(f"not a duration: {value!r} (use e.g. 30s, 5m, 2h, 7d)")
+        return float(match.group(1)) * _UNITS[match.group(2)]
+    return value
+
+
+Duration = Annotated[float, BeforeValidator(_seconds), Field(ge=0)]
 
 
 class Condition(RuleModel):
@@ -39,13 +67,26 @@ class Condition(RuleModel):
     op: Literal[">=", ">", "<=", "<", "=="] = ">="
     value: float
     subject_pattern: str | None = Field(None, description="Only signals whose subject contains this text.")
+    for_s: Duration = Field(0, alias="for", description="The condition must hold this long before the rule fires.")
+    window_s: Duration = Field(
+        0, alias="window", description="Compare an aggregate of the signal over this window, not its latest value."
+    )
+    aggregate: Literal["max", "min", "avg", "sum", "count"] = "max"
+
+    @model_validator(mode="after")
+    def _aggregate_needs_window(self) -> Condition:
+        if self.aggregate != "max" and not self.window_s:
+            raise ValueError("aggregate needs a window")
+        return self
 
     def matches(self, signal: SignalValue) -> bool:
+        """The signal is of this kind and subject (the comparison is made by the evaluator)."""
         if signal.kind != self.signal:
             return False
-        if self.subject_pattern and self.subject_pattern not in signal.subject:
-            return False
-        return _OPS[self.op](signal.value, self.value)
+        return not (self.subject_pattern and self.subject_pattern not in signal.subject)
+
+    def holds(self, value: float) -> bool:
+        return _OPS[self.op](value, self.value)
 
 
 class Selector(RuleModel):
@@ -62,8 +103,48 @@ class Selector(RuleModel):
 
 
 class Step(RuleModel):
-    action: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
+    action: str
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("action")
+    @classmethod
+    def _known_action(cls, action: str) -> str:
+        if action not in ACTIONS:
+            raise ValueError(f"unknown action {action!r} (known: {', '.join(sorted(ACTIONS))})")
+        return action
+
+
+def _ticket_last(plan: list[Step]) -> list[Step]:
+    for step in plan[:-1]:
+        if step.action == "ticket":
+            raise ValueError("a ticket step ends a plan; put it last")
+    return plan
+
+
+Plan = Annotated[list[Step], Field(min_length=1), AfterValidator(_ticket_last)]
+
+
+class Rung(RuleModel):
+    """One step down the escalation ladder: the plan tried when the one before failed."""
+
+    plan: Plan
+
+
+class Breaker(RuleModel):
+    """Pause the rule when it fires on too many hosts too fast: usually a bad check, not bad hardware."""
+
+    max_hosts: int = Field(20, ge=1)
+    max_percent: float = Field(5.0, gt=0, le=100)
+    min_hosts: int = Field(3, ge=1, description="The percentage limit applies from this many hosts on.")
+    window_s: Duration = Field(3600, alias="window")
+    scope: Literal["fleet", "datacenter"] = "datacenter"
+
+
+class RuleSafety(RuleModel):
+    requires_approval: bool = Field(False, description="Wait for a person before running (reimage always does).")
+    cooldown_s: Duration = Field(86400, alias="cooldown", description="Not again on the same host within this.")
+    settle_s: Duration = Field(1800, alias="settle", description="Healthy this long after the fix before it counts.")
+    breaker: Breaker = Field(default_factory=Breaker)
 
 
 class Rule(RuleModel):
@@ -71,20 +152,68 @@ class Rule(RuleModel):
     description: str
     when: Condition
     selector: Selector = Field(default_factory=Selector)
-    plan: list[Step] = Field(min_length=1)
+    plan: Plan
+    escalation: list[Rung] = Field(default_factory=list, description="Tried in order when the plan fails.")
     priority: int = Field(3, ge=1, le=5)
+    mode: Literal["active", "shadow"] = Field("active", description="shadow: decide and record, run nothing.")
+    safety: RuleSafety = Field(default_factory=RuleSafety)
 
-    @field_validator("plan")
+    def rung(self, index: int) -> list[Step] | None:
+        """The plan at this rung of the ladder (0 is the rule's own plan)."""
+        if index == 0:
+            return list(self.plan)
+        if 0 < index <= len(self.escalation):
+            return list(self.escalation[index - 1].plan)
+        return None
+
+    @property
+    def disruptive(self) -> bool:
+        return any(ACTIONS[s.action].disruptive for s in self.plan)
+
+    def needs_approval(self, steps: list[Step]) -> bool:
+        return self.safety.requires_approval or any(ACTIONS[s.action].destructive for s in steps)
+
+
+Cap = Annotated[str | int, Field(description="A count of hosts, or a percentage like '2%'.")]
+Scope = Literal["rack", "cluster", "datacenter", "fleet"]
+
+
+def _default_caps() -> dict[Scope, str | int]:
+    return {"rack": 1, "cluster": "10%", "datacenter": "2%", "fleet": "1%"}
+
+
+class PackSafety(RuleModel):
+    """Fleet-wide limits on disruptive remediations at once, per scope."""
+
+    caps: dict[Scope, Cap] = Field(default_factory=_default_caps)
+    spacing_s: Duration = Field(300, alias="spacing", description="Between disruptive starts in the same rack.")
+    flap_max: int = Field(3, ge=1, description="Remediations of one host within flap_window before a person decides.")
+    flap_window_s: Duration = Field(7 * 86400, alias="flap_window")
+
+    @field_validator("caps")
     @classmethod
-    def _ticket_last(cls, plan: list[Step]) -> list[Step]:
-        for step in plan[:-1]:
-            if step.action == "ticket":
-                raise ValueError("a ticket step ends a plan; put it last")
-        return plan
+    def _caps_parse(cls, caps: dict[str, str | int]) -> dict[str, str | int]:
+        for scope, cap in caps.items():
+            if isinstance(cap, str):
+                text = cap.strip()
+                if not text.endswith("%") or not _PERCENT.match(text[:-1]):
+                    raise ValueError(f"cap for {scope}: {cap!r} is neither a count nor a percentage like '2%'")
+        return caps
+
+
+_PERCENT = re.compile(r"^\d+(\.\d+)?$")
+
+
+def cap_limit(cap: str | int, hosts_in_scope: int) -> int:
+    """How many hosts a cap allows at once in a scope of this size (at least one)."""
+    if isinstance(cap, int):
+        return cap
+    return max(1, int(hosts_in_scope * float(cap.strip().rstrip("%")) / 100))
 
 
 class RulePack(RuleModel):
     version: Literal[1]
+    safety: PackSafety | None = None
     rules: list[Rule]
 
     @field_validator("rules")
@@ -154,14 +283,35 @@ def _pack_files(paths: Iterable[Path]) -> list[Path]:
     return files
 
 
-def load_rules(paths: Iterable[Path], *, include_default: bool = True) -> list[Rule]:
-    """The default pack then each given file; a later rule with the same id replaces an earlier one."""
+class RuleSet(BaseModel):
+    """The active rules and the fleet-wide safety limits that go with them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rules: list[Rule]
+    safety: PackSafety = Field(default_factory=PackSafety)
+
+    def get(self, rule_id: str) -> Rule | None:
+        return next((r for r in self.rules if r.id == rule_id), None)
+
+
+def load_ruleset(paths: Iterable[Path], *, include_default: bool = True) -> RuleSet:
+    """The default pack then each given file; a later rule with the same id replaces an earlier one,
+    and the last pack that sets `safety` sets it for all."""
     files = ([DEFAULT_PACK] if include_default else []) + _pack_files(paths)
     by_id: dict[str, Rule] = {}
+    safety = PackSafety()
     for file in files:
-        for rule in load_pack(file).rules:
+        pack = load_pack(file)
+        if pack.safety is not None:
+            safety = pack.safety
+        for rule in pack.rules:
             by_id[rule.id] = rule
-    return list(by_id.values())
+    return RuleSet(rules=list(by_id.values()), safety=safety)
+
+
+def load_rules(paths: Iterable[Path], *, include_default: bool = True) -> list[Rule]:
+    return load_ruleset(paths, include_default=include_default).rules
 
 
 class RuleRegistry:
@@ -170,47 +320,31 @@ class RuleRegistry:
     def __init__(self, paths: Iterable[Path] = ()) -> None:
         self._paths = list(paths)
         self._lock = threading.Lock()
-        self._rules: list[Rule] = load_rules(self._paths)
+        self._ruleset = load_ruleset(self._paths)
         self.last_error: str | None = None
 
     @property
-    def rules(self) -> list[Rule]:
+    def ruleset(self) -> RuleSet:
         with self._lock:
-            return list(self._rules)
+            return self._ruleset
+
+    @property
+    def rules(self) -> list[Rule]:
+        return list(self.ruleset.rules)
 
     def get(self, rule_id: str) -> Rule | None:
         return next((r for r in self.rules if r.id == rule_id), None)
 
     def reload(self) -> bool:
         try:
-            rules = load_rules(self._paths)
+            ruleset = load_ruleset(self._paths)
         except RulePackError as error:
             self.last_error = str(error)
             return False
         with self._lock:
-            self._rules = rules
+            self._ruleset = ruleset
         self.last_error = None
         return True
-
-
-def matching_rules(
-    rules: Iterable[Rule],
-    signals: list[SignalValue],
-    *,
-    hardware_class: str,
-    datacenter: str,
-    labels: dict[str, Any],
-) -> list[tuple[Rule, SignalValue]]:
-    """Each rule that fires, with the signal that fired it, highest priority first."""
-    fired: list[tuple[Rule, SignalValue]] = []
-    for rule in rules:
-        if not rule.selector.selects(hardware_class=hardware_class, datacenter=datacenter, labels=labels):
-            continue
-        hit = max((s for s in signals if rule.when.matches(s)), key=lambda s: s.value, default=None)
-        if hit is not None:
-            fired.append((rule, hit))
-    fired.sort(key=lambda pair: pair[0].priority)
-    return fired
 
 
 _registry: RuleRegistry | None = None

@@ -19,9 +19,9 @@ from core.db import get_database, utcnow
 from core.dispatch import send_after_commit
 from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
-from remediator import service
+from remediator import planning, runner
 from remediator.ingest import ingest, parse_reports
-from remediator.models import ACTIVE_REMEDIATION_STATES, Host, HostState, Remediation
+from remediator.models import ACTIVE_REMEDIATION_STATES, Host, HostState, Remediation, RemediationState
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult
 
@@ -52,10 +52,10 @@ def ingest_payloads(payloads: list[Any]) -> IngestResult:
             "remediator.report.refused",
             extra={"fields": {"index": refusal.index, "report_id": refusal.report_id, "errors": refusal.errors}},
         )
-    rules = get_registry().rules
+    ruleset = get_registry().ruleset
     try:
         with get_database().session() as session:
-            result = ingest(session, reports, rules=rules)
+            result = ingest(session, reports, ruleset=ruleset)
     except OperationalError:
         raise
     except Exception:  # a bug tripped by one report must not sink the others: isolate it
@@ -114,7 +114,7 @@ def ingest_report(requests: list[SimpleRequest]) -> None:
 def run_remediation(remediation_id: int) -> str:
     """Advance a remediation by one step; queue itself again while steps remain."""
     with get_database().session() as session:
-        state = service.advance(session, remediation_id)
+        state = runner.advance(session, remediation_id, ruleset=get_registry().ruleset)
         remediation = session.get_one(Remediation, remediation_id)
         more = state in ACTIVE_REMEDIATION_STATES and any(s.state.value == "pending" for s in remediation.steps)
         if more:
@@ -139,7 +139,7 @@ def mark_unreachable() -> int:
                 changed += 1
                 audit.record(
                     session,
-                    actor=service.SYSTEM,
+                    actor=planning.SYSTEM,
                     action="remediator.host.unreachable",
                     object_type="host",
                     object_id=host.hostname,
@@ -148,6 +148,39 @@ def mark_unreachable() -> int:
     return changed
 
 
+@shared_task(name="remediator.admit_waiting", queue=REMEDIATE_QUEUE)
+def admit_waiting() -> int:
+    """Try again to admit remediations held by a gate (caps, spacing, pause, maintenance)."""
+    now = utcnow()
+    ruleset = get_registry().ruleset
+    admitted = 0
+    with get_database().session() as session:
+        waiting = session.scalars(
+            select(Remediation).where(Remediation.state == RemediationState.detected).order_by(Remediation.id)
+        ).all()
+        for remediation in waiting:
+            admitted += planning.admit(session, remediation, ruleset, now)
+    return admitted
+
+
+@shared_task(name="remediator.settle_verifications", queue=REMEDIATE_QUEUE)
+def settle_verifications() -> int:
+    """Remediations whose host stayed healthy through the settle period have succeeded."""
+    now = utcnow()
+    settled = 0
+    with get_database().session() as session:
+        due = session.scalars(
+            select(Remediation).where(Remediation.state == RemediationState.verifying, Remediation.settle_until <= now)
+        ).all()
+        for remediation in due:
+            settled += runner.settle_if_due(session, remediation, now) == RemediationState.succeeded
+    return settled
+
+
 def beat_schedule(report_interval_s: int) -> dict[str, dict[str, Any]]:
     """Periodic tasks; staleness is measured in report intervals, so it is checked once per interval."""
-    return {"mark-unreachable": {"task": "remediator.mark_unreachable", "schedule": float(report_interval_s)}}
+    return {
+        "mark-unreachable": {"task": "remediator.mark_unreachable", "schedule": float(report_interval_s)},
+        "admit-waiting": {"task": "remediator.admit_waiting", "schedule": 15.0},
+        "settle-verifications": {"task": "remediator.settle_verifications", "schedule": 30.0},
+    }

@@ -34,11 +34,12 @@ def post_storm(client: TestClient, hostname: str = "web-001") -> None:
 def test_report_to_ticket_over_http(client: TestClient, db: Database) -> None:
     post_storm(client)
     # The remediation task would run on a worker; run its step here.
-    from remediator import service
+    from remediator import runner, service
+    from remediator.rules import get_registry
 
     with db.session() as session:
         [remediation] = service.list_remediations(session)
-        service.advance(session, remediation.id)
+        runner.advance(session, remediation.id, ruleset=get_registry().ruleset)
     tickets = client.get("/api/v1/tickets").json()
     assert [(t["hostname"], t["part_type"], t["state"]) for t in tickets] == [("web-001", "dimm", "open")]
     detail = client.get(f"/api/v1/tickets/{tickets[0]['id']}").json()

@@ -14,10 +14,10 @@ from remediator import ingest as ingest_module
 from remediator.ingest import ingest, report_digest
 from remediator.models import Host, Signal
 from remediator.models import Report as ReportRow
-from remediator.rules import load_rules
+from remediator.rules import load_ruleset
 from tests.factories import T0, edac_report, payload
 
-RULES = load_rules([])
+RULES = load_ruleset([])
 
 
 def at(seconds: float) -> dt.datetime:
@@ -32,7 +32,7 @@ def test_unchanged_report_costs_a_timestamp_update(session: Session) -> None:
     reports = [edac_report(ce=5, at=at(60 * i)) for i in range(4)]
     assert len({report_digest(r) for r in reports}) == 1  # same observations, different ids and times
     for report in reports:
-        ingest(session, [report], rules=RULES)
+        ingest(session, [report], ruleset=RULES)
     [row] = rows(session)
     assert row.id == reports[0].report_id
     assert row.repeats == 3
@@ -42,8 +42,8 @@ def test_unchanged_report_costs_a_timestamp_update(session: Session) -> None:
 
 
 def test_a_change_is_a_new_row_and_a_signal(session: Session) -> None:
-    ingest(session, [edac_report(ce=5, at=at(0)), edac_report(ce=5, at=at(60))], rules=RULES)
-    ingest(session, [edac_report(ce=65, at=at(120))], rules=RULES)
+    ingest(session, [edac_report(ce=5, at=at(0)), edac_report(ce=5, at=at(60))], ruleset=RULES)
+    ingest(session, [edac_report(ce=65, at=at(120))], ruleset=RULES)
     stored = rows(session)
     assert [(r.repeats, r.captured_at) for r in stored] == [(1, at(0)), (0, at(120))]
     [rate] = session.scalars(select(Signal).where(Signal.kind == "dimm_ce_rate")).all()
@@ -53,7 +53,7 @@ def test_a_change_is_a_new_row_and_a_signal(session: Session) -> None:
 def test_batch_is_evaluated_oldest_first_whatever_the_order(session: Session) -> None:
     batch = [edac_report(ce=60 * i, at=at(60 * i)) for i in range(5)]
     random.Random(7).shuffle(batch)
-    result = ingest(session, batch, rules=RULES)
+    result = ingest(session, batch, ruleset=RULES)
     assert len(result.accepted) == 5
     rates = session.scalars(select(Signal.value).where(Signal.kind == "dimm_ce_rate")).all()
     assert rates == [1.0, 1.0, 1.0, 1.0]
@@ -61,8 +61,8 @@ def test_batch_is_evaluated_oldest_first_whatever_the_order(session: Session) ->
 
 def test_redelivery_and_late_arrivals_are_not_evaluated_again(session: Session) -> None:
     first, second = edac_report(ce=0, at=at(0)), edac_report(ce=6000, at=at(60))
-    ingest(session, [first, second], rules=RULES)
-    again = ingest(session, [second, first, second], rules=RULES)
+    ingest(session, [first, second], ruleset=RULES)
+    again = ingest(session, [second, first, second], ruleset=RULES)
     assert again.accepted == []
     assert sorted(map(str, again.duplicates)) == sorted(map(str, [second.report_id, first.report_id, second.report_id]))
     assert session.scalar(select(func.count()).select_from(Signal).where(Signal.kind == "dimm_ce_rate")) == 1
@@ -71,7 +71,7 @@ def test_redelivery_and_late_arrivals_are_not_evaluated_again(session: Session) 
 def test_many_hosts_in_one_batch_are_registered_once(session: Session) -> None:
     batch = [edac_report(f"bulk-{i:03d}", at=at(0)) for i in range(120)]
     batch += [edac_report(f"bulk-{i:03d}", at=at(60)) for i in range(120)]
-    result = ingest(session, batch, rules=RULES)
+    result = ingest(session, batch, ruleset=RULES)
     assert len(result.accepted) == 240
     assert session.scalar(select(func.count()).select_from(Host)) == 120
     assert session.scalar(select(func.sum(ReportRow.repeats))) == 120

@@ -13,14 +13,14 @@ from sqlalchemy.orm import Session
 
 from core.dispatch import pending_tasks
 from core.models import AuditEntry
-from remediator import ingest, service
+from remediator import ingest, runner
 from remediator.models import Host, HostState, Remediation, RemediationState, Signal
 from remediator.models import Report as ReportRow
-from remediator.rules import load_rules
+from remediator.rules import load_ruleset
 from tests.factories import LABEL, T0, edac_report, payload
 from ticketing.models import Ticket, TicketState
 
-RULES = load_rules([])
+RULES = load_ruleset([])
 
 
 def at(seconds: float) -> dt.datetime:
@@ -29,9 +29,9 @@ def at(seconds: float) -> dt.datetime:
 
 def test_first_report_registers_the_host_and_is_stored_once(session: Session) -> None:
     report = edac_report("new-host", ce=5)
-    result = ingest.ingest(session, [report], rules=RULES)
+    result = ingest.ingest(session, [report], ruleset=RULES)
     assert result.accepted == [report.report_id]
-    again = ingest.ingest(session, [report], rules=RULES)
+    again = ingest.ingest(session, [report], ruleset=RULES)
     assert again.duplicates == [report.report_id]
     assert again.accepted == []
     assert session.scalar(select(func.count()).select_from(ReportRow)) == 1
@@ -40,8 +40,8 @@ def test_first_report_registers_the_host_and_is_stored_once(session: Session) ->
 
 
 def test_ce_storm_plans_a_remediation_that_opens_a_dimm_ticket(session: Session) -> None:
-    ingest.ingest(session, [edac_report(ce=100, at=at(0))], rules=RULES)
-    result = ingest.ingest(session, [edac_report(ce=100 + 60 * 40, at=at(60))], rules=RULES)
+    ingest.ingest(session, [edac_report(ce=100, at=at(0))], ruleset=RULES)
+    result = ingest.ingest(session, [edac_report(ce=100 + 60 * 40, at=at(60))], ruleset=RULES)
     [remediation_id] = result.remediations
     rate = session.scalars(select(Signal).where(Signal.kind == "dimm_ce_rate")).one()
     assert rate.value == 40.0
@@ -51,7 +51,7 @@ def test_ce_storm_plans_a_remediation_that_opens_a_dimm_ticket(session: Session)
     assert pending.args == (remediation_id,) or list(pending.args) == [remediation_id]
     session.commit()
 
-    assert service.advance(session, remediation_id) == RemediationState.escalated
+    assert runner.advance(session, remediation_id, ruleset=RULES) == RemediationState.escalated
     remediation = session.get_one(Remediation, remediation_id)
     assert remediation.active is None
     ticket = session.scalars(select(Ticket)).one()
@@ -70,31 +70,31 @@ def test_ce_storm_plans_a_remediation_that_opens_a_dimm_ticket(session: Session)
 
 
 def test_advance_twice_does_not_open_a_second_ticket(session: Session) -> None:
-    ingest.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
-    [rid] = ingest.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES).remediations
-    service.advance(session, rid)
-    assert service.advance(session, rid) == RemediationState.escalated  # a redelivered task
+    ingest.ingest(session, [edac_report(ce=0, at=at(0))], ruleset=RULES)
+    [rid] = ingest.ingest(session, [edac_report(ce=6000, at=at(60))], ruleset=RULES).remediations
+    runner.advance(session, rid, ruleset=RULES)
+    assert runner.advance(session, rid, ruleset=RULES) == RemediationState.escalated  # a redelivered task
     assert session.scalar(select(func.count()).select_from(Ticket)) == 1
 
 
 def test_host_awaiting_repair_is_not_remediated_again(session: Session) -> None:
-    ingest.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
-    [rid] = ingest.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES).remediations
-    service.advance(session, rid)
-    later = ingest.ingest(session, [edac_report(ce=12000, at=at(120))], rules=RULES)
+    ingest.ingest(session, [edac_report(ce=0, at=at(0))], ruleset=RULES)
+    [rid] = ingest.ingest(session, [edac_report(ce=6000, at=at(60))], ruleset=RULES).remediations
+    runner.advance(session, rid, ruleset=RULES)
+    later = ingest.ingest(session, [edac_report(ce=12000, at=at(120))], ruleset=RULES)
     assert later.remediations == []
     assert session.scalar(select(func.count()).select_from(Remediation)) == 1
 
 
 def test_moderate_rate_fires_nothing(session: Session) -> None:
-    ingest.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
-    result = ingest.ingest(session, [edac_report(ce=60, at=at(60))], rules=RULES)
+    ingest.ingest(session, [edac_report(ce=0, at=at(0))], ruleset=RULES)
+    result = ingest.ingest(session, [edac_report(ce=60, at=at(60))], ruleset=RULES)
     assert result.remediations == []
 
 
 def test_uncorrectable_error_opens_priority_one_ticket(session: Session) -> None:
-    [rid] = ingest.ingest(session, [edac_report(ue=1, at=at(0))], rules=RULES).remediations
-    service.advance(session, rid)
+    [rid] = ingest.ingest(session, [edac_report(ue=1, at=at(0))], ruleset=RULES).remediations
+    runner.advance(session, rid, ruleset=RULES)
     ticket = session.scalars(select(Ticket)).one()
     assert ticket.priority == 1
     assert "uncorrectable" in ticket.title
@@ -111,13 +111,13 @@ def test_malformed_reports_are_refused_by_field_and_the_rest_stored(session: Ses
     assert [r.index for r in refused] == [0, 2, 3]
     assert refused[0].errors == ["host: Field required"]
     assert refused[1].errors[0].startswith("observations.edac.controllers.0.dimms.0.ce_count:")
-    result = ingest.ingest(session, reports, rules=RULES)
+    result = ingest.ingest(session, reports, ruleset=RULES)
     assert len(result.accepted) == 1
 
 
 def test_rollback_drops_the_tasks_it_would_have_sent(session: Session) -> None:
-    ingest.ingest(session, [edac_report(ce=0, at=at(0))], rules=RULES)
-    ingest.ingest(session, [edac_report(ce=6000, at=at(60))], rules=RULES)
+    ingest.ingest(session, [edac_report(ce=0, at=at(0))], ruleset=RULES)
+    ingest.ingest(session, [edac_report(ce=6000, at=at(60))], ruleset=RULES)
     assert len(pending_tasks(session)) == 1
     session.rollback()
     assert pending_tasks(session) == []

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from remediator.rules import DEFAULT_PACK, RulePackError, RuleRegistry, load_pack, matching_rules
-from remediator.signals import SignalValue
+from remediator.rules import DEFAULT_PACK, RulePackError, RuleRegistry, cap_limit, load_pack, load_ruleset
 
 GOOD = """\
 version: 1
@@ -78,13 +77,32 @@ def test_failed_reload_keeps_the_active_rules(tmp_path: Path) -> None:
     assert registry.get("renamed") is not None
 
 
-def test_matching_respects_selector_and_threshold(tmp_path: Path) -> None:
-    rules = load_pack(write(tmp_path, GOOD)).rules
-    hot = [SignalValue("dimm_ce_rate", "DIMM_A1", 6.0)]
-    assert matching_rules(rules, hot, hardware_class="x", datacenter="ams1", labels={})
-    assert not matching_rules(rules, hot, hardware_class="x", datacenter="sjc2", labels={})
-    cool = [SignalValue("dimm_ce_rate", "DIMM_A1", 4.9)]
-    assert not matching_rules(rules, cool, hardware_class="x", datacenter="ams1", labels={})
+def test_durations_caps_and_actions(tmp_path: Path) -> None:
+    text = GOOD.replace("value: 5}", "value: 5, for: 5m, window: 1h, aggregate: avg}")
+    text = text.replace("version: 1\n", "version: 1\nsafety: {caps: {rack: 2, datacenter: '3%'}, spacing: 90s}\n")
+    path = write(tmp_path, text)
+    pack = load_pack(path)
+    (rule,) = pack.rules
+    assert (rule.when.for_s, rule.when.window_s, rule.when.aggregate) == (300, 3600, "avg")
+    assert pack.safety is not None
+    assert pack.safety.spacing_s == 90
+    assert cap_limit(pack.safety.caps["datacenter"], 1000) == 30
+    assert cap_limit(pack.safety.caps["datacenter"], 10) == 1  # a cap always lets one through
+    assert load_ruleset([path]).safety.caps["rack"] == 2
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("action: ticket", "action: rm_rf", "unknown action 'rm_rf'"),
+        ("value: 5}", "value: 5, for: soon}", "not a duration"),
+        ("value: 5}", "value: 5, aggregate: sum}", "aggregate needs a window"),
+        ("version: 1\n", "version: 1\nsafety: {caps: {rack: 'lots'}}\n", "neither a count nor a percentage"),
+    ],
+)
+def test_bad_rule_details_are_refused(tmp_path: Path, old: str, new: str, message: str) -> None:
+    with pytest.raises(RulePackError, match=message):
+        load_pack(write(tmp_path, GOOD.replace(old, new)))
 
 
 def test_cli_validate(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ router = APIRouter(prefix="/reports", tags=["reports"])
 @router.post("", response_model=IngestResult)
 def submit_report(report: Report, session: Session = Depends(get_session)) -> IngestResult:
     """One report; a malformed one is refused with a 422 naming the field."""
-    result = ingest(session, [report], rules=get_registry().rules)
+    result = ingest(session, [report], ruleset=get_registry().ruleset)
     session.commit()
     return result
 
@@ -30,7 +30,7 @@ def submit_batch(
 ) -> IngestResult:
     """Many reports; each malformed one is listed in `refused`, the rest are stored."""
     reports, refused = parse_reports(payloads)
-    result = ingest(session, reports, rules=get_registry().rules)
+    result = ingest(session, reports, ruleset=get_registry().ruleset)
     session.commit()
     result.refused = refused
     return result

@@ -1,0 +1,39 @@
+"""The actions a plan may name, and what the safety gates need to know of each.
+
+Cyborg carries the actions out on hosts; this table is the contract: a rule
+pack naming anything else is refused on load. `disruptive` actions take the
+host out of service (they count against concurrency caps and drain first);
+`destructive` ones need a person's approval before they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    name: str
+    disruptive: bool
+    destructive: bool = False
+    idempotent: bool = True
+    description: str = ""
+
+
+ACTIONS: dict[str, ActionSpec] = {
+    spec.name: spec
+    for spec in (
+        ActionSpec("ticket", disruptive=False, description="open a repair ticket for a technician"),
+        ActionSpec("reboot", disruptive=True, idempotent=False, description="warm (kexec) or cold reboot"),
+        ActionSpec("power_cycle", disruptive=True, idempotent=False, description="IPMI chassis power cycle"),
+        ActionSpec("reflash_firmware", disruptive=True, description="flash BIOS/BMC/NIC/disk firmware to a version"),
+        ActionSpec("install_kernel", disruptive=True, description="install a pinned kernel, boot it, verify"),
+        ActionSpec("hard_ppr", disruptive=True, idempotent=False, description="post-package repair via the SMI flow"),
+        ActionSpec("tune_error_reporting", disruptive=False, description="EDAC polling interval, CMCI mode"),
+        ActionSpec("repair_irq_affinity", disruptive=False, description="keep device IRQs off isolated cores"),
+        ActionSpec("enable_demotion", disruptive=False, description="enable memory-tier demotion"),
+        ActionSpec("reimage", disruptive=True, destructive=True, idempotent=False, description="PXE reinstall"),
+        ActionSpec("drain", disruptive=False, description="take the host out of its scheduler"),
+        ActionSpec("undrain", disruptive=False, description="put the host back into its scheduler"),
+    )
+}

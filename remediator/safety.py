@@ -1,0 +1,181 @@
+"""Safety gates: whether a remediation may start now, and the rule's circuit breaker.
+
+Each gate returns None (pass) or the reason it holds, in words an operator
+reads in the decision log ("held: rack cap reached (1 of 1)"). Caps are
+counted under `core.db.serialize_on`, so two workers cannot both see room for
+one more and both start.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from remediator.models import (
+    Control,
+    Host,
+    MaintenanceWindow,
+    Remediation,
+    RemediationState,
+    RuleMode,
+    RuleState,
+)
+from remediator.rules import PackSafety, Rule, cap_limit
+
+ADMISSION_LOCK = "remediator.admission"
+ADMITTED_STATES = (RemediationState.planned, RemediationState.running, RemediationState.verifying)
+GLOBAL_PAUSE = "global_pause"
+
+
+def rule_state(session: Session, rule_id: str) -> RuleState | None:
+    return session.get(RuleState, rule_id)
+
+
+def effective_mode(rule: Rule, state: RuleState | None) -> RuleMode:
+    if state is not None and state.mode is not None:
+        return state.mode
+    return RuleMode(rule.mode)
+
+
+def global_pause(session: Session) -> str | None:
+    control = session.get(Control, GLOBAL_PAUSE)
+    if control is not None and control.value.get("paused"):
+        return f"global pause by {control.updated_by}: {control.value.get('reason', '')}".strip()
+    return None
+
+
+def maintenance(session: Session, host: Host, now: dt.datetime) -> str | None:
+    scopes = [
+        ("fleet", ""),
+        ("datacenter", host.datacenter),
+        ("cluster", host.cluster),
+        ("rack", host.rack),
+        ("host", host.hostname),
+    ]
+    window = session.scalars(
+        select(MaintenanceWindow)
+        .where(
+            MaintenanceWindow.starts_at <= now,
+            MaintenanceWindow.ends_at > now,
+            or_(*[(MaintenanceWindow.scope == s) & (MaintenanceWindow.value == v) for s, v in scopes]),
+        )
+        .limit(1)
+    ).first()
+    if window is None:
+        return None
+    where = window.scope if window.scope == "fleet" else f"{window.scope} {window.value}"
+    return f"maintenance window on {where} until {window.ends_at.isoformat()}"
+
+
+def _scope_filter(scope: str, host: Host) -> list[Any]:
+    if scope == "rack":
+        return [Remediation.datacenter == host.datacenter, Remediation.rack == host.rack]
+    if scope == "cluster":
+        return [Remediation.cluster == host.cluster]
+    if scope == "datacenter":
+        return [Remediation.datacenter == host.datacenter]
+    return []
+
+
+def _hosts_in_scope(session: Session, scope: str, host: Host) -> int:
+    query = select(func.count()).select_from(Host)
+    if scope == "rack":
+        query = query.where(Host.datacenter == host.datacenter, Host.rack == host.rack)
+    elif scope == "cluster":
+        query = query.where(Host.cluster == host.cluster)
+    elif scope == "datacenter":
+        query = query.where(Host.datacenter == host.datacenter)
+    return int(session.scalar(query) or 0)
+
+
+def caps(session: Session, host: Host, safety: PackSafety) -> str | None:
+    """The first scope whose cap on admitted disruptive remediations is reached."""
+    for scope in ("rack", "cluster", "datacenter", "fleet"):
+        cap = safety.caps.get(scope)
+        if cap is None or (scope == "cluster" and not host.cluster):
+            continue
+        limit = cap_limit(cap, _hosts_in_scope(session, scope, host))
+        running = session.scalar(
+            select(func.count())
+            .select_from(Remediation)
+            .where(
+                Remediation.disruptive.is_(True),
+                Remediation.state.in_(ADMITTED_STATES),
+                *_scope_filter(scope, host),
+            )
+        )
+        if (running or 0) >= limit:
+            return f"{scope} cap reached ({running} of {limit})"
+    return None
+
+
+def spacing(session: Session, host: Host, safety: PackSafety, now: dt.datetime) -> str | None:
+    if not safety.spacing_s:
+        return None
+    last = session.scalar(
+        select(func.max(Remediation.admitted_at)).where(Remediation.disruptive.is_(True), *_scope_filter("rack", host))
+    )
+    if last is not None and (now - last).total_seconds() < safety.spacing_s:
+        ago = int((now - last).total_seconds())
+        return f"spacing: a disruptive start in rack {host.rack} {ago}s ago (spacing {int(safety.spacing_s)}s)"
+    return None
+
+
+def cooldown(session: Session, host: Host, rule: Rule, now: dt.datetime) -> str | None:
+    """A host is left alone for the rule's cooldown after any remediation of it finished."""
+    if not rule.safety.cooldown_s:
+        return None
+    since = now - dt.timedelta(seconds=rule.safety.cooldown_s)
+    recent = session.scalar(
+        select(func.max(Remediation.finished_at)).where(
+            Remediation.host_id == host.id,
+            Remediation.finished_at >= since,
+            Remediation.state != RemediationState.escalated,  # a ticket is not work done on the host
+        )
+    )
+    if recent is not None:
+        until = recent + dt.timedelta(seconds=rule.safety.cooldown_s)
+        return f"cooldown: host last remediated at {recent.isoformat()}, until {until.isoformat()}"
+    return None
+
+
+def flapping(session: Session, host: Host, safety: PackSafety, now: dt.datetime) -> int:
+    """Remediations of this host within the flap window (a person decides past flap_max)."""
+    since = now - dt.timedelta(seconds=safety.flap_window_s)
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(Remediation)
+            .where(Remediation.host_id == host.id, Remediation.created_at >= since)
+        )
+        or 0
+    )
+
+
+def breaker_trips(session: Session, host: Host, rule: Rule, now: dt.datetime) -> str | None:
+    """Whether planning one more for this rule would exceed its breaker (counting this host)."""
+    breaker = rule.safety.breaker
+    since = now - dt.timedelta(seconds=breaker.window_s)
+    scope_filter = [Remediation.datacenter == host.datacenter] if breaker.scope == "datacenter" else []
+    hosts = set(
+        session.scalars(
+            select(Remediation.host_id)
+            .where(Remediation.rule_id == rule.id, Remediation.created_at >= since, *scope_filter)
+            .distinct()
+        )
+    )
+    hosts.add(host.id)
+    in_scope = _hosts_in_scope(session, breaker.scope, host)
+    percent = 100.0 * len(hosts) / max(1, in_scope)
+    where = f"datacenter {host.datacenter}" if breaker.scope == "datacenter" else "the fleet"
+    if len(hosts) > breaker.max_hosts:
+        return f"fired on {len(hosts)} hosts in {where} within {int(breaker.window_s)}s (max {breaker.max_hosts})"
+    if len(hosts) >= breaker.min_hosts and percent > breaker.max_percent:
+        return (
+            f"fired on {percent:.1f}% of {where} ({len(hosts)} of {in_scope}) within "
+            f"{int(breaker.window_s)}s (max {breaker.max_percent:g}%)"
+        )
+    return None

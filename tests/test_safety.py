@@ -1,0 +1,327 @@
+"""Safety gates and the remediation state machine, driven by reports."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.models import AuditEntry
+from remediator import planning, runner
+from remediator.ingest import ingest
+from remediator.inventory import HostInventory, apply_inventory
+from remediator.models import (
+    Control,
+    Decision,
+    Host,
+    HostState,
+    MaintenanceWindow,
+    Remediation,
+    RemediationState,
+    RuleMode,
+    RuleState,
+    StepState,
+)
+from remediator.rules import Breaker, Condition, PackSafety, Rule, RuleSafety, RuleSet, Rung, Step
+from tests.factories import T0, edac_report
+from ticketing.models import Ticket
+
+STORM = Condition(signal="dimm_ce_rate", value=10)
+
+
+def rule(plan: list[str], *, escalation: list[list[str]] = (), **safety: Any) -> Rule:  # type: ignore[assignment]
+    return Rule(
+        id="test-rule",
+        description="test",
+        when=STORM,
+        plan=[Step(action=a) for a in plan],
+        escalation=[Rung(plan=[Step(action=a) for a in rung]) for rung in escalation],
+        safety=RuleSafety(**{"cooldown": 0, "settle": 0, **safety}),
+    )
+
+
+def ruleset(r: Rule, **limits: Any) -> RuleSet:
+    return RuleSet(rules=[r], safety=PackSafety(**{"spacing": 0, **limits}))
+
+
+def hosts(session: Session, count: int, *, rack: str = "r1", datacenter: str = "dc1", prefix: str = "h") -> None:
+    rows = [
+        HostInventory(hostname=f"{prefix}{i}", datacenter=datacenter, rack=rack, cluster="c1") for i in range(count)
+    ]
+    apply_inventory(session, rows, actor="test")
+
+
+def fire(session: Session, hostname: str, rs: RuleSet, at: dt.datetime = T0) -> list[int]:
+    """Two reports a minute apart with a CE storm between them."""
+    ingest(session, [edac_report(hostname, ce=0, at=at)], ruleset=rs)
+    later = at + dt.timedelta(seconds=60)
+    return ingest(session, [edac_report(hostname, ce=6000, at=later)], ruleset=rs).remediations
+
+
+def remediation_of(session: Session, hostname: str) -> Remediation:
+    host = session.scalars(select(Host).where(Host.hostname == hostname)).one()
+    return session.scalars(select(Remediation).where(Remediation.host_id == host.id).order_by(Remediation.id)).all()[-1]
+
+
+def decisions(session: Session, hostname: str) -> list[tuple[str, str]]:
+    host = session.scalars(select(Host).where(Host.hostname == hostname)).one()
+    found = session.scalars(select(Decision).where(Decision.host_id == host.id).order_by(Decision.id))
+    return [(d.outcome, d.reason) for d in found]
+
+
+@pytest.fixture
+def executors() -> Iterator[dict[str, Any]]:
+    """Actions that succeed at once, as a simulated host would (cyborg registers the real ones)."""
+    saved = dict(runner.EXECUTORS)
+    runner.EXECUTORS.update({name: (lambda *_: {"ok": True}) for name in ("reboot", "hard_ppr", "reimage", "tune_error_reporting")})
+    yield runner.EXECUTORS
+    runner.EXECUTORS.clear()
+    runner.EXECUTORS.update(saved)
+
+
+def test_rack_cap_holds_the_second_disruptive_remediation(session: Session) -> None:
+    rs = ruleset(rule(["reboot"]))
+    hosts(session, 2)
+    fire(session, "h0", rs)
+    fire(session, "h1", rs)
+    assert remediation_of(session, "h0").state == RemediationState.planned
+    second = remediation_of(session, "h1")
+    assert second.state == RemediationState.detected
+    assert second.held_reason == "rack cap reached (1 of 1)"
+    assert ("held", "rack cap reached (1 of 1)") in decisions(session, "h1")
+    first = remediation_of(session, "h0")
+    planning.finish(session, first, RemediationState.succeeded, "done", T0)
+    assert planning.admit(session, second, rs, T0 + dt.timedelta(minutes=5)) is True
+    assert second.state == RemediationState.planned
+
+
+def test_non_disruptive_plans_are_not_capped(session: Session) -> None:
+    rs = ruleset(rule(["tune_error_reporting"], breaker=Breaker(max_percent=100)))
+    hosts(session, 3)
+    for name in ("h0", "h1", "h2"):
+        fire(session, name, rs)
+    assert {remediation_of(session, n).state for n in ("h0", "h1", "h2")} == {RemediationState.planned}
+
+
+def test_percentage_cap_of_a_datacenter(session: Session) -> None:
+    rs = ruleset(rule(["reboot"], breaker=Breaker(max_percent=100)), caps={"datacenter": "10%"})
+    for rack in range(4):
+        hosts(session, 5, rack=f"r{rack}", prefix=f"h{rack}-")
+    for rack in range(4):
+        fire(session, f"h{rack}-0", rs)
+    states = [remediation_of(session, f"h{rack}-0").state for rack in range(4)]
+    assert states.count(RemediationState.planned) == 2  # 10% of 20 hosts
+    held = remediation_of(session, "h2-0")
+    assert held.held_reason == "datacenter cap reached (2 of 2)"
+
+
+def test_spacing_between_starts_in_a_rack(session: Session) -> None:
+    rs = ruleset(rule(["reboot"]), caps={"rack": 5}, spacing="10m")
+    hosts(session, 2)
+    fire(session, "h0", rs)
+    fire(session, "h1", rs, at=T0 + dt.timedelta(minutes=2))
+    assert remediation_of(session, "h1").held_reason.startswith("spacing:")
+
+
+def test_breaker_opens_and_later_firings_are_skipped(session: Session) -> None:
+    rs = ruleset(rule(["tune_error_reporting"], breaker=Breaker(max_hosts=3, max_percent=100)))
+    hosts(session, 6)
+    for i in range(6):
+        fire(session, f"h{i}", rs)
+    planned = session.scalars(select(Remediation)).all()
+    assert len(planned) == 3
+    state = session.get_one(RuleState, "test-rule")
+    assert state.breaker_open
+    assert "fired on 4 hosts" in state.breaker_reason
+    assert decisions(session, "h3")[-1][0] == "skipped"
+    assert decisions(session, "h5")[-1] == ("skipped", f"breaker open: {state.breaker_reason}")
+    assert session.scalars(select(AuditEntry).where(AuditEntry.action == "remediator.rule.breaker_opened")).one()
+
+
+def test_shadow_and_paused_rules_run_nothing(session: Session) -> None:
+    shadow = ruleset(rule(["reboot"]).model_copy(update={"mode": "shadow"}))
+    hosts(session, 2)
+    assert fire(session, "h0", shadow) == []
+    assert decisions(session, "h0") == [
+        ("shadow", "would plan reboot: test-rule: dimm_ce_rate 100 on CPU_SrcID#0_Ha#0_Chan#2_DIMM#0")
+    ]
+    session.add(RuleState(rule_id="test-rule", mode=RuleMode.paused))
+    assert fire(session, "h1", ruleset(rule(["reboot"]))) == []
+    assert decisions(session, "h1") == [("skipped", "rule paused")]
+    assert session.scalars(select(Remediation)).all() == []
+
+
+def test_global_pause_and_maintenance_hold(session: Session) -> None:
+    rs = ruleset(rule(["tune_error_reporting"]))
+    hosts(session, 2)
+    session.add(Control(key="global_pause", value={"paused": True, "reason": "bad rollout"}, updated_by="alice"))
+    fire(session, "h0", rs)
+    assert remediation_of(session, "h0").held_reason == "global pause by alice: bad rollout"
+    session.get_one(Control, "global_pause").value = {"paused": False}
+    session.add(
+        MaintenanceWindow(scope="rack", value="r1", starts_at=T0, ends_at=T0 + dt.timedelta(hours=2), reason="PDU")
+    )
+    fire(session, "h1", rs)
+    held = remediation_of(session, "h1")
+    assert held.held_reason.startswith("maintenance window on rack r1 until")
+    assert planning.admit(session, held, rs, T0 + dt.timedelta(hours=3)) is True
+
+
+def test_destructive_plan_waits_for_approval(session: Session) -> None:
+    rs = ruleset(rule(["reimage"]))
+    hosts(session, 1)
+    fire(session, "h0", rs)
+    waiting = remediation_of(session, "h0")
+    assert waiting.state == RemediationState.awaiting_approval
+    planning.approve(session, waiting.id, actor="user:bob", ruleset=rs, now=T0 + dt.timedelta(minutes=2))
+    assert waiting.state == RemediationState.planned
+    assert waiting.approved_by == "user:bob"
+
+
+def test_failed_step_escalates_down_the_ladder_to_a_ticket(session: Session) -> None:
+    rs = ruleset(rule(["reboot"], escalation=[["hard_ppr"]]))  # no executors registered: every action fails
+    hosts(session, 1)
+    [first_id] = fire(session, "h0", rs)
+    runner.advance(session, first_id, ruleset=rs, now=T0)
+    first = session.get_one(Remediation, first_id)
+    assert first.state == RemediationState.failed
+    second = remediation_of(session, "h0")
+    assert (second.rung, second.previous_id, second.steps[0].action) == (1, first_id, "hard_ppr")
+    runner.advance(session, second.id, ruleset=rs, now=T0)
+    last = remediation_of(session, "h0")
+    assert (last.rung, last.steps[0].action) == (2, "ticket")
+    runner.advance(session, last.id, ruleset=rs, now=T0)
+    assert last.state == RemediationState.escalated
+    assert session.scalars(select(Ticket)).one().remediation_id == last.id
+
+
+def test_success_needs_the_settle_period_and_a_returning_fault_escalates(
+    session: Session, executors: dict[str, Any]
+) -> None:
+    rs = ruleset(rule(["reboot"], escalation=[["reimage"]], settle="30m"))
+    hosts(session, 1)
+    [rid] = fire(session, "h0", rs)
+    runner.advance(session, rid, ruleset=rs, now=T0)  # the reboot
+    assert runner.advance(session, rid, ruleset=rs, now=T0) == RemediationState.verifying
+    remediation = session.get_one(Remediation, rid)
+    assert runner.settle_if_due(session, remediation, T0 + dt.timedelta(minutes=10)) == RemediationState.verifying
+    # the same fault during the settle period: the fix did not hold
+    ingest(session, [edac_report("h0", ce=9000, at=T0 + dt.timedelta(minutes=5))], ruleset=rs)
+    assert remediation.state == RemediationState.failed
+    nxt = remediation_of(session, "h0")
+    assert (nxt.rung, nxt.state) == (1, RemediationState.awaiting_approval)  # reimage needs approval
+
+
+def test_settled_success_then_fault_returning_reopens_on_the_next_rung(
+    session: Session, executors: dict[str, Any]
+) -> None:
+    rs = ruleset(rule(["reboot"], escalation=[["hard_ppr"]], settle="10m"))
+    hosts(session, 1)
+    [rid] = fire(session, "h0", rs)
+    runner.advance(session, rid, ruleset=rs, now=T0)
+    runner.advance(session, rid, ruleset=rs, now=T0)
+    remediation = session.get_one(Remediation, rid)
+    assert runner.settle_if_due(session, remediation, T0 + dt.timedelta(minutes=11)) == RemediationState.succeeded
+    host = session.get_one(Host, remediation.host_id)
+    assert host.state == HostState.in_service
+    fire(session, "h0", rs, at=T0 + dt.timedelta(days=2))
+    reopened = remediation_of(session, "h0")
+    assert (reopened.rung, reopened.previous_id) == (1, rid)
+    assert "fault returned after remediation" in reopened.reason
+
+
+def test_cooldown_holds_a_new_remediation_of_a_recently_fixed_host(session: Session, executors: dict[str, Any]) -> None:
+    other = Rule(
+        id="other",
+        description="d",
+        when=Condition(signal="dimm_ue", value=1),
+        plan=[Step(action="reboot")],
+        safety=RuleSafety(cooldown="1d", settle=0),
+    )
+    rs = RuleSet(rules=[rule(["reboot"]), other], safety=PackSafety(spacing=0))
+    hosts(session, 1)
+    [rid] = fire(session, "h0", rs)
+    runner.advance(session, rid, ruleset=rs, now=T0)
+    runner.advance(session, rid, ruleset=rs, now=T0)
+    assert session.get_one(Remediation, rid).state == RemediationState.succeeded
+    ingest(session, [edac_report("h0", ce=6000, ue=1, at=T0 + dt.timedelta(hours=1))], ruleset=rs)
+    held = remediation_of(session, "h0")
+    assert held.rule_id == "other"
+    assert held.held_reason.startswith("cooldown: host last remediated at")
+
+
+def test_flapping_host_goes_to_a_person(session: Session, executors: dict[str, Any]) -> None:
+    rs = ruleset(rule(["tune_error_reporting"], cooldown=0), flap_max=2)
+    hosts(session, 1)
+    for day in range(2):
+        at = T0 + dt.timedelta(days=40 * day)  # far apart: not a returning fault, just a frequent one
+        [rid] = fire(session, "h0", rs, at=at)
+        runner.advance(session, rid, ruleset=rs, now=at)
+        runner.advance(session, rid, ruleset=rs, now=at)
+    rs = ruleset(rule(["tune_error_reporting"], cooldown=0), flap_max=2, flap_window="100d")
+    fire(session, "h0", rs, at=T0 + dt.timedelta(days=81))
+    last = remediation_of(session, "h0")
+    assert [s.action for s in last.steps] == ["ticket"]
+    assert "flapping" in last.reason
+
+
+def test_interrupted_non_idempotent_step_is_not_run_twice(session: Session, executors: dict[str, Any]) -> None:
+    rs = ruleset(rule(["reboot", "tune_error_reporting"], escalation=[["ticket"]]))
+    hosts(session, 1)
+    [rid] = fire(session, "h0", rs)
+    remediation = session.get_one(Remediation, rid)
+    remediation.steps[0].state = StepState.running  # the worker died mid-reboot
+    remediation.state = RemediationState.running
+    runner.advance(session, rid, ruleset=rs, now=T0)
+    assert remediation.state == RemediationState.failed
+    assert remediation.steps[0].result == {"error": "interrupted while running; not safe to run twice"}
+    assert remediation_of(session, "h0").steps[0].action == "ticket"
+
+
+def test_caps_hold_under_concurrent_admission(integration_pg_url: str, celery_app: object) -> None:
+    """Two workers admitting at the same instant: the database lock lets exactly one through."""
+    from core.db import Database
+    from tests.conftest import truncate_all
+
+    truncate_all(integration_pg_url)
+    database = Database(integration_pg_url)
+    rs = ruleset(rule(["reboot"]))
+    with database.session() as session:
+        hosts(session, 2)
+        ids = []
+        for name in ("h0", "h1"):
+            host = session.scalars(select(Host).where(Host.hostname == name)).one()
+            r = planning.create(
+                session,
+                host,
+                rs.rules[0],
+                list(rs.rules[0].plan),
+                {"signal": {"subject": "d", "value": 1.0, "kind": "k", "detail": {}}},
+                "race",
+                0,
+                None,
+                T0,
+            )
+            assert r is not None
+            ids.append(r.id)
+    barrier = threading.Barrier(2)
+    results: dict[int, bool] = {}
+
+    def admit(rid: int) -> None:
+        with database.session() as session:
+            remediation = session.get_one(Remediation, rid)
+            barrier.wait()
+            results[rid] = planning.admit(session, remediation, rs, T0)
+
+    threads = [threading.Thread(target=admit, args=(rid,)) for rid in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    database.dispose()
+    assert sorted(results.values()) == [False, True]
