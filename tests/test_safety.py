@@ -78,7 +78,9 @@ def decisions(session: Session, hostname: str) -> list[tuple[str, str]]:
 def executors() -> Iterator[dict[str, Any]]:
     """Actions that succeed at once, as a simulated host would (cyborg registers the real ones)."""
     saved = dict(runner.EXECUTORS)
-    runner.EXECUTORS.update({name: (lambda *_: {"ok": True}) for name in ("reboot", "hard_ppr", "reimage", "tune_error_reporting")})
+    runner.EXECUTORS.update(
+        {name: (lambda *_: {"ok": True}) for name in ("reboot", "hard_ppr", "reimage", "tune_error_reporting")}
+    )
     yield runner.EXECUTORS
     runner.EXECUTORS.clear()
     runner.EXECUTORS.update(saved)
