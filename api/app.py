@@ -7,7 +7,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from api.errors import install_error_handlers
-from api.routes import health, hosts, remediations, reports, tickets
+from api.routes import controls, health, hosts, remediations, reports, rules, tickets
 from api.web import pages
 from core.db import Database
 from core.settings import Settings
@@ -26,8 +26,9 @@ def create_app(settings: Settings, database: Database, celery_app: Celery | None
     app.state.celery = celery_app
     install_error_handlers(app)
     v1 = APIRouter(prefix=f"/api/{API_VERSION}")
-    for module in (hosts, tickets, remediations, reports):
+    for module in (hosts, tickets, remediations, reports, rules, controls):
         v1.include_router(module.router)
+    v1.include_router(remediations.decisions_router)
     app.include_router(v1)
     app.include_router(health.router)
     app.include_router(pages.router)

@@ -1,0 +1,216 @@
+"""What operators do to the remediator: rule modes, breaker resets, the global
+pause, approvals and cancellations, and how well repairs work. Each change is
+in the audit log with who and why."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core import audit
+from core.db import utcnow
+from core.errors import Conflict, NotFound
+from remediator import planning, safety
+from remediator.models import (
+    ACTIVE_REMEDIATION_STATES,
+    Control,
+    Decision,
+    Host,
+    HostState,
+    Remediation,
+    RemediationState,
+    RuleMode,
+    RuleState,
+)
+from remediator.rules import RuleSet
+
+RETURN_WINDOW = dt.timedelta(days=30)
+
+
+def rules_with_state(session: Session, ruleset: RuleSet) -> list[dict[str, Any]]:
+    states = {s.rule_id: s for s in session.scalars(select(RuleState))}
+    out = []
+    for rule in ruleset.rules:
+        state = states.get(rule.id)
+        out.append(
+            {
+                "id": rule.id,
+                "description": rule.description,
+                "priority": rule.priority,
+                "when": rule.when.model_dump(by_alias=True),
+                "plan": [s.action for s in rule.plan],
+                "escalation": [[s.action for s in rung.plan] for rung in rule.escalation],
+                "pack_mode": rule.mode,
+                "mode": safety.effective_mode(rule, state).value,
+                "breaker_open": bool(state and state.breaker_open),
+                "breaker_reason": state.breaker_reason if state else "",
+                "breaker_opened_at": state.breaker_opened_at if state else None,
+            }
+        )
+    return out
+
+
+def _state(session: Session, ruleset: RuleSet, rule_id: str) -> RuleState:
+    if ruleset.get(rule_id) is None:
+        raise NotFound(f"rule {rule_id!r} is not in the active rule packs")
+    state = session.get(RuleState, rule_id)
+    if state is None:
+        state = RuleState(rule_id=rule_id)
+        session.add(state)
+    return state
+
+
+def set_rule_mode(
+    session: Session, ruleset: RuleSet, rule_id: str, mode: RuleMode | None, *, actor: str, reason: str
+) -> RuleState:
+    """Pause, resume (None: back to the pack's mode) or shadow a rule."""
+    state = _state(session, ruleset, rule_id)
+    before = state.mode.value if state.mode else None
+    state.mode = mode
+    state.updated_by = actor
+    audit.record(
+        session,
+        actor=actor,
+        action="remediator.rule.mode_changed",
+        object_type="rule",
+        object_id=rule_id,
+        reason=reason,
+        detail={"from": before, "to": mode.value if mode else None},
+    )
+    session.flush()
+    return state
+
+
+def reset_breaker(session: Session, ruleset: RuleSet, rule_id: str, *, actor: str, reason: str) -> RuleState:
+    state = _state(session, ruleset, rule_id)
+    if not state.breaker_open:
+        raise Conflict(f"the breaker of rule {rule_id!r} is not open")
+    previous = state.breaker_reason
+    state.breaker_open = False
+    state.breaker_reason = ""
+    state.breaker_opened_at = None
+    state.updated_by = actor
+    audit.record(
+        session,
+        actor=actor,
+        action="remediator.rule.breaker_reset",
+        object_type="rule",
+        object_id=rule_id,
+        reason=reason,
+        detail={"was": previous},
+    )
+    session.flush()
+    return state
+
+
+def global_pause(session: Session) -> dict[str, Any]:
+    control = session.get(Control, safety.GLOBAL_PAUSE)
+    value = dict(control.value) if control else {"paused": False}
+    return {
+        **value,
+        "updated_by": control.updated_by if control else "",
+        "updated_at": control.updated_at if control else None,
+    }
+
+
+def set_global_pause(session: Session, paused: bool, *, actor: str, reason: str) -> dict[str, Any]:
+    control = session.get(Control, safety.GLOBAL_PAUSE)
+    if control is None:
+        control = Control(key=safety.GLOBAL_PAUSE)
+        session.add(control)
+    control.value = {"paused": paused, "reason": reason}
+    control.updated_by = actor
+    audit.record(
+        session,
+        actor=actor,
+        action="remediator.fleet.paused" if paused else "remediator.fleet.resumed",
+        object_type="control",
+        object_id=safety.GLOBAL_PAUSE,
+        reason=reason,
+    )
+    session.flush()
+    return global_pause(session)
+
+
+def approve(session: Session, ruleset: RuleSet, remediation_id: int, *, actor: str) -> Remediation:
+    if session.get(Remediation, remediation_id) is None:
+        raise NotFound(f"remediation {remediation_id} does not exist")
+    return planning.approve(session, remediation_id, actor=actor, ruleset=ruleset, now=utcnow())
+
+
+def cancel(session: Session, remediation_id: int, *, actor: str, reason: str) -> Remediation:
+    remediation = session.get(Remediation, remediation_id)
+    if remediation is None:
+        raise NotFound(f"remediation {remediation_id} does not exist")
+    if remediation.state not in ACTIVE_REMEDIATION_STATES:
+        raise Conflict(
+            f"remediation {remediation_id} is {remediation.state.value}; only an active one can be cancelled"
+        )
+    planning.finish(session, remediation, RemediationState.cancelled, f"cancelled by {actor}: {reason}", utcnow())
+    host = session.get_one(Host, remediation.host_id)
+    if host.state == HostState.remediating:
+        host.state = HostState.in_service
+    audit.record(
+        session,
+        actor=actor,
+        action="remediator.remediation.cancel_requested",
+        object_type="remediation",
+        object_id=remediation_id,
+        reason=reason,
+    )
+    session.flush()
+    return remediation
+
+
+def decisions(
+    session: Session, *, host_id: int | None = None, rule_id: str | None = None, limit: int = 200
+) -> list[Decision]:
+    query = select(Decision).order_by(Decision.id.desc()).limit(limit)
+    if host_id is not None:
+        query = query.where(Decision.host_id == host_id)
+    if rule_id is not None:
+        query = query.where(Decision.rule_id == rule_id)
+    return list(session.scalars(query))
+
+
+def effectiveness(session: Session) -> list[dict[str, Any]]:
+    """Per rule and plan: how often it succeeded, and how often the fault came back within 30 days."""
+    every = session.scalars(select(Remediation).order_by(Remediation.host_id, Remediation.id)).all()
+    by_host_rule: dict[tuple[int, str], list[Remediation]] = defaultdict(list)
+    for remediation in every:
+        by_host_rule[(remediation.host_id, remediation.rule_id)].append(remediation)
+    finished = [r for r in every if r.state not in ACTIVE_REMEDIATION_STATES]
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for remediation in finished:
+        plan = "+".join(s.action for s in remediation.steps) or "-"
+        row = rows.setdefault(
+            (remediation.rule_id, plan),
+            {
+                "rule": remediation.rule_id,
+                "plan": plan,
+                "total": 0,
+                "succeeded": 0,
+                "failed": 0,
+                "escalated": 0,
+                "cancelled": 0,
+                "returned_within_30d": 0,
+            },
+        )
+        row["total"] += 1
+        row[remediation.state.value] = row.get(remediation.state.value, 0) + 1
+        if remediation.state == RemediationState.succeeded and remediation.finished_at is not None:
+            later = [
+                r
+                for r in by_host_rule[(remediation.host_id, remediation.rule_id)]
+                if r.id > remediation.id and r.created_at - remediation.finished_at <= RETURN_WINDOW
+            ]
+            if later:
+                row["returned_within_30d"] += 1
+    for row in rows.values():
+        row["success_rate"] = round(row["succeeded"] / row["total"], 3) if row["total"] else None
+        row["return_rate"] = round(row["returned_within_30d"] / row["succeeded"], 3) if row["succeeded"] else None
+    return sorted(rows.values(), key=lambda r: (r["rule"], r["plan"]))
