@@ -292,6 +292,51 @@ def rules_validate(files: Annotated[list[Path], typer.Argument(help="Rule-pack Y
         raise typer.Exit(1)
 
 
+@rules_app.command("backtest")
+def rules_backtest(
+    packs: Annotated[list[Path], typer.Argument(help="Rule-pack YAML files to try (on top of the default pack).")],
+    since: Annotated[str, typer.Option(help="How far back: 90m, 12h, 7d …")] = "7d",
+) -> None:
+    """Replay stored reports through rule packs and print which hosts each rule would have hit and when.
+
+    Acts on nothing: no remediation, ticket or decision is written.
+    """
+    settings = _settings()
+    import datetime as dt
+
+    from core.db import configure_database
+    from remediator.backtest import backtest
+    from remediator.rules import RulePackError, load_ruleset
+
+    try:
+        seconds = _duration_s(since)
+        ruleset = load_ruleset(packs)
+    except (ValueError, RulePackError) as error:
+        raise _fail(str(error), 1) from None
+    database = configure_database(settings.effective_database_url)
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=seconds)
+    with database.sessionmaker() as session:
+        result = backtest(session, ruleset, start)
+    typer.echo(f"replayed {result.reports} reports of {result.hosts} hosts since {start.isoformat(timespec='seconds')}")
+    grouped = result.by_rule()
+    for rule in ruleset.rules:
+        hits = grouped.get(rule.id, [])
+        typer.echo(f"{rule.id}: {len(hits)} host(s)")
+        for hit in hits:
+            typer.echo(
+                f"  {hit.hostname:<28} {hit.first_at.isoformat(timespec='seconds')} .. "
+                f"{hit.last_at.isoformat(timespec='seconds')}  x{hit.firings}  {hit.subject}  peak {hit.peak:.3g}"
+            )
+
+
+def _duration_s(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = text[:-1], text[-1:]
+    if unit not in units or not number.replace(".", "", 1).isdigit():
+        raise ValueError(f"--since {text!r}: use a number and a unit, e.g. 90m, 12h, 7d")
+    return float(number) * units[unit]
+
+
 @hosts_app.command("import")
 def hosts_import(
     file: Annotated[Path, typer.Argument(help="CSV with a hostname column (and location columns).")],

@@ -99,7 +99,12 @@ def lock_hosts(session: Session, reports: list[Report]) -> dict[str, Host]:
     return hosts
 
 
-def edac_signals(host: Host, report: Report, memory: dict[str, Any]) -> list[SignalValue]:
+def report_signals(host: Host, report: Report, memory: dict[str, Any]) -> list[SignalValue]:
+    """Every signal of a report, given what the host's memory kept from the reports before it."""
+    return edac_signals(report, memory)
+
+
+def edac_signals(report: Report, memory: dict[str, Any]) -> list[SignalValue]:
     """EDAC counter rates against the counters this host reported last time."""
     counters = counters_of(report)
     if not counters:
@@ -167,7 +172,7 @@ def ingest(
             host.last_stored_report_id = report.report_id
             host.last_digest = digest
         memory = dict(host.memory or {})
-        signals = edac_signals(host, report, memory)
+        signals = report_signals(host, report, memory)
         firings = evaluate(
             ruleset.rules,
             signals,

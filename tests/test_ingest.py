@@ -105,14 +105,14 @@ def test_a_report_that_trips_a_bug_fails_alone(db: Database, monkeypatch: object
     from remediator import tasks
 
     poison = edac_report("poison-1")
-    real = ingest_module.edac_signals
+    real = ingest_module.report_signals
 
     def flaky(host: Host, report: object, memory: dict[str, object]) -> list[object]:
         if host.hostname == "poison-1":
             raise ZeroDivisionError("a bug")
         return real(host, report, memory)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ingest_module, "edac_signals", flaky)  # type: ignore[attr-defined]
+    monkeypatch.setattr(ingest_module, "report_signals", flaky)  # type: ignore[attr-defined]
     result = tasks.ingest_payloads([payload(edac_report("fine-1")), payload(poison), payload(edac_report("fine-2"))])
     assert len(result.accepted) == 2
     with db.session() as session:
