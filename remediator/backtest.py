@@ -94,6 +94,5 @@ def backtest(session: Session, ruleset: RuleSet, since: dt.datetime) -> Backtest
                     hit.last_at = replay.captured_at
                     hit.firings += 1
                     hit.peak = max(hit.peak, firing.signal.value)
-    session.rollback()
     result.hits.sort(key=lambda h: (h.rule_id, h.first_at, h.hostname))
     return result
