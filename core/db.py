@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
 from sqlalchemy import JSON, Connection, DateTime, Engine, MetaData, create_engine, event, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -91,12 +92,31 @@ def _sqlite_setup(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _json_dumps(value: Any) -> str:
+    # orjson: several times faster than json.dumps on report-sized documents (ingest's hot path)
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 def make_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Engine:
     if url.startswith("sqlite"):
-        engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(
+            url,
+            echo=echo,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            json_serializer=_json_dumps,
+            json_deserializer=orjson.loads,
+        )
         _sqlite_setup(engine)
         return engine
-    return create_engine(url, echo=echo, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    return create_engine(
+        url,
+        echo=echo,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        json_serializer=_json_dumps,
+        json_deserializer=orjson.loads,
+    )
 
 
 class Database:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, cast
 
+import orjson
 from pydantic import ValidationError
 from sqlalchemy import Table, bindparam, select
 from sqlalchemy.orm import Session
@@ -40,12 +40,19 @@ SYSTEM = "system:remediator"
 
 
 def parse_reports(payloads: Iterable[object]) -> tuple[list[Report], list[Refusal]]:
-    """Validate each payload on its own: one malformed report does not sink the batch."""
+    """Validate each payload on its own: one malformed report does not sink the batch.
+
+    A payload is a report as a JSON object, or as JSON text (what agents send:
+    validating the text directly is cheaper than decoding it to a dict first).
+    """
     reports: list[Report] = []
     refused: list[Refusal] = []
     for index, payload in enumerate(payloads):
         try:
-            reports.append(Report.model_validate(payload))
+            if isinstance(payload, str | bytes):
+                reports.append(Report.model_validate_json(payload))
+            else:
+                reports.append(Report.model_validate(payload))
         except ValidationError as error:
             report_id = payload.get("report_id") if isinstance(payload, dict) else None
             refused.append(
@@ -62,13 +69,29 @@ def parse_reports(payloads: Iterable[object]) -> tuple[list[Report], list[Refusa
 
 
 def report_digest(report: Report) -> str:
-    """What the report says, without when it was said or how long collectors took."""
-    doc = report.model_dump(mode="json", include={"host", "observations", "collectors"})
-    doc["host"].pop("agent_version", None)
-    for run in doc["collectors"].values():
-        run.pop("duration_ms", None)
-    encoded = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(encoded).hexdigest()
+    """What the report says, without what changes every cycle by nature.
+
+    Left out: when it was said, how long collectors took, and counters that
+    grow whatever the hardware does (interrupt counts, power-on hours,
+    temperatures, log cursors). Their meaning is in the signals derived from
+    them, which are stored on their own; the stored body keeps the values of
+    the first report of each state.
+    """
+    doc = report.model_dump(
+        mode="json",
+        include={"host", "observations", "collectors"},
+        exclude={
+            "host": {"agent_version"},
+            "collectors": {"__all__": {"duration_ms"}},
+            "observations": {
+                "interrupts": {"rows"},
+                "disks": {"__all__": {"power_on_hours", "temperature_c"}},
+                "kernel_log": {"first_seq", "last_seq", "lines_read"},
+                "sensors": {"__all__": {"reading"}},
+            },
+        },
+    )
+    return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def lock_hosts(session: Session, reports: list[Report]) -> dict[str, Host]:

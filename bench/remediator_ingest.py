@@ -1,0 +1,287 @@
+"""Ingest throughput and report-to-ticket latency at fleet scale, beside this machine's ceiling.
+
+    .venv/bin/python bench/remediator_ingest.py [--hosts 10000] [--rounds 3]
+
+Needs the machine's PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379, db 13).
+Prints figures; asserts nothing. Every figure is measured in this run:
+
+1. service:   remediator.ingest.ingest() in batches of 256, steady state (hosts known),
+              against a bare COPY of the same report rows into a scratch table (the ceiling).
+2. celery:    single-report messages pre-loaded into Redis, drained by a real
+              `fleetfix worker --queues ingest,remediate --concurrency 2`, against the same ceiling.
+3. latency:   reports published at a steady rate while some hosts have a DIMM CE storm;
+              time from publishing the report that crosses the threshold to the ticket's creation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import redis
+from sqlalchemy import create_engine, select, text
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from checker.sim import SimulatedFleet  # noqa: E402
+from core.db import Database, use_database  # noqa: E402
+from core.queue import INGEST_QUEUE, create_celery  # noqa: E402
+from migrations import upgrade  # noqa: E402
+from remediator.ingest import ingest, parse_reports  # noqa: E402
+from remediator.rules import load_ruleset  # noqa: E402
+from ticketing.models import Ticket  # noqa: E402
+
+ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+REDIS = "redis://127.0.0.1:6379/13"
+BATCH = 256
+
+
+def fresh_database(name: str) -> str:
+    admin = create_engine(ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    url = ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    upgrade(url)
+    return url
+
+
+def drop_database(name: str) -> None:
+    admin = create_engine(ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def round_payloads(fleet: SimulatedFleet, at: dt.datetime) -> list[dict]:
+    return [r.model_dump(mode="json") for r in fleet.reports(at)]
+
+
+def round_texts(fleet: SimulatedFleet, at: dt.datetime) -> list[str]:
+    """Reports as agents send them: JSON text."""
+    return [r.model_dump_json() for r in fleet.reports(at)]
+
+
+def copy_ceiling(url: str, payloads: list[dict]) -> float:
+    """Reports/s of a bare COPY of the same rows the ingest stores (id, host, times, digest, body)."""
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS copy_ceiling (LIKE reports INCLUDING DEFAULTS)"))
+        conn.execute(text("ALTER TABLE copy_ceiling DROP CONSTRAINT IF EXISTS copy_ceiling_host_id_fkey"))
+    rows = [
+        (uuid.uuid4(), 1, p["captured_at"], p["captured_at"], 0, "x" * 64, p["captured_at"], 1, json.dumps(p))
+        for p in payloads
+    ]
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        started = time.perf_counter()
+        for start in range(0, len(rows), BATCH):
+            with cursor.copy(
+                "COPY copy_ceiling (id, host_id, captured_at, last_captured_at, repeats, digest, received_at,"
+                " schema_version, body) FROM STDIN"
+            ) as copy:
+                for row in rows[start : start + BATCH]:
+                    copy.write_row(row)
+            raw.commit()
+        elapsed = time.perf_counter() - started
+    finally:
+        raw.close()
+        engine.dispose()
+    return len(payloads) / elapsed
+
+
+def service_throughput(url: str, fleet: SimulatedFleet, rounds: int, start: dt.datetime) -> tuple[float, int]:
+    database = Database(url, pool_size=2)
+    use_database(database)
+    ruleset = load_ruleset([])
+    create_celery("memory://", include=("remediator.tasks",))
+    # rounds 0 and 1 register the hosts and their first changes; they are not timed
+    for warmup in range(2):
+        reports, _ = parse_reports(round_texts(fleet, start + dt.timedelta(minutes=warmup)))
+        for i in range(0, len(reports), BATCH):
+            with database.session() as session:
+                ingest(session, reports[i : i + BATCH], ruleset=ruleset)
+    total = 0
+    elapsed = 0.0
+    for n in range(2, rounds + 2):
+        payloads = round_texts(fleet, start + dt.timedelta(minutes=n))
+        began = time.perf_counter()
+        reports, _ = parse_reports(payloads)
+        for i in range(0, len(reports), BATCH):
+            with database.session() as session:
+                ingest(session, reports[i : i + BATCH], ruleset=ruleset)
+        elapsed += time.perf_counter() - began
+        total += len(payloads)
+    database.dispose()
+    return total / elapsed, total
+
+
+def start_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETFIX_")}
+    env.update(
+        FLEETFIX_DATABASE_URL=url,
+        FLEETFIX_BROKER_URL=REDIS,
+        FLEETFIX_DATA_DIR=str(log.parent),
+        FLEETFIX_LOG_LEVEL="WARNING",
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "api", "worker", "--queues", "ingest,remediate", "--concurrency", "2"],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        start_new_session=True,
+    )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def count_reports(url: str) -> int:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        n = conn.execute(text("SELECT coalesce(sum(repeats + 1), 0) FROM reports")).scalar_one()
+    engine.dispose()
+    return int(n)
+
+
+def celery_throughput(url: str, fleet: SimulatedFleet, start: dt.datetime, workdir: Path) -> tuple[float, int]:
+    redis.Redis.from_url(REDIS).flushdb()
+    app = create_celery(REDIS)
+    baseline = count_reports(url)
+    payloads = round_texts(fleet, start)
+    with app.producer_or_acquire() as producer:
+        for p in payloads:
+            app.send_task("remediator.ingest_report", args=[p], queue=INGEST_QUEUE, producer=producer)
+    worker = start_worker(url, workdir / "worker.log")
+    try:
+        deadline = time.monotonic() + 600
+        began = None
+        while time.monotonic() < deadline:
+            done = count_reports(url) - baseline
+            if began is None and done > 0:
+                began = time.perf_counter()
+                first = done
+            if done >= len(payloads):
+                break
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - (began or time.perf_counter())
+    finally:
+        stop(worker)
+    return (len(payloads) - first) / elapsed, len(payloads)
+
+
+def latency(
+    url: str, fleet: SimulatedFleet, start: dt.datetime, workdir: Path, rate: float, seconds: int
+) -> list[float]:
+    """Publish every host's report once per `seconds`-long round, paced at `rate`/s; storm hosts cross the threshold."""
+    redis.Redis.from_url(REDIS).flushdb()
+    app = create_celery(REDIS)
+    storm = [h for h in fleet.hosts if not h.faults][:50]
+    for host in storm:
+        host.inject(fleet.fault("dimm_ce_storm", 0))
+    worker = start_worker(url, workdir / "latency-worker.log")
+    sent_at: dict[str, float] = {}
+    storm_names = {h.hostname for h in storm}
+    try:
+        time.sleep(3)
+        interval = 1.0 / rate
+        for n, at in enumerate((start, start + dt.timedelta(minutes=1))):
+            reports = fleet.reports(at)
+            next_send = time.perf_counter()
+            with app.producer_or_acquire() as producer:
+                for report in reports:
+                    now = time.perf_counter()
+                    if now < next_send:
+                        time.sleep(next_send - now)
+                    next_send += interval
+                    if n == 0 and report.host.hostname in storm_names:
+                        # the first report after the storm began already shows its rate
+                        sent_at[report.host.hostname] = time.time()
+                    app.send_task(
+                        "remediator.ingest_report",
+                        args=[report.model_dump_json()],
+                        queue=INGEST_QUEUE,
+                        producer=producer,
+                    )
+        engine = create_engine(url)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                found = conn.execute(
+                    select(Ticket.hostname, Ticket.created_at).where(Ticket.hostname.in_(storm_names))
+                ).all()
+            if len(found) >= len(storm_names):
+                break
+            time.sleep(0.2)
+        engine.dispose()
+    finally:
+        stop(worker)
+    return [created.timestamp() - sent_at[name] for name, created in found if name in sent_at]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=2000.0, help="reports/s for the latency run")
+    args = parser.parse_args()
+    print(f"$ {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print(f"machine: {os.cpu_count()} cores; hosts {args.hosts}; batch {BATCH}")
+    name = f"fleetfix_bench_{uuid.uuid4().hex[:8]}"
+    url = fresh_database(name)
+    workdir = Path(tempfile.mkdtemp(prefix="fleetfix-bench-"))
+    try:
+        fleet = SimulatedFleet(args.hosts, seed=3, fault_fraction=0.0)
+        start = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
+        sample = round_payloads(fleet, start)[:2000]
+        size = statistics.mean(len(json.dumps(p)) for p in sample)
+        print(f"report size: {size / 1024:.1f} KiB of JSON (mean of {len(sample)})")
+        ceiling = copy_ceiling(url, sample * max(1, min(args.hosts, 10_000) // len(sample)))
+        print(f"ceiling  bare COPY of the same rows:            {ceiling:8.0f} reports/s")
+        service, n = service_throughput(url, fleet, args.rounds, start)
+        print(
+            f"service  ingest() in batches, steady state:    {service:8.0f} reports/s  ({n} reports)"
+            f"  = {service / ceiling:.2f} x ceiling"
+        )
+        later = start + dt.timedelta(minutes=args.rounds + 2)
+        celery, n = celery_throughput(url, fleet, later, workdir)
+        print(
+            f"celery   Redis -> worker (2 procs) -> PostgreSQL: {celery:8.0f} reports/s  ({n} reports)"
+            f"  = {celery / ceiling:.2f} x ceiling"
+        )
+        lat = latency(url, fleet, later + dt.timedelta(minutes=5), workdir, args.rate, 60)
+        if lat:
+            lat.sort()
+            p50 = lat[len(lat) // 2]
+            p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+            print(
+                f"latency  report -> ticket at {args.rate:.0f} reports/s: p50 {p50:.2f} s  p99 {p99:.2f} s"
+                f"  ({len(lat)} storm hosts)"
+            )
+        else:
+            print("latency  no ticket was opened: see the worker log in", workdir)
+    finally:
+        drop_database(name)
+
+
+if __name__ == "__main__":
+    main()
