@@ -1,34 +1,68 @@
-"""One check cycle: run every collector, each contained, and build the report."""
+"""One check cycle: run every collector within its time budget, each contained, and build the report.
+
+A collector that cannot run here reports `unavailable`, one whose input could not be read `error`
+(with an excerpt), one that ran out of time `timeout` (keeping what it read); none of them fails
+the cycle. The finished report is bounded in size (bound_report) before it leaves the host.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from checker.collectors import edac, identity, interrupts, ipmi, kernel_log, mce, memory_tiers, rasdaemon, smart
 from checker.collectors.base import HostAccess
+from checker.collectors.context import BudgetExceeded, CollectorState, Context, ParseFailed, Unavailable
 from checker.schemas import CollectorRun, CollectorStatus, HostIdentity, Observations, Report
 
-AGENT_VERSION = "0.1.0"
+AGENT_VERSION = "0.2.0"
+DEFAULT_TIMEOUT_S = 15.0
+DEFAULT_TIMEOUTS: dict[str, float] = {"sel": 60.0, "smart": 60.0}
+MAX_REPORT_BYTES = 1_000_000
 
-Collector = Callable[[HostAccess, Observations], CollectorRun | None]
+Collector = Callable[[Context], None]
+
+COLLECTORS: dict[str, Collector] = {
+    "identity": identity.collect,
+    "edac": edac.collect,
+    "rasdaemon": rasdaemon.collect,
+    "kernel_log": kernel_log.collect,
+    "mce": mce.collect,
+    "sel": ipmi.collect_sel,
+    "sensors": ipmi.collect_sensors,
+    "smart": smart.collect,
+    "interrupts": interrupts.collect,
+    "memory_tiers": memory_tiers.collect,
+}
+
+log = logging.getLogger(__name__)
 
 
-def collect_identity(host: HostAccess, observations: Observations) -> CollectorRun | None:
-    from checker.schemas import Identity
-
-    kernel = host.read_text("/proc/sys/kernel/osrelease")
-    cmdline = host.read_text("/proc/cmdline")
-    if kernel is None and cmdline is None:
-        return CollectorRun(status=CollectorStatus.unavailable, duration_ms=0, reason="no /proc to read")
-    observations.identity = Identity(
-        kernel=kernel.strip() if kernel else None, cmdline=cmdline.strip() if cmdline else None
+def run_collector(name: str, collector: Collector, ctx: Context) -> CollectorRun:
+    started = time.perf_counter()
+    status, reason, excerpt = CollectorStatus.ok, None, None
+    try:
+        collector(ctx)
+    except Unavailable as why:
+        status, reason = CollectorStatus.unavailable, str(why)
+    except ParseFailed as why:
+        status, reason, excerpt = CollectorStatus.error, str(why), why.excerpt or None
+    except BudgetExceeded as why:
+        status, reason = CollectorStatus.timeout, str(why)
+    except Exception as error:  # a collector bug must not cost the other collectors their report
+        log.exception("checker.collector.failed", extra={"fields": {"collector": name}})
+        status, reason = CollectorStatus.error, f"{type(error).__name__}: {error}"
+    return CollectorRun(
+        status=status,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        reason=reason[:1000] if reason else None,
+        excerpt=excerpt,
+        source=ctx.source,
+        problems=ctx.problems,
     )
-    return None
-
-
-COLLECTORS: dict[str, Collector] = {"identity": collect_identity}
 
 
 def run_cycle(
@@ -36,31 +70,30 @@ def run_cycle(
     *,
     hostname: str | None = None,
     interval_s: int = 60,
-    collectors: dict[str, Collector] | None = None,
+    collectors: Mapping[str, Collector] | None = None,
+    state: CollectorState | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    timeouts: Mapping[str, float] | None = None,
+    memo_s: float = 0.0,
+    max_report_bytes: int = MAX_REPORT_BYTES,
 ) -> Report:
+    """Run the collectors against `host` and build the report. `state` holds the incremental
+    collectors' cursors: new ones are staged, and the caller commits them once the report is
+    delivered or spooled (a fresh CollectorState, as `fleetfix check` uses, reads everything)."""
+    state = state if state is not None else CollectorState()
+    budgets = {**DEFAULT_TIMEOUTS, **(timeouts or {})}
     observations = Observations()
     runs: dict[str, CollectorRun] = {}
-    for name, collector in (collectors or COLLECTORS).items():
-        started = time.perf_counter()
-        try:
-            outcome = collector(host, observations)
-        except Exception as error:
-            outcome = CollectorRun(
-                status=CollectorStatus.error, duration_ms=0, reason=f"{type(error).__name__}: {error}"[:1000]
-            )
-        elapsed = (time.perf_counter() - started) * 1000
-        if outcome is None:
-            outcome = CollectorRun(status=CollectorStatus.ok, duration_ms=elapsed)
-        else:
-            outcome = outcome.model_copy(update={"duration_ms": elapsed})
-        runs[name] = outcome
+    for name, collector in (collectors if collectors is not None else COLLECTORS).items():
+        ctx = Context(host, observations, state, budgets.get(name, timeout_s), memo_s=memo_s)
+        runs[name] = run_collector(name, collector, ctx)
     boot_id = host.read_text("/proc/sys/kernel/random/boot_id")
     machine_id = host.read_text("/etc/machine-id")
-    return Report(
+    report = Report(
         host=HostIdentity(
             hostname=hostname or socket.gethostname(),
-            boot_id=boot_id.strip() if boot_id else None,
-            machine_id=machine_id.strip() if machine_id else None,
+            boot_id=boot_id.strip()[:64] if boot_id else None,
+            machine_id=machine_id.strip()[:64] if machine_id else None,
             agent_version=AGENT_VERSION,
         ),
         captured_at=dt.datetime.now(dt.UTC),
@@ -68,3 +101,76 @@ def run_cycle(
         collectors=runs,
         observations=observations,
     )
+    return bound_report(report, max_report_bytes)
+
+
+def report_size(report: Report) -> int:
+    return len(report.model_dump_json())
+
+
+def _trim_lines(report: Report, keep: int) -> bool:
+    log_state = report.observations.kernel_log
+    if log_state is None or not any(len(e.lines) > keep for e in log_state.events):
+        return False
+    for event in log_state.events:
+        if len(event.lines) > keep:
+            event.lines_dropped += len(event.lines) - keep
+            event.lines = event.lines[:keep]
+    return True
+
+
+def _halve_events(report: Report) -> bool:
+    log_state = report.observations.kernel_log
+    if log_state is None or len(log_state.events) <= 1:
+        return False
+    drop = len(log_state.events) // 2
+    log_state.events = log_state.events[drop:]
+    log_state.truncated += drop
+    return True
+
+
+def _halve_sel(report: Report) -> bool:
+    sel = report.observations.sel
+    if sel is None or len(sel.entries) <= 1:
+        return False
+    drop = len(sel.entries) // 2
+    sel.entries = sel.entries[drop:]
+    sel.truncated += drop
+    return True
+
+
+def _halve_mce(report: Report) -> bool:
+    records = report.observations.mce
+    if not records or len(records) <= 1:
+        return False
+    drop = len(records) // 2
+    report.observations.mce = records[drop:]
+    if (run := report.collectors.get("mce")) is not None and len(run.problems) < 20:
+        run.problems.append(f"{drop} older MCE records dropped to keep the report bounded")
+    return True
+
+
+# In order: a kernel event's first lines carry what it is, so the rest of its lines go before
+# any event does; then the oldest events, the oldest SEL entries, the oldest MCE records.
+_CUTS: tuple[Callable[[Report], bool], ...] = (
+    lambda r: _trim_lines(r, 10),
+    lambda r: _trim_lines(r, 1),
+    _halve_events,
+    _halve_sel,
+    _halve_mce,
+)
+
+
+def bound_report(report: Report, max_bytes: int = MAX_REPORT_BYTES) -> Report:
+    """Keep the report under max_bytes of JSON. The schema bounds every list; this bounds their sum.
+    Every cut is counted where the central side reads it (`lines_dropped`, `truncated`, a collector
+    problem)."""
+    cuts = iter(_CUTS)
+    cut = next(cuts)
+    while report_size(report) > max_bytes:
+        while not cut(report):
+            next_cut = next(cuts, None)
+            if next_cut is None:
+                return report  # nothing left that may be cut: send it as it is
+            cut = next_cut
+    return report

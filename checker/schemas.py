@@ -20,6 +20,8 @@ MAX_LINES_PER_EVENT = 40
 MAX_EVENTS = 500
 MAX_SEL_ENTRIES = 1000
 MAX_EXCERPT_CHARS = 2000
+MAX_PROBLEMS = 20
+MAX_PROBLEM_CHARS = 400
 
 Line = Annotated[str, Field(max_length=4096)]
 
@@ -40,6 +42,14 @@ class CollectorRun(Model):
     duration_ms: float = Field(ge=0)
     reason: str | None = Field(None, max_length=1000, description="Why unavailable or error.")
     excerpt: str | None = Field(None, max_length=MAX_EXCERPT_CHARS, description="Offending input, for errors.")
+    source: str | None = Field(
+        None, max_length=64, description="Which source answered: kmsg, journal, ipmitool, freeipmi, rasdaemon …"
+    )
+    problems: list[Annotated[str, Field(max_length=MAX_PROBLEM_CHARS)]] = Field(
+        default_factory=list,
+        max_length=MAX_PROBLEMS,
+        description="What the collector could not read although it produced its section (each with an excerpt).",
+    )
 
 
 class HostIdentity(Model):
@@ -102,10 +112,53 @@ class RasMemoryEvent(Model):
     address: int | None = None
 
 
+class RasAerEvent(Model):
+    """A row of rasdaemon's aer_event table (PCIe Advanced Error Reporting)."""
+
+    id: int
+    timestamp: str | None = Field(None, max_length=64)
+    dev_name: str = Field("", max_length=128)
+    err_type: str = Field("", max_length=64, description="Corrected, Uncorrected (Non-Fatal), Uncorrected (Fatal).")
+    err_msg: str = Field("", max_length=1000)
+
+
+class RasMemoryFailure(Model):
+    """A row of rasdaemon's memory_failure_event table (the kernel's memory_failure() outcome)."""
+
+    id: int
+    timestamp: str | None = Field(None, max_length=64)
+    pfn: str = Field("", max_length=64)
+    page_type: str = Field("", max_length=128)
+    action_result: str = Field("", max_length=64, description="Recovered, Ignored, Failed, Delayed …")
+
+
+class RasDimmTotal(Model):
+    """All mc_event errors of one type at one DIMM location, over the whole database (a raw counter)."""
+
+    err_type: str = Field(max_length=64)
+    label: str = Field("", max_length=256)
+    mc: int | None = None
+    top_layer: int | None = None
+    middle_layer: int | None = None
+    lower_layer: int | None = None
+    err_count: NonNegativeInt
+
+
 class RasdaemonState(Model):
     memory_events: list[RasMemoryEvent] = Field(default_factory=list, max_length=MAX_EVENTS)
     last_id: int | None = Field(None, description="Highest mc_event id read (the incremental cursor).")
     truncated: NonNegativeInt = 0
+    aer_events: list[RasAerEvent] = Field(default_factory=list, max_length=MAX_EVENTS)
+    memory_failures: list[RasMemoryFailure] = Field(default_factory=list, max_length=MAX_EVENTS)
+    dimm_totals: list[RasDimmTotal] = Field(
+        default_factory=list,
+        max_length=512,
+        description="Error totals per type and DIMM location (what `ras-mc-ctl --summary` prints); "
+        "where EDAC under-counts, these are the truth.",
+    )
+    last_ids: dict[str, int] = Field(
+        default_factory=dict, description="Highest id read per table (mc_event, aer_event, …): the cursors."
+    )
 
 
 # -- kernel log -------------------------------------------------------------------
@@ -142,6 +195,7 @@ class KernelEvent(Model):
     subject: str | None = Field(None, max_length=256, description="What it is about: DIMM label, device, CPU.")
     count: NonNegativeInt = Field(1, description="Errors the line reports (an EDAC line may say '6 CE').")
     lines: list[Line] = Field(max_length=MAX_LINES_PER_EVENT)
+    lines_dropped: NonNegativeInt = Field(0, description="Lines of this block beyond the kept ones.")
 
 
 class KernelLogState(Model):
@@ -177,6 +231,8 @@ class SelState(Model):
     overflow: bool | None = None
     last_record_id: NonNegativeInt | None = None
     truncated: NonNegativeInt = 0
+    last_add_time: str | None = Field(None, max_length=64, description="The BMC's 'Last Add Time', as printed.")
+    cleared: bool = Field(False, description="The SEL has fewer entries than at the last cycle: it was cleared.")
 
 
 class SensorReading(Model):
@@ -226,6 +282,18 @@ class MceRecord(Model):
     error_class: Literal["memory", "cache", "bus", "internal", "other"]
     corrected: bool
     message: str = Field("", max_length=1000)
+
+
+class MceMemoryCounter(Model):
+    """A memory-error trigger block of `mcelog --client`: raw counters per socket/channel/DIMM (None: 'any')."""
+
+    socket: NonNegativeInt | None = None
+    channel: NonNegativeInt | None = None
+    dimm: NonNegativeInt | None = None
+    corrected_total: NonNegativeInt = 0
+    corrected_24h: NonNegativeInt = 0
+    uncorrected_total: NonNegativeInt = 0
+    uncorrected_24h: NonNegativeInt = 0
 
 
 # -- identity, firmware, interrupts, memory tiers --------------------------------
@@ -312,6 +380,21 @@ class MemoryTiers(Model):
     interleave_weights: dict[str, int] = Field(default_factory=dict, description="node to weighted-interleave weight.")
 
 
+class AgentStatus(Model):
+    """The agent's own state: its delivery spool and its footprint on the host."""
+
+    spooled: NonNegativeInt = Field(0, description="Reports waiting in the local spool when this one was built.")
+    spool_dropped_total: NonNegativeInt = Field(
+        0, description="Reports dropped from the full spool (oldest first) since the state directory was made."
+    )
+    rss_kb: NonNegativeInt | None = Field(None, description="The agent process's resident memory.")
+    cpu_seconds: float | None = Field(None, ge=0, description="CPU time the agent process has used (a counter).")
+    cpus: list[NonNegativeInt] = Field(default_factory=list, max_length=4096, description="CPUs the agent may run on.")
+    last_delivery: Literal["broker", "http", "spool", "dropped"] | None = Field(
+        None, description="How the previous report left: the broker, the HTTP fallback, the spool, or dropped."
+    )
+
+
 class Observations(Model):
     edac: EdacState | None = None
     rasdaemon: RasdaemonState | None = None
@@ -323,6 +406,8 @@ class Observations(Model):
     identity: Identity | None = None
     interrupts: Interrupts | None = None
     memory_tiers: MemoryTiers | None = None
+    mce_memory: list[MceMemoryCounter] | None = Field(None, max_length=512)
+    agent: AgentStatus | None = None
 
 
 class Report(Model):

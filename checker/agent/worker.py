@@ -1,65 +1,195 @@
 """`fleetfix agent`: the Celery worker on a host.
 
-It consumes the host's own queue (host.<hostname>) for actions, and runs the
-check cycle every interval in a background thread, sending each report to the
-central `ingest` queue by task name (the agent never imports central code).
+It consumes the host's own queue (host.<hostname>) for actions, and runs the check cycle every
+interval in a background thread that sleeps between cycles (no polling), sending each report to
+the central `ingest` queue by task name (the agent never imports central code). Collector cursors
+and the report spool live in the state directory; the process can be pinned to housekeeping cores.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import socket
 import threading
+import time
 import uuid
+from pathlib import Path
+from typing import IO
 
 from celery import Celery
 
 from checker.agent import state
-from checker.collectors.base import LiveHost
+from checker.agent.config import AgentConfig
+from checker.agent.delivery import Delivery, Outcome
+from checker.agent.spool import Spool
+from checker.collectors.base import HostAccess, LiveHost
+from checker.collectors.context import CollectorState
 from checker.cycle import run_cycle
-from core.queue import INGEST_QUEUE, create_celery, host_queue
+from checker.schemas import AgentStatus, CollectorRun, CollectorStatus, Report
+from core.queue import create_celery, host_queue
 from core.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
+class AgentStartError(Exception):
+    """The agent cannot start as configured (a CPU set it may not run on)."""
+
+
+def open_state_dir(directory: Path) -> tuple[Path | None, IO[str] | None, str | None]:
+    """The state directory, locked for this agent. When it cannot be created or written, or another
+    agent holds it, the agent still runs — cursors in memory only, no spool — and the third value
+    says why (every report repeats it)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o750)
+        lock = (directory / "agent.lock").open("w")
+    except OSError as error:
+        why = f"state directory {directory} unusable ({error.strerror}): no cursors on disk, no spool"
+    else:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            why = f"state directory {directory} is held by another agent: no cursors on disk, no spool"
+        else:
+            return directory, lock, None
+    log.warning("checker.agent.state_dir_unusable", extra={"fields": {"state_dir": str(directory), "why": why}})
+    return None, None, why
+
+
+def pin_to_cpus(cpus: set[int]) -> None:
+    """Keep this process, and every thread it starts after this, on the housekeeping CPUs."""
+    if not cpus:
+        return
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError as error:
+        raise AgentStartError(f"cannot pin to CPUs {sorted(cpus)}: {error.strerror}") from None
+    log.info("checker.agent.pinned", extra={"fields": {"cpus": sorted(cpus)}})
+
+
+def own_status() -> tuple[int | None, float, list[int]]:
+    """The agent's own resident memory (kB), CPU seconds and allowed CPUs — who watches the watchmen."""
+    rss = None
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1])
+                    break
+    except (OSError, ValueError, IndexError):
+        rss = None
+    times = os.times()
+    return rss, times.user + times.system, sorted(os.sched_getaffinity(0))
+
+
 class CheckLoop:
-    def __init__(self, app: Celery, hostname: str, interval_s: int) -> None:
+    def __init__(
+        self,
+        app: Celery,
+        hostname: str,
+        interval_s: int,
+        config: AgentConfig | None = None,
+        host: HostAccess | None = None,
+    ) -> None:
         self.app = app
         self.hostname = hostname
         self.interval_s = interval_s
+        self.config = config or AgentConfig()
+        self.host = host if host is not None else LiveHost()
+        self.state_dir, self._lock_file, self.state_problem = open_state_dir(self.config.state_dir)
+        self.cursors = CollectorState(self.state_dir / "cursors.json" if self.state_dir else None)
+        self.spool = Spool(self.state_dir / "spool", self.config.spool_max_reports) if self.state_dir else None
+        self.delivery = Delivery(
+            app, spool=self.spool, fallback_url=self.config.fallback_url, http_timeout_s=self.config.http_timeout_s
+        )
+        self.last_delivery: Outcome | None = None
+        self._dropped_reported = self.spool.dropped_total if self.spool else 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="check-cycle", daemon=True)
 
+    def build(self) -> Report:
+        config = self.config
+        report = run_cycle(
+            self.host,
+            hostname=self.hostname,
+            interval_s=self.interval_s,
+            state=self.cursors,
+            timeout_s=config.collector_timeout_s,
+            timeouts=config.collector_timeouts,
+            memo_s=config.inventory_refresh_s,
+            max_report_bytes=config.max_report_bytes,
+        )
+        started = time.perf_counter()
+        rss, cpu, cpus = own_status()
+        dropped_total = self.spool.dropped_total if self.spool else self.delivery.dropped_without_spool
+        report.observations.agent = AgentStatus(
+            spooled=len(self.spool) if self.spool else 0,
+            spool_dropped_total=dropped_total,
+            rss_kb=rss,
+            cpu_seconds=round(cpu, 3),
+            cpus=cpus,
+            last_delivery=self.last_delivery,
+        )
+        problems = [self.state_problem] if self.state_problem else []
+        if dropped_total > self._dropped_reported:
+            problems.append(f"{dropped_total - self._dropped_reported} reports dropped since the last report")
+        self._dropped_reported = dropped_total
+        report.collectors["agent"] = CollectorRun(
+            status=CollectorStatus.ok,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            problems=problems,
+        )
+        return report
+
     def once(self) -> uuid.UUID:
         with self._lock:  # the timer and a run_check_now task never overlap
-            report = run_cycle(LiveHost(), hostname=self.hostname, interval_s=self.interval_s)
-            payload = [report.model_dump(mode="json")]
-            self.app.send_task("remediator.ingest_reports", args=[payload], queue=INGEST_QUEUE)
-        log.info("checker.report.sent", extra={"fields": {"report_id": str(report.report_id)}})
+            report = self.build()
+            outcome = self.delivery.deliver(report.model_dump(mode="json"))
+            # Sent, spooled, or dropped and counted: either way these records were handled.
+            self.cursors.commit()
+            self.last_delivery = outcome
+        log.info("checker.report.sent", extra={"fields": {"report_id": str(report.report_id), "via": outcome}})
         return report.report_id
 
     def _run(self) -> None:
+        next_at = time.monotonic()
         while not self._stop.is_set():
             try:
                 self.once()
-            except Exception:  # the loop must outlive a broker hiccup
-                log.exception("checker.report.send_failed")
-            self._stop.wait(self.interval_s)
+            except Exception:  # the loop must outlive any one bad cycle
+                log.exception("checker.cycle.failed")
+            next_at += self.interval_s
+            now = time.monotonic()
+            if next_at <= now:  # a cycle overran: skip the missed slots instead of bunching up
+                next_at = now + self.interval_s
+            self._stop.wait(next_at - now)
 
     def start(self) -> None:
         self.thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=5)
+        if isinstance(self.host, LiveHost):
+            self.host.close()
+        if self._lock_file is not None:
+            self._lock_file.close()
 
 
-def run_agent(settings: Settings, *, hostname: str | None = None, loglevel: str = "INFO") -> None:
+def run_agent(
+    settings: Settings, *, hostname: str | None = None, loglevel: str = "INFO", config: AgentConfig | None = None
+) -> None:
+    config = config or AgentConfig()
+    pin_to_cpus(config.cpu_set)  # before any thread starts, so all of them inherit it
     name = hostname or settings.hostname or socket.gethostname()
     queue = host_queue(name)
     app = create_celery(settings.broker_url, extra_queues=(queue,), include=("checker.agent.tasks",))
-    loop = CheckLoop(app, name, settings.report_interval_s)
+    loop = CheckLoop(app, name, settings.report_interval_s, config)
     state.check_loop = loop
     loop.start()
     try:

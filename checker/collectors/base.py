@@ -1,17 +1,24 @@
-"""The one layer through which collectors touch the host: files and commands.
+"""The one layer through which collectors touch the host: files, /dev/kmsg, SQLite databases, commands.
 
-LiveHost reads the real /sys, /proc and runs tools (argv lists with timeouts,
-never shell strings); SnapshotHost reads a captured snapshot directory, so every
-test and every support case runs the same collectors on recorded input.
+LiveHost reads the real /sys, /proc and runs tools (argv lists with timeouts, never shell
+strings); SnapshotHost reads a captured snapshot directory, so every test and every support
+case runs the same collectors on recorded input. checker.snapshot records a snapshot by
+wrapping LiveHost. Files are read with plain open/read/close: no inotify, no polling.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+KMSG = "/dev/kmsg"
+KMSG_RECORD_BYTES = 16384  # one read() returns one record; the kernel's limit is 8 KiB
+KMSG_MAX_RECORDS = 50_000  # per call, so a flood cannot keep a cycle reading forever
 
 
 @dataclass(frozen=True)
@@ -24,17 +31,64 @@ class CommandResult:
     missing: bool = False  # the tool is not installed
 
 
+@dataclass(frozen=True)
+class FileSlice:
+    """Text read from a byte offset to the end of a file, and where the next read should start."""
+
+    text: str
+    end: int  # byte offset after the last byte read
+    inode: int  # a new inode (or a file shorter than the offset) means the log was rotated
+
+
 class HostAccess(Protocol):
     def read_text(self, path: str) -> str | None:
         """The file's text, or None if it does not exist or cannot be read."""
 
+    def read_from(self, path: str, offset: int, max_bytes: int) -> FileSlice | None:
+        """At most max_bytes of a growing log file from offset (0 when the file was rotated)."""
+
     def list_dir(self, path: str) -> list[str] | None:
         """Entry names, or None if the directory does not exist."""
+
+    def read_kmsg(self) -> str | None:
+        """The kernel log records readable now, 'prio,seq,usec,flags;message' each; None when
+        /dev/kmsg cannot be opened."""
+
+    def open_sqlite(self, path: str) -> sqlite3.Connection | None:
+        """A read-only connection to an SQLite database, or None if there is none."""
 
     def run(self, argv: list[str], *, timeout_s: float) -> CommandResult: ...
 
 
+def _read_from(path: Path, offset: int, max_bytes: int) -> FileSlice | None:
+    try:
+        with open(path, "rb") as handle:
+            inode = os.fstat(handle.fileno()).st_ino
+            size = os.fstat(handle.fileno()).st_size
+            start = offset if 0 <= offset <= size else 0
+            handle.seek(start)
+            data = handle.read(max_bytes)
+    except OSError:
+        return None
+    return FileSlice(data.decode("utf-8", errors="replace"), start + len(data), inode)
+
+
+def _open_sqlite_ro(path: Path) -> sqlite3.Connection | None:
+    if not path.is_file():
+        return None
+    try:
+        # mode=ro: the agent never writes rasdaemon's database, and never creates one.
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)
+    except sqlite3.Error:
+        return None
+
+
 class LiveHost:
+    """This machine. Keeps /dev/kmsg open between cycles, so each read returns only new records."""
+
+    def __init__(self) -> None:
+        self._kmsg_fd: int | None = None
+
     def read_text(self, path: str) -> str | None:
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
@@ -42,54 +96,122 @@ class LiveHost:
         except OSError:
             return None
 
+    def read_from(self, path: str, offset: int, max_bytes: int) -> FileSlice | None:
+        return _read_from(Path(path), offset, max_bytes)
+
     def list_dir(self, path: str) -> list[str] | None:
         try:
-            return sorted(p.name for p in Path(path).iterdir())
+            return sorted(os.listdir(path))
         except OSError:
             return None
+
+    def read_kmsg(self) -> str | None:
+        if self._kmsg_fd is None:
+            try:
+                self._kmsg_fd = os.open(KMSG, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                return None
+        records: list[str] = []
+        while len(records) < KMSG_MAX_RECORDS:
+            try:
+                record = os.read(self._kmsg_fd, KMSG_RECORD_BYTES)
+            except BlockingIOError:
+                break  # nothing more to read now
+            except BrokenPipeError:
+                continue  # EPIPE: records were overwritten; the next read returns the oldest left
+            except OSError:
+                break
+            if not record:
+                break
+            records.append(record.decode("utf-8", errors="replace"))
+        return "".join(records)
+
+    def open_sqlite(self, path: str) -> sqlite3.Connection | None:
+        return _open_sqlite_ro(Path(path))
 
     def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
         except FileNotFoundError:
             return CommandResult(tuple(argv), 127, "", f"{argv[0]}: not installed", missing=True)
+        except PermissionError:
+            return CommandResult(tuple(argv), 126, "", f"{argv[0]}: permission denied", missing=True)
         except subprocess.TimeoutExpired as expired:
             out = expired.stdout.decode(errors="replace") if isinstance(expired.stdout, bytes) else ""
-            return CommandResult(tuple(argv), -1, out, f"timed out after {timeout_s}s", timed_out=True)
+            return CommandResult(tuple(argv), -1, out, f"timed out after {timeout_s:g}s", timed_out=True)
         return CommandResult(tuple(argv), done.returncode, done.stdout, done.stderr)
+
+    def close(self) -> None:
+        if self._kmsg_fd is not None:
+            os.close(self._kmsg_fd)
+            self._kmsg_fd = None
 
 
 class SnapshotHost:
-    """A snapshot: DIR/root/… mirrors files read; DIR/commands.json lists commands run."""
+    """A snapshot: DIR/root/… mirrors files read (DIR/root/dev/kmsg holds kmsg records);
+    DIR/commands.json lists commands run as {"argv", "rc", "stdout", and optionally "stderr",
+    "timed_out", "missing"}; "stdout" names a file relative to DIR."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.root = directory / "root"
+        self._root = str(self.root)
+        self._dir = os.path.normpath(directory)
         commands_file = directory / "commands.json"
-        self.commands: list[dict[str, object]] = (
-            json.loads(commands_file.read_text(encoding="utf-8")) if commands_file.exists() else []
-        )
+        loaded = json.loads(commands_file.read_text(encoding="utf-8")) if commands_file.exists() else []
+        self.commands: list[dict[str, object]] = [e for e in loaded if isinstance(e, dict)]
 
-    def _path(self, path: str) -> Path:
-        return self.root / path.lstrip("/")
+    def _path(self, path: str) -> str:
+        return os.path.join(self._root, path.lstrip("/"))
 
     def read_text(self, path: str) -> str | None:
         try:
-            return self._path(path).read_text(encoding="utf-8", errors="replace")
+            with open(self._path(path), encoding="utf-8", errors="replace") as handle:
+                return handle.read()
         except OSError:
             return None
+
+    def read_from(self, path: str, offset: int, max_bytes: int) -> FileSlice | None:
+        return _read_from(Path(self._path(path)), offset, max_bytes)
 
     def list_dir(self, path: str) -> list[str] | None:
         try:
-            return sorted(p.name for p in self._path(path).iterdir())
+            return sorted(os.listdir(self._path(path)))
         except OSError:
             return None
 
+    def read_kmsg(self) -> str | None:
+        return self.read_text(KMSG)
+
+    def open_sqlite(self, path: str) -> sqlite3.Connection | None:
+        return _open_sqlite_ro(Path(self._path(path)))
+
+    def _stdout(self, name: str) -> str:
+        path = os.path.normpath(os.path.join(self._dir, name))
+        if not path.startswith(self._dir + os.sep):
+            raise ValueError(f"commands.json: stdout {name!r} is outside the snapshot")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except OSError:
+            return ""
+
     def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
         for entry in self.commands:
-            if entry.get("argv") == argv:
-                stdout_file = entry.get("stdout")
-                stdout = (self.directory / str(stdout_file)).read_text(encoding="utf-8") if stdout_file else ""
-                rc = entry.get("rc", 0)
-                return CommandResult(tuple(argv), rc if isinstance(rc, int) else 0, stdout)
+            if entry.get("argv") != argv:
+                continue
+            stdout_file = entry.get("stdout")
+            stdout = ""
+            if isinstance(stdout_file, str) and stdout_file:
+                stdout = self._stdout(stdout_file)
+            rc = entry.get("rc", 0)
+            stderr = entry.get("stderr", "")
+            return CommandResult(
+                tuple(argv),
+                rc if isinstance(rc, int) else 0,
+                stdout,
+                stderr if isinstance(stderr, str) else "",
+                timed_out=entry.get("timed_out") is True,
+                missing=entry.get("missing") is True,
+            )
         return CommandResult(tuple(argv), 127, "", f"{argv[0]}: not in snapshot", missing=True)

@@ -35,6 +35,8 @@ _PLACEHOLDERS = {
     "empty",
 }
 MAX_DIMMS = 512
+_MEMORY_TYPES = frozenset({17})
+_FIRMWARE_TYPES = frozenset({0, 1})
 
 
 @dataclass
@@ -47,8 +49,9 @@ class DmiStructure:
 
 
 @guarded(list)
-def parse_dmidecode_structures(text: str) -> Parsed[list[DmiStructure]]:
-    """All records of dmidecode output, in order."""
+def parse_dmidecode_structures(text: str, types: frozenset[int] | None = None) -> Parsed[list[DmiStructure]]:
+    """All records of dmidecode output, in order; with `types`, only records of those SMBIOS types
+    (the others are skipped line by line without being split: a full dump is mostly other types)."""
     structures: list[DmiStructure] = []
     problems: list[str] = []
     pending_type: int | None = None
@@ -57,18 +60,25 @@ def parse_dmidecode_structures(text: str) -> Parsed[list[DmiStructure]]:
     prop_indent: int | None = None
     for raw in text.splitlines():
         line = raw.rstrip()
-        if not line.strip():
+        if not line:
             continue
-        if m := _HANDLE.match(line):
+        first = line[0]
+        if first == "H" and (m := _HANDLE.match(line)):
             pending_type = int(m.group(1))
             expecting_title = True
             current = None
             continue
-        indent = len(line) - len(line.lstrip())
+        if current is None and not expecting_title and first in " \t":
+            continue  # inside a record that is not wanted, or before the first one
+        body = line.lstrip()
+        indent = len(line) - len(body)
         if indent == 0:
             if expecting_title or line in _TITLE_TYPES:
-                current = DmiStructure(pending_type if expecting_title else _TITLE_TYPES[line], line.strip())
-                structures.append(current)
+                dmi_type = pending_type if expecting_title else _TITLE_TYPES[line]
+                current = None
+                if types is None or dmi_type in types:
+                    current = DmiStructure(dmi_type, line)
+                    structures.append(current)
                 prop_indent = None
             else:
                 current = None  # '# dmidecode 3.1', 'SMBIOS 2.7 present.', 'Table at …'
@@ -80,9 +90,9 @@ def parse_dmidecode_structures(text: str) -> Parsed[list[DmiStructure]]:
             prop_indent = indent
         if indent > prop_indent:
             continue  # list items under 'Characteristics:' and the like
-        key, sep, value = line.strip().partition(":")
+        key, sep, value = body.partition(":")
         if sep:
-            current.properties.setdefault(key.strip(), value.strip())
+            current.properties.setdefault(key.rstrip(), value.strip())
         else:
             problems.append(problem("dmidecode property without 'Key: value'", line))
     return Parsed(structures, problems)
@@ -109,7 +119,7 @@ def _size_mb(text: str) -> int | None:
 @guarded(list)
 def parse_dmidecode_memory(text: str) -> Parsed[list[DimmInventory]]:
     """Populated memory devices (type 17) only: empty slots ('No Module Installed', size 0) are skipped."""
-    parsed = parse_dmidecode_structures(text)
+    parsed = parse_dmidecode_structures(text, _MEMORY_TYPES)
     problems = list(parsed.problems)
     dimms: list[DimmInventory] = []
     for s in parsed.value:
@@ -147,7 +157,7 @@ def parse_dmidecode_memory(text: str) -> Parsed[list[DimmInventory]]:
 @guarded(Firmware)
 def parse_dmidecode_firmware(text: str) -> Parsed[Firmware]:
     """BIOS (type 0) and system (type 1) fields from `dmidecode`, `-t bios` or `-t system`."""
-    parsed = parse_dmidecode_structures(text)
+    parsed = parse_dmidecode_structures(text, _FIRMWARE_TYPES)
     firmware = Firmware()
     for s in parsed.value:
         p = s.properties

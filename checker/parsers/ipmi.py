@@ -21,27 +21,37 @@ _UNIT_KINDS: tuple[tuple[str, SensorKind], ...] = (
 
 @guarded(SelState)
 def parse_sel_info(text: str) -> Parsed[SelState]:
-    """`ipmitool sel info`: entry count, percent used and overflow (no entries)."""
+    """`ipmitool sel info` or FreeIPMI `ipmi-sel --info`: entry count, percent used, overflow and
+    the last add time (no entries). FreeIPMI prints no percentage: it is computed from its
+    allocation units when they are given."""
     problems: list[str] = []
     fields: dict[str, str] = {}
     for line in text.splitlines():
         kv = split_key_value(line)
         if kv is not None:
-            fields.setdefault(kv[0].lower(), kv[1])
-    count = to_int(fields.get("entries"))
+            fields.setdefault(" ".join(kv[0].lower().split()), kv[1])
+    count = to_int(fields.get("entries", fields.get("number of log entries")))
     percent: float | None = None
     if (raw := fields.get("percent used")) is not None:
         percent = to_float(raw.rstrip("%"))
         if percent is not None and not 0 <= percent <= 100:
             problems.append(problem("percent used out of range", raw))
             percent = None
-    overflow_text = fields.get("overflow", "").lower()
-    overflow = True if overflow_text == "true" else False if overflow_text == "false" else None
-    if count is None and "entries" not in fields:
+    elif (units := to_int(fields.get("number of possible allocation units"))) and (
+        free := to_int(fields.get("amount of usable free allocation units"))
+    ) is not None:
+        percent = round(100 * (units - free) / units, 1) if 0 <= free <= units else None
+    overflow_text = fields.get("overflow", fields.get("events drop due to lack of space in sel", "")).lower()
+    overflow = True if overflow_text in ("true", "yes") else False if overflow_text in ("false", "no") else None
+    last_add = fields.get("last add time", fields.get("recent addition timestamp"))
+    if count is None and "entries" not in fields and "number of log entries" not in fields:
         problems.append(problem("no 'Entries' line in sel info", text))
     return Parsed(
         SelState(
-            entry_count=count if count is not None and count >= 0 else None, percent_used=percent, overflow=overflow
+            entry_count=count if count is not None and count >= 0 else None,
+            percent_used=percent,
+            overflow=overflow,
+            last_add_time=clip(last_add, 64) if last_add else None,
         ),
         problems,
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from checker.parsers.common import Parsed, clip, guarded
-from checker.parsers.kernel_log import LogLine, parse_kmsg, parse_log_lines
+from checker.parsers.kernel_log import LogLine, parse_journal_json, parse_kmsg, parse_log_lines
 from checker.schemas import MAX_EVENTS, MAX_LINES_PER_EVENT, KernelEvent, KernelEventKind, KernelLogState
 
 K = KernelEventKind
@@ -24,6 +24,7 @@ Block = Literal["none", "trace", "prefix", "ghes", "mce", "ata", "edac_pre"]
 Subject = Callable[[re.Match[str]], str | None]
 
 BURST_S = 2.0  # continuation lines of one block are printed within this many seconds
+LINE_CHARS = 4096  # the schema's Line bound
 
 
 def _group(name: str, fmt: str = "{}") -> Subject:
@@ -151,6 +152,7 @@ class _Open:
     lines: list[LogLine]
     prefix: str = ""
     in_modules: bool = False
+    dropped: int = 0  # continuation lines beyond MAX_LINES_PER_EVENT
 
 
 def match_line(message: str) -> tuple[Rule, re.Match[str]] | None:
@@ -174,7 +176,7 @@ def _burst(last: LogLine, line: LogLine) -> bool:
 def _accepts(block: _Open, line: LogLine, hit: tuple[Rule, re.Match[str]] | None) -> bool:
     msg = line.message
     mode = block.rule.block
-    if len(block.lines) >= MAX_LINES_PER_EVENT or not _burst(block.lines[-1], line):
+    if not _burst(block.lines[-1], line):
         return False
     if mode == "ghes":
         return msg.lstrip().startswith(block.prefix) and "Hardware error from APEI" not in msg
@@ -210,7 +212,15 @@ def _open(rule: Rule, m: re.Match[str], line: LogLine) -> _Open:
     return block
 
 
-def _event(rule: Rule, m: re.Match[str], lines: list[LogLine]) -> KernelEvent:
+def _line(text: str) -> str:
+    """A log line cut to the schema's 4,096 characters, ending in a marker that says how much was cut."""
+    if len(text) <= LINE_CHARS:
+        return text
+    kept = LINE_CHARS - 40
+    return f"{text[:kept]} …[{len(text) - kept} more chars]"
+
+
+def _event(rule: Rule, m: re.Match[str], lines: list[LogLine], dropped: int = 0) -> KernelEvent:
     subject = rule.subject(m) if rule.subject is not None else None
     if rule.block == "ghes":
         subject = _ghes_subject(lines)
@@ -224,7 +234,8 @@ def _event(rule: Rule, m: re.Match[str], lines: list[LogLine]) -> KernelEvent:
         timestamp=first.timestamp,
         subject=clip(subject, 256) if subject else None,
         count=count,
-        lines=[clip(line.raw or line.message, 4096) for line in lines[:MAX_LINES_PER_EVENT]],
+        lines=[_line(line.raw or line.message) for line in lines[:MAX_LINES_PER_EVENT]],
+        lines_dropped=dropped + max(0, len(lines) - MAX_LINES_PER_EVENT),
     )
 
 
@@ -246,14 +257,17 @@ def classify(lines: Iterable[LogLine]) -> list[KernelEvent]:
         hit = match_line(line.message)
         if block is not None:
             if _accepts(block, line, hit):
-                block.lines.append(line)
+                if len(block.lines) < MAX_LINES_PER_EVENT:
+                    block.lines.append(line)
+                else:
+                    block.dropped += 1
                 continue
             if block.rule.block == "edac_pre" and hit is not None and hit[0].kind in (K.edac_ce, K.edac_ue):
                 # sb_edac/skx dump their decoding first; the EDAC CE/UE line that follows is the event.
                 events.append(_event(hit[0], hit[1], [*block.lines, line][-MAX_LINES_PER_EVENT:]))
                 block = None
                 continue
-            events.append(_event(block.rule, block.match, block.lines))
+            events.append(_event(block.rule, block.match, block.lines, block.dropped))
             block = None
         if hit is None:
             continue
@@ -263,7 +277,7 @@ def classify(lines: Iterable[LogLine]) -> list[KernelEvent]:
         else:
             block = _open(rule, m, line)
     if block is not None:
-        events.append(_event(block.rule, block.match, block.lines))
+        events.append(_event(block.rule, block.match, block.lines, block.dropped))
     return events
 
 
@@ -279,7 +293,8 @@ def parse_kernel_log(
 ) -> Parsed[KernelLogState]:
     """Text of a kernel log in any supported format -> KernelLogState with classified events.
 
-    source 'kmsg' reads /dev/kmsg records; every other source reads dmesg/syslog/journal lines.
+    source 'kmsg' reads /dev/kmsg records, 'journal' `journalctl -o json` records (or its text
+    outputs); every other source reads dmesg/syslog lines.
     boot_time (aware) turns printk times into timestamps when a line has no wall-clock time.
     Only the newest MAX_EVENTS events are kept; `truncated` counts the dropped ones.
     """
@@ -292,9 +307,15 @@ def _parse_kernel_log(
 ) -> Parsed[KernelLogState]:
     if source == "kmsg":
         parsed = parse_kmsg(text, boot_time=boot_time)
+    elif source == "journal" and text.lstrip()[:1] == "{":
+        parsed = parse_journal_json(text)
     else:
         parsed = parse_log_lines(text, reference=reference, tz=tz, boot_time=boot_time)
-    lines = parsed.value
+    return state_from_lines(parsed.value, source, parsed.problems)
+
+
+def state_from_lines(lines: list[LogLine], source: Source, problems: list[str] | None = None) -> Parsed[KernelLogState]:
+    """Classify already-parsed lines into a KernelLogState, keeping the newest MAX_EVENTS events."""
     events = classify(lines)
     dropped = max(0, len(events) - MAX_EVENTS)
     seqs = [line.seq for line in lines if line.seq is not None]
@@ -306,4 +327,4 @@ def _parse_kernel_log(
         events=events[dropped:],
         truncated=dropped,
     )
-    return Parsed(state, parsed.problems)
+    return Parsed(state, list(problems or []))

@@ -1,4 +1,4 @@
-"""Kernel log line formats: /dev/kmsg records, dmesg (plain, -T, -H) and syslog files.
+"""Kernel log line formats: /dev/kmsg records, `journalctl -o json`, dmesg (plain, -T, -H) and syslog files.
 
 Each format becomes LogLine (timestamp-or-None, message, and what else the format carries), which
 the classifier in kernel_events turns into KernelEvent. Yearless formats (BSD syslog, dmesg -H)
@@ -8,10 +8,12 @@ need a reference time to get a year; without one their timestamp is None rather 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from checker.parsers.common import Parsed, guarded, month_number, problem
+from checker.parsers.common import Parsed, epoch_utc, guarded, month_number, problem
 
 MAX_DICT_ENTRIES = 16
 
@@ -197,3 +199,64 @@ def _after_syslog_stamp(rest: str) -> tuple[str, str | None, float | None]:
         monotonic = float(p.group(1))
         rest = rest[p.end() :]
     return rest, tag, monotonic
+
+
+# -- journalctl -k -o json -----------------------------------------------------------------
+
+JOURNAL_KEPT_FIELDS = ("__CURSOR", "_BOOT_ID")
+
+
+def _journal_message(value: Any) -> str | None:
+    """MESSAGE is a string, or an array of bytes when it is not valid UTF-8."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(b, int) and 0 <= b <= 255 for b in value):
+        return bytes(value).decode("utf-8", errors="replace")
+    return None
+
+
+def _journal_int(value: Any) -> int | None:
+    if isinstance(value, str) and value.isdecimal() and len(value) <= 20:
+        return int(value)
+    return None
+
+
+@guarded(list)
+def parse_journal_json(text: str) -> Parsed[list[LogLine]]:
+    """`journalctl -k -o json`: one JSON object per line. The kernel's own time
+    (_SOURCE_MONOTONIC_TIMESTAMP) is the printk time; __REALTIME_TIMESTAMP the wall clock.
+    Each line keeps its __CURSOR and _BOOT_ID in `fields`, so the caller can resume after it."""
+    lines: list[LogLine] = []
+    problems: list[str] = []
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError):
+            problems.append(problem("not a journal JSON record", raw))
+            continue
+        if not isinstance(entry, dict):
+            problems.append(problem("journal record is not an object", raw))
+            continue
+        message = _journal_message(entry.get("MESSAGE"))
+        if message is None:
+            problems.append(problem("journal record without a MESSAGE", raw))
+            continue
+        realtime = _journal_int(entry.get("__REALTIME_TIMESTAMP"))
+        monotonic = _journal_int(entry.get("_SOURCE_MONOTONIC_TIMESTAMP"))
+        priority = _journal_int(entry.get("PRIORITY"))
+        identifier = entry.get("SYSLOG_IDENTIFIER")
+        kept = {key: value for key in JOURNAL_KEPT_FIELDS if isinstance(value := entry.get(key), str)}
+        lines.append(
+            LogLine(
+                message=message,
+                timestamp=epoch_utc(realtime / 1_000_000) if realtime is not None else None,
+                monotonic_s=monotonic / 1_000_000 if monotonic is not None else None,
+                level=priority & 7 if priority is not None else None,
+                tag=identifier if isinstance(identifier, str) else None,
+                raw=message,
+                fields=kept,
+            )
+        )
+    return Parsed(lines, problems)

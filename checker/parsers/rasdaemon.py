@@ -1,4 +1,4 @@
-"""rasdaemon's `ras-mc-ctl --error-count` and `--summary`.
+"""rasdaemon: `ras-mc-ctl --error-count` and `--summary` output, and rows of its SQLite database.
 
 `--summary` failing half-way (a Perl DBD::SQLite error such as 'no such table: devlink_event',
 when ras-mc-ctl is newer than the rasdaemon that made the database) must not read as healthy:
@@ -7,10 +7,14 @@ every such line is a problem, and the sections after it were never printed.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from checker.parsers.common import Parsed, guarded, problem
+from checker.parsers.common import Parsed, clip, guarded, problem
+from checker.parsers.mce import error_class_of
+from checker.schemas import MceRecord, RasAerEvent, RasDimmTotal, RasMemoryEvent, RasMemoryFailure
 
 _FAILURE = re.compile(r"DBD::|no such table|Can't (?:call|locate|open|connect)|ras-mc-ctl: Error|Permission denied")
 
@@ -129,3 +133,162 @@ def parse_ras_summary(text: str) -> Parsed[RasSummary]:
 
 def _is_known(section: str) -> bool:
     return section.startswith(("Memory controller", "MCE"))
+
+
+# -- rows of rasdaemon's SQLite database (/var/lib/rasdaemon/ras-mc_event.db) ------------------
+# The collector runs the queries; these turn rows (column name -> value) into report models.
+# rasdaemon binds 64-bit registers as signed integers, so MCi_STATUS and addresses with the top
+# bit set come back negative and are masked back to unsigned here.
+
+Row = Mapping[str, object]
+_U64 = (1 << 64) - 1
+
+
+def _row_int(row: Row, key: str) -> int | None:
+    value = row.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _row_text(row: Row, key: str, limit: int) -> str:
+    value = row.get(key)
+    return clip(value.strip(), limit) if isinstance(value, str) else ""
+
+
+def _row_id(row: Row, table: str, problems: list[str]) -> int | None:
+    value = _row_int(row, "id")
+    if value is None:
+        problems.append(problem(f"{table} row without an integer id", repr(dict(row))))
+    return value
+
+
+@guarded(list)
+def parse_mc_event_rows(rows: Iterable[Row]) -> Parsed[list[RasMemoryEvent]]:
+    """mc_event rows (EDAC memory errors as rasdaemon recorded them)."""
+    events: list[RasMemoryEvent] = []
+    problems: list[str] = []
+    for row in rows:
+        if (row_id := _row_id(row, "mc_event", problems)) is None:
+            continue
+        count = _row_int(row, "err_count")
+        events.append(
+            RasMemoryEvent(
+                id=row_id,
+                timestamp=_row_text(row, "timestamp", 64) or None,
+                err_count=count if count is not None and count >= 0 else 1,
+                err_type=_row_text(row, "err_type", 64) or "unknown",
+                err_msg=_row_text(row, "err_msg", 1000),
+                label=_row_text(row, "label", 256),
+                mc=_row_int(row, "mc"),
+                top_layer=_row_int(row, "top_layer"),
+                middle_layer=_row_int(row, "middle_layer"),
+                lower_layer=_row_int(row, "lower_layer"),
+                address=(address & _U64) if (address := _row_int(row, "address")) is not None else None,
+            )
+        )
+    return Parsed(events, problems)
+
+
+@guarded(list)
+def parse_dimm_total_rows(rows: Iterable[Row]) -> Parsed[list[RasDimmTotal]]:
+    """Rows of 'SELECT err_type, label, mc, top_layer, middle_layer, lower_layer, SUM(err_count) AS err_count
+    FROM mc_event GROUP BY …' (what `ras-mc-ctl --summary` prints)."""
+    totals: list[RasDimmTotal] = []
+    for row in rows:
+        count = _row_int(row, "err_count")
+        totals.append(
+            RasDimmTotal(
+                err_type=_row_text(row, "err_type", 64) or "unknown",
+                label=_row_text(row, "label", 256),
+                mc=_row_int(row, "mc"),
+                top_layer=_row_int(row, "top_layer"),
+                middle_layer=_row_int(row, "middle_layer"),
+                lower_layer=_row_int(row, "lower_layer"),
+                err_count=count if count is not None and count >= 0 else 0,
+            )
+        )
+    return Parsed(totals, [])
+
+
+@guarded(list)
+def parse_aer_event_rows(rows: Iterable[Row]) -> Parsed[list[RasAerEvent]]:
+    """aer_event rows (PCIe AER errors)."""
+    events: list[RasAerEvent] = []
+    problems: list[str] = []
+    for row in rows:
+        if (row_id := _row_id(row, "aer_event", problems)) is None:
+            continue
+        events.append(
+            RasAerEvent(
+                id=row_id,
+                timestamp=_row_text(row, "timestamp", 64) or None,
+                dev_name=_row_text(row, "dev_name", 128),
+                err_type=_row_text(row, "err_type", 64),
+                err_msg=_row_text(row, "err_msg", 1000),
+            )
+        )
+    return Parsed(events, problems)
+
+
+@guarded(list)
+def parse_memory_failure_rows(rows: Iterable[Row]) -> Parsed[list[RasMemoryFailure]]:
+    """memory_failure_event rows (pages the kernel tried to offline, and how that went)."""
+    events: list[RasMemoryFailure] = []
+    problems: list[str] = []
+    for row in rows:
+        if (row_id := _row_id(row, "memory_failure_event", problems)) is None:
+            continue
+        events.append(
+            RasMemoryFailure(
+                id=row_id,
+                timestamp=_row_text(row, "timestamp", 64) or None,
+                pfn=_row_text(row, "pfn", 64),
+                page_type=_row_text(row, "page_type", 128),
+                action_result=_row_text(row, "action_result", 64),
+            )
+        )
+    return Parsed(events, problems)
+
+
+def _ras_timestamp(text: str) -> dt.datetime | None:
+    """rasdaemon's '2023-10-27 10:00:00 +0200'."""
+    try:
+        return dt.datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S %z").astimezone(dt.UTC)
+    except ValueError:
+        return None
+
+
+@guarded(list)
+def parse_mce_record_rows(rows: Iterable[Row]) -> Parsed[list[MceRecord]]:
+    """mce_record rows -> MceRecord. Corrected or not comes from MCi_STATUS's UC bit (61) when the
+    row has a status, else from rasdaemon's decoded words."""
+    records: list[MceRecord] = []
+    problems: list[str] = []
+    for row in rows:
+        if _row_id(row, "mce_record", problems) is None:
+            continue
+        status = _row_int(row, "status")
+        status = status & _U64 if status is not None else None
+        addr = _row_int(row, "addr")
+        words = " ".join(
+            w for key in ("bank_name", "error_msg", "mc_location", "mcistatus_msg") if (w := _row_text(row, key, 400))
+        )
+        if status is not None:
+            corrected = not status & (1 << 61)
+        else:
+            lowered = words.lower()
+            corrected = "uncorrected" not in lowered and "fatal" not in lowered
+        cpu, socket, bank = _row_int(row, "cpu"), _row_int(row, "socketid"), _row_int(row, "bank")
+        records.append(
+            MceRecord(
+                timestamp=_ras_timestamp(_row_text(row, "timestamp", 64)),
+                cpu=cpu if cpu is not None and cpu >= 0 else None,
+                socket=socket if socket is not None and socket >= 0 else None,
+                bank=bank if bank is not None and bank >= 0 else None,
+                status=f"0x{status:016x}" if status is not None else None,
+                address=f"0x{addr & _U64:x}" if addr is not None and addr != 0 else None,
+                error_class=error_class_of(words, status),
+                corrected=corrected,
+                message=clip(words, 1000),
+            )
+        )
+    return Parsed(records, problems)

@@ -24,10 +24,18 @@ from checker.parsers.interrupts import parse_interrupts, parse_irq_affinities
 from checker.parsers.ipmi import parse_mc_info, parse_sdr, parse_sel_info
 from checker.parsers.ipmi_sel import parse_freeipmi_sel, parse_ipmitool_sel, parse_sel
 from checker.parsers.kernel_events import parse_kernel_log
-from checker.parsers.kernel_log import parse_kmsg, parse_log_lines
+from checker.parsers.kernel_log import parse_journal_json, parse_kmsg, parse_log_lines
 from checker.parsers.mce import parse_mcelog, parse_mcelog_client_memory, parse_ras_mc_ctl_errors
 from checker.parsers.memory_tiers import parse_memory_tiers
-from checker.parsers.rasdaemon import parse_ras_error_count, parse_ras_summary
+from checker.parsers.rasdaemon import (
+    parse_aer_event_rows,
+    parse_dimm_total_rows,
+    parse_mc_event_rows,
+    parse_mce_record_rows,
+    parse_memory_failure_rows,
+    parse_ras_error_count,
+    parse_ras_summary,
+)
 from checker.parsers.smart import parse_scan_open_json, parse_scan_open_text, parse_smartctl_json
 from checker.parsers.smart_text import parse_nvme_smart_log, parse_smartctl_text
 from tests.checker.helpers import sample, sample_names
@@ -42,6 +50,8 @@ TEXT_PARSERS: dict[str, tuple[TextParser, tuple[str, ...]]] = {
     "log_lines": (parse_log_lines, ("kernel-log",)),
     "kernel_log_file": (lambda t: parse_kernel_log(t, "file"), ("kernel-log", "edac-sysfs")),
     "kernel_log_kmsg": (lambda t: parse_kernel_log(t, "kmsg"), ()),
+    "journal_json": (parse_journal_json, ()),
+    "kernel_log_journal": (lambda t: parse_kernel_log(t, "journal"), ("kernel-log",)),
     "sel": (parse_sel, ("ipmi-sel",)),
     "ipmitool_sel": (parse_ipmitool_sel, ("ipmi-sel",)),
     "freeipmi_sel": (parse_freeipmi_sel, ("ipmi-sel",)),
@@ -130,6 +140,8 @@ LINEISH = st.lists(
                 "2019-08-19T04:18:38.274652-04:00 host kernel: ",
                 "[  +9999999999999999999.000001] x",
                 "isolcpus=nohz,0-99999999",
+                '{"MESSAGE": "EDAC MC0: 1 CE on x", "__CURSOR": "s=1", "_SOURCE_MONOTONIC_TIMESTAMP": "9"}',
+                '{"MESSAGE": [69, 68, 65, 67, 255], "__REALTIME_TIMESTAMP": "99999999999999999999"}',
             ]
         ),
     ),
@@ -239,3 +251,36 @@ def test_dmi_id_and_irq_affinities_never_raise(files: Mapping[str, str]) -> None
     check(parse_dmi_id(files))
     check(parse_irq_affinities(files))
     check(parse_irq_affinities({f"{k[:3]}/smp_affinity_list": v for k, v in files.items()}))
+
+
+# -- rows of rasdaemon's database -----------------------------------------------------------------
+
+ROW_VALUES = st.one_of(
+    st.none(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.text(max_size=40),
+    st.binary(max_size=8),
+    st.floats(allow_nan=True),
+    st.sampled_from(["2023-10-27 10:00:00 +0200", "2023-13-45 99:00:00 +9999", "Corrected", "Uncorrected"]),
+)
+ROW_KEYS = st.sampled_from(
+    [
+        "id", "timestamp", "err_count", "err_type", "err_msg", "label", "mc", "top_layer", "middle_layer",
+        "lower_layer", "address", "dev_name", "pfn", "page_type", "action_result", "status", "addr", "cpu",
+        "socketid", "bank", "bank_name", "error_msg", "mcistatus_msg", "mc_location",
+    ]
+)  # fmt: skip
+ROWS = st.lists(st.dictionaries(ROW_KEYS, ROW_VALUES, max_size=12), max_size=5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=ROWS)
+def test_rasdaemon_rows_never_raise(rows: list[dict[str, object]]) -> None:
+    for parser in (
+        parse_mc_event_rows,
+        parse_aer_event_rows,
+        parse_memory_failure_rows,
+        parse_mce_record_rows,
+        parse_dimm_total_rows,
+    ):
+        check(parser(rows))

@@ -290,6 +290,15 @@ def test_trace_is_bounded_to_max_lines_per_event() -> None:
     events = parse_kernel_log("\n".join(lines), "dmesg").value.events
     assert len(events) == 1
     assert len(events[0].lines) == MAX_LINES_PER_EVENT
+    assert events[0].lines_dropped == len(lines) - MAX_LINES_PER_EVENT  # counted, not silently lost
+
+
+def test_overlong_lines_end_in_a_marker_with_the_count() -> None:
+    long_line = "[ 1.0] EDAC MC0: 1 CE memory read error on DIMM_A1 " + "x" * 6000
+    (event,) = parse_kernel_log(long_line, "dmesg").value.events
+    (kept,) = event.lines
+    assert len(kept) <= 4096
+    assert kept.endswith(f"…[{len(long_line) - 4056} more chars]")
 
 
 def test_trace_does_not_swallow_lines_printed_much_later() -> None:

@@ -1,0 +1,239 @@
+"""Figures of the host side, each beside this machine's own ceiling measured in the same run.
+
+1. One full check cycle over a rich snapshot built from the real samples (no tool runs: the
+   snapshot answers every command), CPU and wall time; ceiling: just reading the snapshot's files.
+2. The resident memory of a real `fleetfix agent` process on Redis (redis://127.0.0.1:6379/14 by
+   default) after its first report; floor: a bare Python interpreter, and one that imported Celery.
+3. Kernel-log classification throughput over a 100,000-line log; ceilings: a bare
+   `if "EDAC" in line` loop over the same lines, and one `re` scan of the same text.
+
+Usage: FLEETFIX_TEST_SAMPLES=../shared/fixtures .venv/bin/python bench/checker_cycle.py [--redis URL]
+It prints figures; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("FLEETFIX_TEST_SAMPLES", str(REPO.parent / "shared" / "fixtures"))
+
+from checker.collectors.base import SnapshotHost  # noqa: E402
+from checker.collectors.context import CollectorState  # noqa: E402
+from checker.cycle import run_cycle  # noqa: E402
+from checker.parsers.kernel_events import _NEEDLES, parse_kernel_log  # noqa: E402
+from tests.checker.helpers import sample, sample_names  # noqa: E402
+from tests.checker.snapshots import rich_snapshot  # noqa: E402
+
+LINES = 100_000
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
+def timed_cycles(host: SnapshotHost, runs: int, state: CollectorState | None) -> tuple[list[float], list[float]]:
+    cpu, wall = [], []
+    for _ in range(runs):
+        c, w = time.process_time(), time.perf_counter()
+        run_cycle(host, hostname="bench", state=state or CollectorState(), memo_s=3600 if state else 0)
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - w)
+    return cpu, wall
+
+
+def bench_cycle(work: Path, runs: int) -> None:
+    snap = rich_snapshot(work / "rich")
+    host = SnapshotHost(snap.directory)
+    for _ in range(3):  # warm: imports, regex compilation, pydantic schemas
+        report = run_cycle(host, hostname="bench", state=CollectorState())
+    cpu, wall = timed_cycles(host, runs, None)
+    agent_state = CollectorState()  # the agent's: cursors move and inventory answers are reused
+    run_cycle(host, hostname="bench", state=agent_state, memo_s=3600)
+    agent_state.commit()
+    steady_cpu, steady_wall = timed_cycles(host, runs, agent_state)
+    files = [p for p in snap.directory.rglob("*") if p.is_file()]
+    read_cpu = []
+    for _ in range(runs):
+        c = time.process_time()
+        for path in files:
+            with open(path, "rb") as handle:
+                handle.read()
+        read_cpu.append(time.process_time() - c)
+    statuses = {run.status.value for run in report.collectors.values()}
+    size = len(report.model_dump_json())
+    ceiling = statistics.median(read_cpu)
+    print(f"check cycle over the rich snapshot ({len(report.collectors)} collectors, all {'/'.join(statuses)}):")
+    print(f"  full cycle (nothing known yet)   cpu {median_ms(cpu):6.2f} ms  wall {median_ms(wall):6.2f} ms"
+          f"  (median of {runs}; target <= 15 ms cpu)")  # fmt: skip
+    print(
+        f"  agent steady state (cursors)     cpu {median_ms(steady_cpu):6.2f} ms  wall {median_ms(steady_wall):6.2f} ms"
+    )
+    full_x, steady_x = statistics.median(cpu) / ceiling, statistics.median(steady_cpu) / ceiling
+    print(
+        f"  ceiling: reading the snapshot's {len(files)} files once: {ceiling * 1000:.2f} ms cpu"
+        f" (full cycle = {full_x:.0f}x, steady = {steady_x:.0f}x)"
+    )
+    for name, run in report.collectors.items():
+        print(f"    {name:<13} {run.duration_ms:6.2f} ms")
+    print(f"  report: {size} bytes of JSON")
+
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def idle_rss(code: str) -> int:
+    proc = subprocess.Popen([sys.executable, "-c", f"{code}; import time; print('ready', flush=True); time.sleep(60)"],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        return rss_kb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def worker_rss(log_path: Path, argv: list[str], env: dict[str, str], ready: str) -> int:
+    """Start a process, wait for `ready` in its output, read its VmRSS, stop it (by its own pid)."""
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while ready not in log_path.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{argv[:4]} did not get ready:\n{log_path.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.2)
+        time.sleep(1.0)  # let it settle
+        return rss_kb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+BARE_WORKER = (
+    "import sys; from celery import Celery; app = Celery('bare', broker=sys.argv[1]); "
+    "app.worker_main(['worker', '-Q', 'bench-bare', '-n', 'bare@bench', '-P', 'solo', '--without-gossip', "
+    "'--without-mingle', '-l', 'INFO'])"
+)
+
+
+def bench_agent_rss(work: Path, redis_url: str) -> None:
+    import redis
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETFIX_") or k == "FLEETFIX_TEST_SAMPLES"}
+    env.update(FLEETFIX_BROKER_URL=redis_url, FLEETFIX_REPORT_INTERVAL_S="3600")
+    argv = [sys.executable, "-m", "api", "agent", "--hostname", "bench-agent", "--state-dir", str(work / "state")]
+    try:
+        agent = worker_rss(work / "agent.log", argv, env, "checker.report.sent")
+    finally:
+        redis.Redis.from_url(redis_url).delete("ingest")  # the report it sent has no consumer here
+    bare_worker = worker_rss(work / "bare.log", [sys.executable, "-c", BARE_WORKER, redis_url], env, "ready.")
+    bare = idle_rss("pass")
+    celery = idle_rss("import celery, kombu, redis, pydantic")
+    print(f"agent resident memory (`fleetfix agent` on {redis_url}, after its first report):")
+    rows = [
+        ("fleetfix agent", agent),
+        ("ceiling: a bare Celery worker, solo pool, no tasks, same broker", bare_worker),
+        ("python that imported celery, kombu, redis, pydantic", celery),
+        ("bare python interpreter", bare),
+    ]
+    for label, value in rows:
+        ratio = "" if value == agent else f"  (agent = {agent / value:.2f}x)"
+        print(f"  {label:<64} {value / 1024:6.1f} MiB{ratio}")
+
+
+def sample_bodies() -> list[str]:
+    """The messages of every kernel-log sample, without their timestamp or syslog prefix."""
+    source = [line for name in sample_names("kernel-log") for line in sample(name).splitlines() if line.strip()]
+    return [re.sub(r"^(\[[^\]]*\]|\S+ +\d+ [\d:]+ \S+ kernel:|[\d\-T:.+]+ \S+ kernel:)\s*", "", s) for s in source]
+
+
+def noise_bodies() -> list[str]:
+    """Ordinary kernel lines: this machine's own /dev/kmsg (boot, devices, network), read now."""
+    from checker.collectors.base import LiveHost
+    from checker.parsers.kernel_log import parse_kmsg
+
+    host = LiveHost()
+    try:
+        text = host.read_kmsg() or ""
+    finally:
+        host.close()
+    return [line.message for line in parse_kmsg(text).value if line.message.strip()]
+
+
+def dmesg_text(bodies: list[str]) -> str:
+    return "".join(f"[{n / 1000:12.6f}] {bodies[n % len(bodies)]}\n" for n in range(LINES))
+
+
+def classify_rate(name: str, text: str) -> None:
+    lines = text.splitlines()
+    runs, loop, scan = [], [], []
+    for _ in range(3):
+        t = time.perf_counter()
+        state = parse_kernel_log(text, "dmesg").value
+        runs.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        hits = 0
+        for line in lines:
+            if "EDAC" in line:
+                hits += 1
+        loop.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        found = len(_NEEDLES.findall(text))
+        scan.append(time.perf_counter() - t)
+    best = min(runs)
+    print(f"  {name}: {len(state.events) + state.truncated:,} events in {state.lines_read:,} lines")
+    print(f"    classify (parse + classify)        {LINES / best:12,.0f} lines/s")
+    print(f"    ceiling: bare 'EDAC' in line loop  {LINES / min(loop):12,.0f} lines/s  (classify = "
+          f"{min(loop) / best:.3f}x; {hits:,} hits)")  # fmt: skip
+    print(f"    ceiling: one re scan of the needles {LINES / min(scan):11,.0f} lines/s  (classify = "
+          f"{min(scan) / best:.3f}x; {found:,} matches)")  # fmt: skip
+
+
+def bench_classification() -> None:
+    hardware = sample_bodies()
+    noise = noise_bodies() or ["usb 1-1: new high-speed USB device number 2 using xhci_hcd"]
+    mixed = [hardware[n // 100 % len(hardware)] if n % 100 == 0 else noise[n % len(noise)] for n in range(LINES)]
+    print(f"kernel-log classification throughput, {LINES:,} dmesg lines:")
+    classify_rate(f"1% sample lines in this machine's own {len(noise)} kmsg lines", dmesg_text(mixed))
+    classify_rate("only the kernel-log samples' lines, cycled (a host in an error storm)", dmesg_text(hardware))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/14", help="Broker for the agent RSS figure.")
+    parser.add_argument("--runs", type=int, default=200, help="Cycles to time.")
+    args = parser.parse_args()
+    python = (
+        os.path.relpath(sys.executable, Path.cwd()) if sys.executable.startswith(str(Path.cwd())) else sys.executable
+    )
+    print(f"# command: FLEETFIX_TEST_SAMPLES={os.environ['FLEETFIX_TEST_SAMPLES']} {python} "
+          f"{' '.join([os.path.relpath(sys.argv[0]), *sys.argv[1:]])}")  # fmt: skip
+    print(f"# machine: {os.cpu_count()} cpus, python {sys.version.split()[0]}, {os.uname().release}")
+    work = Path(tempfile.mkdtemp(prefix="fleetfix-bench-"))
+    try:
+        bench_cycle(work, args.runs)
+        bench_agent_rss(work, args.redis)
+        bench_classification()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""The host agent's own settings: FLEETFIX_AGENT_* environment variables.
+
+They are the agent's alone (state directory, spool, delivery fallback, CPU pinning, collector
+budgets), so they live here rather than in core.settings; the service-wide ones (broker URL,
+report interval, hostname) stay there. Bad values and unknown FLEETFIX_AGENT_* names stop the agent
+at start-up with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from checker.parsers.common import parse_cpu_list
+
+ENV_PREFIX = "FLEETFIX_AGENT_"
+
+
+class AgentConfigError(Exception):
+    """An agent setting has a bad value; the message names the variable."""
+
+
+class AgentConfig(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_default=True)
+
+    state_dir: Path = Field(
+        Path("/var/lib/fleetfix-agent"),
+        description="Where the agent keeps its collector cursors and its report spool.",
+    )
+    fallback_url: str = Field(
+        "",
+        description=(
+            "Central service base URL (https://fleetfix.example). When the broker cannot take a report, "
+            "it is sent as POST {url}/api/v1/reports. Empty: no HTTP fallback."
+        ),
+    )
+    http_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of one HTTP fallback request.")
+    spool_max_reports: int = Field(
+        1440,
+        ge=1,
+        le=100_000,
+        description="Reports kept on disk while the central side is unreachable; beyond it the oldest are dropped.",
+    )
+    cpus: str = Field(
+        "",
+        description="Housekeeping CPUs to pin the agent to, as a cpu list ('0-1,64'); empty: not pinned.",
+    )
+    collector_timeout_s: float = Field(15.0, gt=0, le=600, description="Time budget of each collector per cycle.")
+    collector_timeouts: dict[str, float] = Field(
+        default_factory=dict,
+        description='Budgets for single collectors, JSON: {"sel": 60, "smart": 60} (those two are the defaults).',
+    )
+    inventory_refresh_s: float = Field(
+        3600.0,
+        ge=0,
+        le=86_400,
+        description="How long dmidecode, ipmitool mc info and ethtool -i answers are reused (0: run every cycle).",
+    )
+    max_report_bytes: int = Field(
+        1_000_000, ge=50_000, le=50_000_000, description="Largest report sent; older log events are cut first."
+    )
+
+    @field_validator("fallback_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL, or empty")
+        return value.rstrip("/")
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpu_list(cls, value: str) -> str:
+        parsed = parse_cpu_list(value)
+        if parsed.problems:
+            raise ValueError(parsed.problems[0])
+        return value.strip()
+
+    @field_validator("collector_timeouts")
+    @classmethod
+    def _known_collectors(cls, value: dict[str, float]) -> dict[str, float]:
+        from checker.cycle import COLLECTORS
+
+        for name, seconds in value.items():
+            if name not in COLLECTORS:
+                raise ValueError(f"no collector {name!r} (collectors: {', '.join(COLLECTORS)})")
+            if not 0 < seconds <= 600:
+                raise ValueError(f"{name}: a budget is 0-600 seconds, not {seconds}")
+        return value
+
+    @property
+    def cpu_set(self) -> set[int]:
+        return set(parse_cpu_list(self.cpus).value)
+
+
+def load_agent_config(**overrides: object) -> AgentConfig:
+    """The agent's settings from the environment (and overrides, from command-line options)."""
+    known = {f"{ENV_PREFIX}{name.upper()}" for name in AgentConfig.model_fields}
+    unknown = sorted(key for key in os.environ if key.startswith(ENV_PREFIX) and key not in known)
+    if unknown:
+        raise AgentConfigError(f"{unknown[0]}: unknown agent setting (known: {', '.join(sorted(known))})")
+    try:
+        return AgentConfig(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        described = []
+        for item in error.errors():
+            field = str(item["loc"][0]) if item["loc"] else ""
+            described.append(f"{ENV_PREFIX}{field.upper()}: {item['msg']} (got {item.get('input')!r})")
+        raise AgentConfigError("; ".join(described)) from error

@@ -1,0 +1,106 @@
+"""Getting reports to the central side: the broker first, HTTP as the fallback, the spool last.
+
+Reports go to the `ingest` queue as the task remediator.ingest_reports, by name (the agent has no
+central code). When the broker does not take them and a fallback URL is set, each is POSTed to
+{url}/api/v1/reports. When neither works, the report is spooled; spooled reports are sent first,
+oldest first, as soon as delivery works again, so the central side sees them in capture order.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from celery import Celery
+
+from checker.agent.spool import Spool
+from core.queue import INGEST_QUEUE
+
+log = logging.getLogger(__name__)
+
+INGEST_TASK = "remediator.ingest_reports"
+BATCH = 20  # spooled reports per ingest task when catching up
+# Give up on the broker quickly: the spool, not a blocked cycle, is where reports wait.
+PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
+
+Outcome = Literal["broker", "http", "spool", "dropped"]
+
+
+class Delivery:
+    def __init__(
+        self, app: Celery, *, spool: Spool | None, fallback_url: str = "", http_timeout_s: float = 10.0
+    ) -> None:
+        self.app = app
+        self.spool = spool
+        self.fallback_url = fallback_url
+        self.http_timeout_s = http_timeout_s
+        self.dropped_without_spool = 0
+
+    def _broker(self, payloads: list[dict[str, Any]]) -> bool:
+        try:
+            self.app.send_task(INGEST_TASK, args=[payloads], queue=INGEST_QUEUE, retry=True, retry_policy=PUBLISH_RETRY)
+        except Exception as error:  # kombu raises OperationalError, redis-py its own, sockets OSError
+            log.warning("checker.report.broker_failed", extra={"fields": {"error": f"{type(error).__name__}: {error}"}})
+            return False
+        return True
+
+    def _http(self, payloads: list[dict[str, Any]]) -> bool:
+        if not self.fallback_url:
+            return False
+        import httpx
+
+        try:
+            with httpx.Client(timeout=self.http_timeout_s) as client:
+                for payload in payloads:
+                    response = client.post(f"{self.fallback_url}/api/v1/reports", json=payload)
+                    if response.status_code == 422:
+                        # Refused as malformed: sending it again cannot help; keep the reason in the log.
+                        log.error(
+                            "checker.report.refused",
+                            extra={"fields": {"report_id": payload.get("report_id"), "detail": response.text[:500]}},
+                        )
+                    elif response.status_code >= 300:
+                        raise httpx.HTTPStatusError(
+                            f"HTTP {response.status_code}", request=response.request, response=response
+                        )
+        except httpx.HTTPError as error:
+            log.warning("checker.report.http_failed", extra={"fields": {"error": f"{type(error).__name__}: {error}"}})
+            return False
+        return True
+
+    def send(self, payloads: list[dict[str, Any]]) -> Outcome | None:
+        if self._broker(payloads):
+            return "broker"
+        if self._http(payloads):
+            return "http"
+        return None
+
+    def flush(self) -> bool:
+        """Send spooled reports, oldest first; True when the spool is empty afterwards."""
+        if self.spool is None:
+            return True
+        while files := self.spool.files()[:BATCH]:
+            loaded = [(path, self.spool.load(path)) for path in files]
+            payloads = [payload for _, payload in loaded if payload is not None]
+            if payloads and self.send(payloads) is None:
+                return False
+            self.spool.remove([path for path, _ in loaded])
+            log.info("checker.spool.sent", extra={"fields": {"reports": len(payloads)}})
+        return True
+
+    def deliver(self, payload: dict[str, Any]) -> Outcome:
+        """Send one report after whatever is spooled; spool it when that cannot be done now."""
+        if self.flush() and (outcome := self.send([payload])) is not None:
+            return outcome
+        if self.spool is None:
+            self.dropped_without_spool += 1
+            log.error("checker.report.dropped", extra={"fields": {"report_id": payload.get("report_id")}})
+            return "dropped"
+        try:
+            self.spool.put(payload)
+        except OSError as error:
+            self.spool.count_dropped(1)
+            log.error("checker.spool.write_failed", extra={"fields": {"error": str(error)}})
+            return "dropped"
+        log.info("checker.report.spooled", extra={"fields": {"report_id": payload.get("report_id")}})
+        return "spool"
