@@ -4,6 +4,9 @@ See docs/simulated-fleet.md. Its reports are ordinary `checker.schemas.Report`
 documents and go through the same ingest path as a real agent's.
 """
 
-from checker.sim.fleet import FAULT_KINDS, Fault, SimulatedFleet, VirtualHost
+from checker.sim.faults import FAULT_KINDS, Fault
+from checker.sim.fleet import SimulatedFleet
+from checker.sim.hardware import HARDWARE_CLASSES
+from checker.sim.host import VirtualHost
 
-__all__ = ["FAULT_KINDS", "Fault", "SimulatedFleet", "VirtualHost"]
+__all__ = ["FAULT_KINDS", "HARDWARE_CLASSES", "Fault", "SimulatedFleet", "VirtualHost"]

@@ -1,274 +1,77 @@
-"""Virtual hosts and the faults injected into them.
+"""The simulated fleet: hosts spread over datacenters and racks, a seeded fraction of them faulty.
 
-A VirtualHost keeps hardware state (DIMM counters, boot id, firmware) and turns
-it into a report for a given instant; time comes from the caller, so tests can
-run a day of a fleet in a second. Faults change that state at realistic rates.
+A VirtualHost keeps hardware state (DIMM counters, disks, SEL, kernel log, boot id, firmware)
+and turns it into a report for a given instant; time comes from the caller, so tests can run
+a day of a fleet in a second. Faults change that state at realistic rates (checker/sim/faults.py).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import random
-import uuid
-from dataclasses import dataclass, field
-from typing import Literal
 
-from checker.schemas import (
-    CollectorRun,
-    CollectorStatus,
-    CpuIdentity,
-    DimmInventory,
-    EdacController,
-    EdacDimm,
-    EdacState,
-    Firmware,
-    HostIdentity,
-    Identity,
-    Observations,
-    Report,
-)
+from checker.schemas import Report
+from checker.sim.events import valid_for
+from checker.sim.faults import FAULT_KINDS, FAULT_RATES, Fault, FaultKind
+from checker.sim.hardware import DATACENTERS, HARDWARE_CLASSES, DiskSpec, HardwareClass
+from checker.sim.host import SimDimm, SimDisk, VirtualHost, host_uuid
 
-FaultKind = Literal["dimm_ce_storm", "dimm_ce_moderate", "dimm_ue"]
-FAULT_KINDS: tuple[FaultKind, ...] = ("dimm_ce_storm", "dimm_ce_moderate", "dimm_ue")
+__all__ = ["FAULT_KINDS", "HARDWARE_CLASSES", "Fault", "SimulatedFleet", "VirtualHost"]
+
+LATENCY_CLASS = "compute-icx-2s"  # every third host of this class serves the latency-critical tier
+HOUSEKEEPING_PER_SOCKET = 4  # cores per socket left for the kernel, IRQs and the agent
 
 
-@dataclass(frozen=True)
-class HardwareClass:
-    name: str
-    cpu_vendor: str
-    cpu_family: int
-    cpu_model: int
-    cpu_stepping: int
-    microcode: int
-    model_name: str
-    sockets: int
-    channels: int  # DIMMs per socket
-    dimm_size_mb: int
-    mem_type: str
-    edac_driver: str
-    bios_version: str
-    bmc_firmware: str
-
-
-HARDWARE_CLASSES = (
-    HardwareClass(
-        "compute-skx-2s",
-        "GenuineIntel",
-        6,
-        85,
-        4,
-        0x2007006,
-        "Intel(R) Xeon(R) Gold 6138 CPU @ 2.00GHz",
-        2,
-        6,
-        32768,
-        "DDR4",
-        "skx_edac",
-        "2.10.2",
-        "4.40.40.40",
-    ),
-    HardwareClass(
-        "compute-icx-2s",
-        "GenuineIntel",
-        6,
-        106,
-        6,
-        0xD0003A5,
-        "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
-        2,
-        8,
-        32768,
-        "DDR4",
-        "i10nm_edac",
-        "1.9.2",
-        "6.10.30.00",
-    ),
-    HardwareClass(
-        "storage-epyc-1s",
-        "AuthenticAMD",
-        25,
-        1,
-        1,
-        0xA0011D1,
-        "AMD EPYC 7443P 24-Core Processor",
-        1,
-        8,
-        65536,
-        "DDR4",
-        "amd64_edac",
-        "2.8.4",
-        "2.13",
-    ),
-    HardwareClass(
-        "legacy-opteron-8356",
-        "AuthenticAMD",
-        16,
-        2,
-        2,
-        0x1000065,
-        "Quad-Core AMD Opteron(tm) Processor 8356",
-        4,
-        4,
-        4096,
-        "DDR2",
-        "amd64_edac",
-        "1.3.7",
-        "1.60",
-    ),
-)
-
-DATACENTERS = ("ams1", "sjc2", "fra3")
-
-
-@dataclass
-class Fault:
-    kind: FaultKind
-    dimm_index: int
-    ce_per_s: float = 0.0
-    started_at: dt.datetime | None = None
-
-
-@dataclass
-class SimDimm:
-    mc: int
-    name: str
-    label: str
-    locator: str
-    bank: str
-    serial: str
-    part_number: str
-    size_mb: int
-    mem_type: str
-    ce_count: float = 0.0
-    ue_count: int = 0
-
-
-@dataclass
-class VirtualHost:
-    hostname: str
-    hardware: HardwareClass
-    datacenter: str
-    row: str
-    rack: str
-    slot: str
-    cluster: str
-    dimms: list[SimDimm]
-    boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    machine_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    faults: list[Fault] = field(default_factory=list)
-    last_at: dt.datetime | None = None
-    down: bool = False
-
-    def inject(self, fault: Fault) -> None:
-        self.faults.append(fault)
-
-    def advance(self, now: dt.datetime) -> None:
-        """Move hardware state to `now`: faults add errors for the time elapsed."""
-        if self.last_at is not None:
-            elapsed = max(0.0, (now - self.last_at).total_seconds())
-            for fault in self.faults:
-                dimm = self.dimms[fault.dimm_index]
-                if fault.kind in ("dimm_ce_storm", "dimm_ce_moderate"):
-                    dimm.ce_count = min(dimm.ce_count + fault.ce_per_s * elapsed, 2**32 - 1)
-                elif fault.kind == "dimm_ue" and dimm.ue_count == 0:
-                    dimm.ue_count = 1
-        self.last_at = now
-
-    def reboot(self) -> None:
-        """Counters reset and a new boot id, as after a real reboot."""
-        self.boot_id = str(uuid.uuid4())
-        for dimm in self.dimms:
-            dimm.ce_count = 0
-            dimm.ue_count = 0
-
-    def report(self, now: dt.datetime, *, interval_s: int = 60) -> Report:
-        self.advance(now)
-        controllers: dict[int, EdacController] = {}
-        for dimm in self.dimms:
-            controller = controllers.setdefault(
-                dimm.mc, EdacController(mc=dimm.mc, mc_name=f"{self.hardware.edac_driver} MC#{dimm.mc}")
-            )
-            controller.dimms.append(
-                EdacDimm(
-                    mc=dimm.mc,
-                    name=dimm.name,
-                    layout="dimm",
-                    label=dimm.label,
-                    location=f"channel {dimm.name.removeprefix('dimm')} slot 0",
-                    ce_count=int(dimm.ce_count),
-                    ue_count=dimm.ue_count,
-                    size_mb=dimm.size_mb,
-                    mem_type=dimm.mem_type,
+def _dimms(hw: HardwareClass, rng: random.Random) -> list[SimDimm]:
+    dimms = []
+    for socket in range(hw.sockets):
+        for channel in range(hw.channels):
+            locator = f"CPU{socket}_DIMM_{'ABCDEFGH'[channel]}1"
+            dimms.append(
+                SimDimm(
+                    mc=socket,
+                    name=f"dimm{channel}",
+                    label=locator,
+                    locator=locator,
+                    bank=f"NODE {socket} CHANNEL {channel} DIMM 0",
+                    serial=f"{rng.getrandbits(32):08X}",
+                    part_number={"DDR4": "M393A4K40CB2-CVF", "DDR5": "M321R8GA0BB0-CQKZJ"}.get(
+                        hw.mem_type, "M395T5160QZ4-CE66"
+                    ),
+                    size_mb=hw.dimm_size_mb,
+                    mem_type=hw.mem_type,
                 )
             )
-            controller.ce_count += int(dimm.ce_count)
-            controller.ue_count += dimm.ue_count
-        hw = self.hardware
-        identity = Identity(
-            kernel="6.1.0-28-amd64",
-            cmdline="BOOT_IMAGE=/vmlinuz-6.1.0-28-amd64 root=/dev/sda1 ro quiet",
-            cpus=[
-                CpuIdentity(
-                    socket=s,
-                    vendor=hw.cpu_vendor,
-                    family=hw.cpu_family,
-                    model=hw.cpu_model,
-                    stepping=hw.cpu_stepping,
-                    microcode=hw.microcode,
-                    model_name=hw.model_name,
-                )
-                for s in range(hw.sockets)
-            ],
-            dimms=[
-                DimmInventory(
-                    locator=d.locator,
-                    bank_locator=d.bank,
-                    size_mb=d.size_mb,
-                    mem_type=d.mem_type,
-                    manufacturer="Samsung",
-                    part_number=d.part_number,
-                    serial=d.serial,
-                )
-                for d in self.dimms
-            ],
-            firmware=Firmware(bios_version=hw.bios_version, bmc_firmware=hw.bmc_firmware),
-        )
-        ok = CollectorRun(status=CollectorStatus.ok, duration_ms=1.0)
-        return Report(
-            host=HostIdentity(
-                hostname=self.hostname, machine_id=self.machine_id, boot_id=self.boot_id, agent_version="sim"
-            ),
-            captured_at=now,
-            interval_s=interval_s,
-            collectors={"edac": ok, "identity": ok},
-            observations=Observations(
-                edac=EdacState(controllers=list(controllers.values()), poll_msec=1000), identity=identity
-            ),
-        )
+    return dimms
+
+
+def _disk(spec: DiskSpec, rng: random.Random, legacy: bool) -> SimDisk:
+    prefix = {"NVMe": "S4", "ATA": "ZL2", "SCSI": "Z40"}[spec.protocol]
+    disk = SimDisk(
+        spec=spec,
+        serial=f"{prefix}{rng.getrandbits(32):08X}",
+        power_on_hours=rng.randrange(40000, 80000) if legacy else rng.randrange(2000, 40000),
+        temperature_c=float(rng.randrange(28, 45)),
+        percentage_used=rng.randrange(1, 9) if spec.protocol == "NVMe" else 1,
+    )
+    # Plenty of healthy drives carry a few remapped sectors for years: only growth is a fault.
+    if spec.rotational and rng.random() < 0.1:
+        if spec.protocol == "SCSI":
+            disk.grown_defects = rng.randrange(1, 12)
+        else:
+            disk.reallocated = rng.randrange(1, 40)
+    return disk
 
 
 def _make_host(index: int, rng: random.Random) -> VirtualHost:
     hw = HARDWARE_CLASSES[index % len(HARDWARE_CLASSES)]
     datacenter = DATACENTERS[index % len(DATACENTERS)]
     rack_no = index // 20
-    dimms = []
-    for socket in range(hw.sockets):
-        for channel in range(hw.channels):
-            letter = "ABCDEFGH"[channel]
-            locator = f"CPU{socket}_DIMM_{letter}1"
-            dimms.append(
-                SimDimm(
-                    mc=socket,
-                    name=f"dimm{channel}",
-                    label=f"{locator}",
-                    locator=locator,
-                    bank=f"NODE {socket} CHANNEL {channel} DIMM 0",
-                    serial=f"{rng.getrandbits(32):08X}",
-                    part_number="M393A4K40CB2-CVF" if hw.mem_type == "DDR4" else "M395T5160QZ4-CE66",
-                    size_mb=hw.dimm_size_mb,
-                    mem_type=hw.mem_type,
-                )
-            )
+    dimms = _dimms(hw, rng)
+    host_rng = random.Random(rng.getrandbits(32))
+    latency = hw.name == LATENCY_CLASS and (index // len(HARDWARE_CLASSES)) % 3 == 0
+    per_socket = hw.logical_cpus // hw.sockets
+    isolated = [c for c in range(hw.logical_cpus) if c % per_socket >= HOUSEKEEPING_PER_SOCKET] if latency else []
     return VirtualHost(
         hostname=f"{datacenter}-{hw.name.split('-')[0]}-{index:05d}",
         hardware=hw,
@@ -276,28 +79,62 @@ def _make_host(index: int, rng: random.Random) -> VirtualHost:
         row=f"r{rack_no // 10 + 1:02d}",
         rack=f"{datacenter}-rack{rack_no:03d}",
         slot=f"U{(index % 20) * 2 + 1}",
-        cluster=f"{datacenter}-{hw.name}",
+        cluster=f"{datacenter}-latency" if latency else f"{datacenter}-{hw.name}",
         dimms=dimms,
+        disks=[_disk(spec, host_rng, hw.name.startswith("legacy")) for spec in hw.disks],
+        isolated=isolated,
+        rng=host_rng,
+        boot_id=host_uuid(host_rng),
+        machine_id=host_uuid(host_rng).replace("-", ""),
+        uptime_s=host_rng.uniform(1, 20) * 86400,
     )
 
 
 class SimulatedFleet:
-    """N virtual hosts; `fault_fraction` of them get a random fault at start."""
+    """N virtual hosts; `fault_fraction` of them, drawn at random, get one fault each.
+
+    Kinds are shared out in proportion to FAULT_RATES (each faulty host gets, among the kinds its
+    hardware can have, the one furthest below its share so far), so even a small fleet shows the
+    common faults and a large one shows them in realistic proportions.
+    """
 
     def __init__(self, size: int, *, seed: int = 1, fault_fraction: float = 0.1) -> None:
         self.rng = random.Random(seed)
         self.hosts = [_make_host(i, self.rng) for i in range(size)]
-        faulty = self.rng.sample(range(size), k=max(1 if size else 0, round(size * fault_fraction)))
+        # Any fraction above zero means at least one faulty host (the demo always shows one); zero means none.
+        count = max(1, round(size * fault_fraction)) if size and fault_fraction > 0 else 0
+        faulty = self.rng.sample(range(size), k=count)
+        given: dict[FaultKind, int] = dict.fromkeys(FAULT_KINDS, 0)
         for index in faulty:
             host = self.hosts[index]
-            kind = FAULT_KINDS[self.rng.randrange(len(FAULT_KINDS))]
+            kinds = [kind for kind in FAULT_KINDS if valid_for(host, kind)]
+            kind = min(kinds, key=lambda k: ((given[k] + 1) / FAULT_RATES[k], self.rng.random()))
+            given[kind] += 1
             host.inject(self.fault(kind, self.rng.randrange(len(host.dimms))))
 
-    def fault(self, kind: FaultKind, dimm_index: int) -> Fault:
+    def fault(self, kind: FaultKind, dimm_index: int = 0) -> Fault:
+        """A fault of `kind` with rates drawn from the fleet's generator (DIMM faults on `dimm_index`)."""
+        rng = self.rng
         if kind == "dimm_ce_storm":
-            return Fault(kind, dimm_index, ce_per_s=self.rng.uniform(20, 80))
+            return Fault(kind, dimm_index, ce_per_s=rng.uniform(20, 80))
         if kind == "dimm_ce_moderate":
-            return Fault(kind, dimm_index, ce_per_s=self.rng.uniform(0.05, 2))
+            return Fault(kind, dimm_index, ce_per_s=rng.uniform(0.05, 2))
+        if kind == "cmci_storm":
+            return Fault(kind, dimm_index, ce_per_s=rng.uniform(1, 5), per_hour=rng.uniform(12, 20))
+        if kind == "soft_lockups":
+            return Fault(kind, dimm_index, per_hour=rng.uniform(3, 6))
+        if kind == "panic":
+            return Fault(kind, dimm_index, per_hour=rng.uniform(0.2, 0.5))
+        if kind == "smart_realloc_growing":
+            return Fault(kind, dimm_index, per_hour=rng.uniform(20, 60))
+        if kind == "nvme_critical_warning":
+            return Fault(kind, dimm_index, variant=rng.choice(("spare", "reliability")), per_hour=rng.uniform(5, 20))
+        if kind == "psu_failure":
+            return Fault(kind, dimm_index, variant=rng.choice(("PS1", "PS2")))
+        if kind == "fan_failure":
+            return Fault(kind, dimm_index, variant=f"System Fan {rng.randrange(1, 7)}")
+        if kind == "sel_full":
+            return Fault(kind, dimm_index, per_hour=rng.uniform(60, 120))
         return Fault(kind, dimm_index)
 
     def by_name(self, hostname: str) -> VirtualHost:

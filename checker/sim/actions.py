@@ -1,0 +1,186 @@
+"""Remediation actions on a virtual host, changing it the way the real action changes a machine.
+
+The simulated cyborg driver calls `VirtualHost.apply(action, params)`. Each action returns
+what it changed; `host.fail_next_action` makes the next one hang, fail, or leave the host
+down, so tests can drive the unhappy paths. A down host answers only to a power cycle
+(through its BMC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from checker.sim.faults import CLEARED_BY_REBOOT, CLEARED_BY_REIMAGE
+from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, PATCHED_KERNEL_MARKER, default_weights
+
+if TYPE_CHECKING:
+    from checker.sim.host import VirtualHost
+
+Changes = dict[str, Any]
+WARM_REBOOT_S = 7  # kexec: no firmware, no BIOS
+COLD_REBOOT_S = 60
+FAILURE_MODES = ("hang", "fail", "stay_down")
+
+
+def _restart(host: VirtualHost, *, cold: bool) -> Changes:
+    if cold and host.last_at is not None:
+        host.sel(host.last_at, "Power Unit Pwr Unit Status", "Power off/down")
+        host.sel(host.last_at, "Power Unit Pwr Unit Status", "Power off/down", "Deasserted")
+    host.reboot()
+    cleared = host.clear(CLEARED_BY_REBOOT)
+    return {"boot_id": host.boot_id, "downtime_s": COLD_REBOOT_S if cold else WARM_REBOOT_S, "cleared": cleared}
+
+
+def reboot(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    kind = params.get("kind", "warm")
+    if kind not in ("warm", "kexec", "cold"):
+        raise ValueError(f"reboot kind {kind!r}: warm, kexec or cold")
+    return {"kind": kind, **_restart(host, cold=kind == "cold")}
+
+
+def reflash_firmware(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    component, version = str(params["component"]), str(params["version"])
+    if component == "bios":
+        previous, host.bios_version = host.bios_version, version
+        # A BIOS update is applied by the reboot that follows it.
+        cleared = host.clear({"firmware_old_bios"})
+        changes = _restart(host, cold=True)
+        return {"component": component, "version": version, "previous": previous, **changes, "cleared": cleared}
+    if component == "bmc":
+        previous, host.bmc_firmware = host.bmc_firmware, version
+        if host.last_at is not None:
+            host.sel(host.last_at, "Version Change FW Update Status", "")
+        cleared = host.clear({"firmware_old_bmc"})
+        return {"component": component, "version": version, "previous": previous, "cleared": cleared}
+    disk = next((d for d in host.disks if component == f"disk:{d.spec.device}"), None)
+    if disk is not None:
+        previous = disk.firmware or disk.spec.firmware
+        disk.firmware = version
+        return {"component": component, "version": version, "previous": previous, "cleared": []}
+    if component.startswith("nic:") and component[4:] in host.hardware.nic_interfaces:
+        iface = component[4:]
+        previous = host.nic_firmware.get(iface, host.hardware.nic_firmware)
+        host.nic_firmware[iface] = version
+        return {"component": component, "version": version, "previous": previous, "cleared": []}
+    raise ValueError(f"no firmware component {component!r} on {host.hostname}")
+
+
+def drain(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    """Out of the workload scheduler: nothing on the host itself changes."""
+    previous, host.drained = host.drained, True
+    return {"drained": True, "previous": previous}
+
+
+def undrain(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    previous, host.drained = host.drained, False
+    return {"drained": False, "previous": previous}
+
+
+def install_kernel(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    release = str(params["release"])
+    previous, host.kernel = host.kernel, release
+    cleared = host.clear({"errata_unpatched"}) if PATCHED_KERNEL_MARKER in release else []
+    changes = _restart(host, cold=False)  # kexec into the new kernel
+    return {"kernel": release, "previous": previous, **changes, "cleared": cleared + changes["cleared"]}
+
+
+def hard_ppr(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    wanted = params.get("dimm", 0)
+    index = next((i for i, d in enumerate(host.dimms) if wanted in (i, d.locator, d.label)), None)
+    if index is None:
+        raise ValueError(f"no DIMM {wanted!r} on {host.hostname}")
+    fault = next((f for f in host.faults if f.kind == "dimm_ce_moderate" and f.dimm_index == index), None)
+    repaired = False
+    if fault is not None and fault.ppr_success:
+        host.faults.remove(fault)
+        repaired = True
+    # Hard PPR runs in the BIOS during POST: the host reboots to do it.
+    return {"dimm": host.dimms[index].locator, "repaired": repaired, **_restart(host, cold=True)}
+
+
+def tune_error_reporting(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    poll = int(params.get("poll_msec", EDAC_POLL_TUNED_MSEC))
+    previous = host.edac_poll_msec
+    cleared = host.clear({"edac_poll_default", "cmci_storm"})
+    host.edac_poll_msec = poll
+    return {"poll_msec": poll, "previous": previous, "cleared": cleared}
+
+
+def repair_irq_affinity(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    widened = sorted(host.irq_widened)
+    return {"irqs": widened, "cleared": host.clear({"isolated_irqs"})}
+
+
+def enable_demotion(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    previous, host.demotion_enabled = host.demotion_enabled, True
+    return {"demotion_enabled": True, "previous": previous, "cleared": host.clear({"cxl_demotion_disabled"})}
+
+
+def set_interleave_weights(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    cleared = host.clear({"cxl_interleave_default"})
+    weights = params.get("weights") or default_weights(host.hardware, tuned=True)
+    host.interleave_weights = {str(node): int(weight) for node, weight in weights.items()}
+    return {"weights": dict(host.interleave_weights), "cleared": cleared}
+
+
+def clear_sel(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    previous = host.sel_count
+    host.sel_pending.clear()
+    host.sel_count, host.sel_next_id = 0, 1
+    if host.last_at is not None:
+        host.sel(host.last_at, "Event Logging Disabled SEL Fullness", "Log area reset/cleared")
+    return {"entry_count": host.sel_count, "previous": previous, "cleared": host.clear({"sel_full"})}
+
+
+def reimage(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    previous, host.kernel = host.kernel, host.hardware.kernel
+    cleared = host.clear(CLEARED_BY_REIMAGE)
+    changes = _restart(host, cold=False)
+    return {"kernel": host.kernel, "previous": previous, **changes, "cleared": cleared + changes["cleared"]}
+
+
+def power_cycle(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    was_down = host.down
+    cleared = host.clear({"unreachable"})
+    host.down = False
+    changes = _restart(host, cold=True)
+    return {"down": False, "was_down": was_down, **changes, "cleared": cleared + changes["cleared"]}
+
+
+ACTIONS: dict[str, Callable[[VirtualHost, dict[str, Any]], Changes]] = {
+    "reboot": reboot,
+    "reflash_firmware": reflash_firmware,
+    "install_kernel": install_kernel,
+    "hard_ppr": hard_ppr,
+    "tune_error_reporting": tune_error_reporting,
+    "repair_irq_affinity": repair_irq_affinity,
+    "enable_demotion": enable_demotion,
+    "set_interleave_weights": set_interleave_weights,
+    "clear_sel": clear_sel,
+    "reimage": reimage,
+    "power_cycle": power_cycle,
+    "drain": drain,
+    "undrain": undrain,
+}
+
+
+def apply_action(host: VirtualHost, action: str, params: dict[str, Any]) -> dict[str, Any]:
+    handler = ACTIONS.get(action)
+    if handler is None:
+        raise ValueError(f"unknown action {action!r}; the simulated host knows {', '.join(ACTIONS)}")
+    failure, host.fail_next_action = host.fail_next_action, None
+    if failure is not None and failure not in FAILURE_MODES:
+        raise ValueError(f"fail_next_action {failure!r}: one of {', '.join(FAILURE_MODES)}")
+    result: dict[str, Any] = {"action": action, "outcome": "done", "changed": {}, "error": None}
+    if failure == "hang":
+        return {**result, "outcome": "hang", "error": "the host did not answer"}
+    if failure == "fail":
+        return {**result, "outcome": "failed", "error": "the action failed on the host (simulated)"}
+    if host.down and action != "power_cycle":
+        return {**result, "outcome": "failed", "error": "host unreachable"}
+    changed = handler(host, params)
+    if failure == "stay_down":
+        host.down = True
+        changed["down"] = True
+    return {**result, "changed": changed}

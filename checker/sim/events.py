@@ -1,0 +1,267 @@
+"""What each fault does to a virtual host: at once when injected (`start`), over time (`progress`),
+and what clearing it restores (`stop`); plus the SEL history and boot entries every host has.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from checker.parsers.mce import error_class_from_status
+from checker.schemas import MceRecord
+from checker.sim import logs
+from checker.sim.faults import Fault
+from checker.sim.hardware import (
+    EDAC_POLL_DEFAULT_MSEC,
+    EDAC_POLL_TUNED_MSEC,
+    OPTERON_STOCK_KERNEL,
+    SEL_CAPACITY,
+    default_weights,
+)
+
+if TYPE_CHECKING:
+    from checker.sim.host import SimDisk, VirtualHost
+
+EDAC_COUNTER_MAX = 2**32 - 1
+PANIC_REBOOT_S = 70  # a cold reboot after a panic (50-73 s on bare metal)
+TLB_SHOOTDOWNS_PER_S = 6.0  # what a munmap-happy neighbour thread caused on an isolated core
+STRAY_IRQS_PER_S = 40.0
+MAX_EVENTS_PER_ADVANCE = 50
+_PERIODIC = {"cmci_storm", "soft_lockups", "panic", "sel_full"}
+
+
+def valid_for(host: VirtualHost, kind: str) -> bool:
+    """Whether a fault kind can happen on this host's hardware and role."""
+    hw = host.hardware
+    if kind == "cmci_storm":
+        return hw.intel  # CMCI is Intel's corrected-error interrupt
+    if kind == "errata_unpatched":
+        return (hw.cpu_vendor, hw.cpu_family, hw.cpu_model, hw.cpu_stepping) == ("AuthenticAMD", 16, 2, 2)
+    if kind == "smart_realloc_growing":
+        return any(d.spec.rotational for d in host.disks)
+    if kind == "nvme_critical_warning":
+        return any(d.spec.protocol == "NVMe" for d in host.disks)
+    if kind == "smart_failing":
+        return bool(host.disks)
+    if kind == "isolated_irqs":
+        return bool(host.isolated)
+    if kind == "cxl_demotion_disabled":
+        return hw.cxl_nodes > 0
+    if kind == "cxl_interleave_default":
+        return hw.cxl_nodes > 0 and hw.weighted_interleave
+    return True
+
+
+def _disk(host: VirtualHost, fault: Fault, wanted: str) -> SimDisk:
+    if fault.disk_index is None:
+        fits = [
+            i
+            for i, d in enumerate(host.disks)
+            if wanted == "any"
+            or (wanted == "rotational" and d.spec.rotational)
+            or (wanted == "nvme" and d.spec.protocol == "NVMe")
+        ]
+        fault.disk_index = fits[host.rng.randrange(len(fits))]
+    return host.disks[fault.disk_index]
+
+
+def start(host: VirtualHost, fault: Fault) -> None:
+    if not valid_for(host, fault.kind):
+        raise ValueError(f"{fault.kind} cannot happen on {host.hostname} ({host.hardware.name})")
+    kind = fault.kind
+    if kind == "edac_poll_default":
+        host.edac_poll_msec = EDAC_POLL_DEFAULT_MSEC
+    elif kind == "firmware_old_bios":
+        host.bios_version = host.hardware.old_bios_version
+    elif kind == "firmware_old_bmc":
+        host.bmc_firmware = host.hardware.old_bmc_firmware
+    elif kind == "errata_unpatched":
+        host.kernel = OPTERON_STOCK_KERNEL
+    elif kind == "smart_failing":
+        disk = _disk(host, fault, "any")
+        disk.smart_passed = False
+        disk.exit_status |= 0x08 | 0x10  # DISK FAILING, prefail attribute at or below threshold
+        disk.reallocated = max(disk.reallocated, 4049) if disk.spec.protocol == "ATA" else disk.reallocated
+    elif kind == "smart_realloc_growing":
+        _disk(host, fault, "rotational")
+    elif kind == "nvme_critical_warning":
+        disk = _disk(host, fault, "nvme")
+        if fault.variant == "spare":
+            disk.critical_warning |= 0x01
+            disk.available_spare = 4
+        else:
+            disk.critical_warning |= 0x04  # NVM subsystem reliability degraded
+    elif kind == "unreachable":
+        host.down = True
+    elif kind == "isolated_irqs":
+        host.irq_widened.add(device_irqs(host)[0][0])
+    elif kind == "cxl_demotion_disabled":
+        host.demotion_enabled = False
+    elif kind == "cxl_interleave_default":
+        host.interleave_weights = dict.fromkeys(host.interleave_weights, 1)
+    elif kind == "sel_full":
+        jump = int(SEL_CAPACITY * 0.93) - host.sel_count
+        if jump > 0:  # entries logged before the agent's cursor
+            host.sel_count += jump
+            host.sel_next_id += jump
+
+
+def stop(host: VirtualHost, kind: str) -> None:
+    """Undo what a cleared fault set (a remediation sets anything else itself)."""
+    if kind == "unreachable":
+        host.down = False
+    elif kind == "edac_poll_default":
+        host.edac_poll_msec = EDAC_POLL_TUNED_MSEC
+    elif kind == "isolated_irqs":
+        host.irq_widened.clear()
+    elif kind == "cxl_demotion_disabled":
+        host.demotion_enabled = True
+    elif kind == "cxl_interleave_default":
+        host.interleave_weights = default_weights(host.hardware, tuned=True)
+
+
+def _due(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.datetime) -> list[dt.datetime]:
+    """Times of the fault's events in (since, now]; the first is due as soon as the fault is seen."""
+    period = 3600.0 / fault.per_hour if fault.per_hour > 0 else None
+    if period is None:
+        return []
+    if fault.next_at is None:
+        fault.next_at = since
+    times: list[dt.datetime] = []
+    while fault.next_at <= now:
+        if len(times) >= MAX_EVENTS_PER_ADVANCE:
+            fault.next_at = now + dt.timedelta(seconds=period)
+            break
+        times.append(fault.next_at)
+        fault.next_at += dt.timedelta(seconds=period * host.rng.uniform(0.5, 1.5))
+    return times
+
+
+def progress(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.datetime, elapsed: float) -> None:
+    """What the fault does between `since` and `now` (elapsed seconds)."""
+    kind = fault.kind
+    if kind in ("dimm_ce_storm", "dimm_ce_moderate", "cmci_storm"):
+        dimm = host.dimms[fault.dimm_index]
+        dimm.ce_count = min(dimm.ce_count + fault.ce_per_s * elapsed, EDAC_COUNTER_MAX)
+    elif kind == "dimm_ue":
+        dimm = host.dimms[fault.dimm_index]
+        dimm.ue_count = max(dimm.ue_count, 1)
+        if not fault.logged:
+            host.sel(now, "Memory #0x53", "Uncorrectable ECC", extra=dimm.locator)
+            host.mce_pending.append(machine_check(host, fault, now, corrected=False))
+            fault.logged = True
+    elif kind in ("psu_failure", "fan_failure") and not fault.logged:
+        _one_off(host, fault, now)
+        fault.logged = True
+    elif kind in ("smart_realloc_growing", "nvme_critical_warning"):
+        _grow(host, fault, elapsed)
+    elif kind == "isolated_irqs":
+        irq = device_irqs(host)[0][0]
+        for cpu in host.isolated:
+            host.irq_extra[(irq, cpu)] = host.irq_extra.get((irq, cpu), 0.0) + STRAY_IRQS_PER_S * elapsed
+            host.irq_extra[("TLB", cpu)] = host.irq_extra.get(("TLB", cpu), 0.0) + TLB_SHOOTDOWNS_PER_S * elapsed
+    if kind in _PERIODIC:
+        for at in _due(host, fault, since, now):
+            _periodic(host, fault, at, now)
+
+
+def _one_off(host: VirtualHost, fault: Fault, at: dt.datetime) -> None:
+    if fault.kind == "psu_failure":
+        psu = fault.variant or "PS2"
+        host.sel(at, f"Power Supply {psu} Status", "Failure detected")
+        host.sel(at, "Power Unit PS Redundancy", "Redundancy Lost")
+    else:
+        fan = fault.variant or "System Fan 3"
+        host.sel(at, f"Fan {fan}", "Lower Non-critical going low ", extra="Reading 840 < Threshold 1200 RPM")
+        host.sel(at, f"Fan {fan}", "Lower Critical going low ", extra="Reading 0 < Threshold 600 RPM")
+        host.sel(at, "Fan Fan Redundancy", "Redundancy Lost")
+
+
+def _grow(host: VirtualHost, fault: Fault, elapsed: float) -> None:
+    disk = host.disks[fault.disk_index or 0]
+    if fault.kind == "nvme_critical_warning" and fault.variant == "spare":
+        return
+    fault.carry += fault.per_hour * elapsed / 3600
+    steps = int(fault.carry)
+    fault.carry -= steps
+    if not steps:
+        return
+    if fault.kind == "nvme_critical_warning":
+        disk.media_errors += steps
+    elif disk.spec.protocol == "SCSI":
+        disk.grown_defects += steps
+    else:
+        disk.reallocated += steps
+        disk.pending += host.rng.randrange(2)  # a read that failed and waits for a rewrite
+
+
+def _periodic(host: VirtualHost, fault: Fault, at: dt.datetime, now: dt.datetime) -> None:
+    hw = host.hardware
+    hardware = f"{hw.system_manufacturer} {hw.system_product}, BIOS {host.bios_version}"
+    cpu = host.rng.randrange(hw.logical_cpus)
+    if fault.kind == "cmci_storm":
+        host.log(at, logs.cmci_storm())
+        host.mce_pending.append(machine_check(host, fault, at, corrected=True))
+    elif fault.kind == "soft_lockups":
+        pid = host.rng.randrange(300, 60000)
+        host.log(at, logs.soft_lockup(cpu, host.rng.randrange(22, 60), pid, host.kernel, hardware))
+    elif fault.kind == "sel_full":
+        host.sel(at, "Critical Interrupt PCIe Cor Sensor", "", extra="")
+    elif fault.kind == "panic":
+        host.log(at, logs.oops_panic(cpu, host.kernel, hardware))
+        host.sel(at, "OS Critical Stop OS Stop", "Run-time critical stop")
+        # What the dying boot wrote is recovered from pstore after the reboot.
+        host.pstore.append((host.boot_at or at, list(host.kmsg_pending)))
+        host.reboot(at=min(at + dt.timedelta(seconds=PANIC_REBOOT_S), now))
+
+
+# MCi_STATUS of a memory-controller read error (MCACOD 0x0090, channel 0): corrected, and uncorrected with PCC clear.
+CE_STATUS = 0x8C00004000010090
+UE_STATUS = 0xBE00000000800090
+
+
+def machine_check(host: VirtualHost, fault: Fault, at: dt.datetime, *, corrected: bool) -> MceRecord:
+    """What mcelog records for an error on the fault's DIMM (the memory controller's bank on its socket)."""
+    dimm = host.dimms[fault.dimm_index]
+    status = CE_STATUS if corrected else UE_STATUS
+    per_socket = host.hardware.logical_cpus // host.hardware.sockets
+    return MceRecord(
+        timestamp=at,
+        cpu=dimm.mc * per_socket,
+        socket=dimm.mc,
+        bank=13,
+        status=f"0x{status:016x}",
+        address=f"0x{host.rng.getrandbits(36) & ~0x3F:x}",
+        error_class=error_class_from_status(status),
+        corrected=corrected,
+        message=f"MEMORY CONTROLLER RD_CHANNEL0_ERR Transaction: Memory read error ({dimm.locator})",
+    )
+
+
+def history(host: VirtualHost, now: dt.datetime) -> None:
+    """The SEL a host already has at its first report: cleared at provisioning, then its boots."""
+    boot_at = host.boot_at or now
+    provisioned = boot_at - dt.timedelta(days=host.rng.uniform(10, 200))
+    host.sel(provisioned, "Event Logging Disabled SEL Fullness", "Log area reset/cleared")
+    boots = sorted(provisioned + (boot_at - provisioned) * host.rng.random() for _ in range(host.rng.randrange(3)))
+    for at in [provisioned + dt.timedelta(minutes=5), *boots, boot_at]:
+        boot_entries(host, at)
+
+
+def boot_entries(host: VirtualHost, at: dt.datetime) -> None:
+    host.sel(at, "System Event BIOS Evt Sensor", "Timestamp Clock Sync")
+    host.sel(at, "System Event BIOS Evt Sensor", "Timestamp Clock Sync")
+    host.sel(at + dt.timedelta(seconds=18), "System Event BIOS Evt Sensor", "OEM System boot event")
+
+
+def device_irqs(host: VirtualHost) -> list[tuple[str, str, int, float]]:
+    """The host's device IRQs: (number, description, the housekeeping cpu irqbalance put it on, rate/s)."""
+    hw = host.hardware
+    housekeeping = [c for c in range(hw.logical_cpus) if c not in set(host.isolated)] or [0]
+    names = [f"{iface}-TxRx-{q}" for iface in hw.nic_interfaces for q in range(2)]
+    for i, d in enumerate(host.disks[:2]):
+        names.append(f"nvme{i}q1" if d.spec.protocol == "NVMe" else f"ahci[0000:00:17.0] {d.spec.device[5:]}")
+    return [
+        (str(24 + i * 3), f"IR-PCI-MSI-edge {name}", housekeeping[(i * 5 + 1) % len(housekeeping)], 40.0 + 35 * i)
+        for i, name in enumerate(names)
+    ]

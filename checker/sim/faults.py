@@ -1,0 +1,91 @@
+"""Fault kinds the simulated fleet injects: how common each is, which hosts can have it, and
+which faults a remediation clears.
+
+Relative rates follow what large fleets report: DIMM correctable errors and disk wear lead,
+power and cooling next, software and configuration faults after; kinds that only exist on
+some hardware (an erratum, CXL memory, isolated cores) are drawn only for those hosts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Literal
+
+FaultKind = Literal[
+    "dimm_ce_storm",
+    "dimm_ce_moderate",
+    "dimm_ue",
+    "cmci_storm",
+    "edac_poll_default",
+    "firmware_old_bios",
+    "firmware_old_bmc",
+    "errata_unpatched",
+    "smart_failing",
+    "smart_realloc_growing",
+    "nvme_critical_warning",
+    "psu_failure",
+    "fan_failure",
+    "soft_lockups",
+    "panic",
+    "unreachable",
+    "isolated_irqs",
+    "cxl_demotion_disabled",
+    "cxl_interleave_default",
+    "sel_full",
+]
+
+# kind -> relative rate among faulty hosts
+FAULT_RATES: dict[FaultKind, float] = {
+    "dimm_ce_storm": 10,
+    "dimm_ce_moderate": 12,
+    "dimm_ue": 4,
+    "cmci_storm": 3,
+    "edac_poll_default": 5,
+    "firmware_old_bios": 6,
+    "firmware_old_bmc": 5,
+    "errata_unpatched": 8,
+    "smart_failing": 3,
+    "smart_realloc_growing": 7,
+    "nvme_critical_warning": 3,
+    "psu_failure": 5,
+    "fan_failure": 4,
+    "soft_lockups": 4,
+    "panic": 2,
+    "unreachable": 3,
+    "isolated_irqs": 8,
+    "cxl_demotion_disabled": 6,
+    "cxl_interleave_default": 6,
+    "sel_full": 2,
+}
+FAULT_KINDS: tuple[FaultKind, ...] = tuple(FAULT_RATES)
+
+# Faults a warm or cold reboot makes go away (a wedged kernel); hardware and configuration stay.
+CLEARED_BY_REBOOT: frozenset[FaultKind] = frozenset({"soft_lockups"})
+# Software faults a reimage removes: the image brings the class kernel and the fleet's tuning.
+CLEARED_BY_REIMAGE: frozenset[FaultKind] = frozenset(
+    {
+        "soft_lockups",
+        "panic",
+        "errata_unpatched",
+        "edac_poll_default",
+        "isolated_irqs",
+        "cxl_demotion_disabled",
+        "cxl_interleave_default",
+    }
+)
+
+
+@dataclass
+class Fault:
+    kind: FaultKind
+    dimm_index: int = 0
+    ce_per_s: float = 0.0
+    started_at: dt.datetime | None = None
+    ppr_success: bool = True  # whether a hard PPR of this DIMM's row repairs it
+    disk_index: int | None = None  # chosen by the host when injected, when the fault is a disk's
+    variant: str = ""  # e.g. which NVMe critical warning, which PSU
+    per_hour: float = 0.0  # rate of the fault's events (lockups, storms, panics, sector growth)
+    next_at: dt.datetime | None = None  # when the next event is due
+    carry: float = 0.0  # fractional growth not yet shown (counters move in whole steps)
+    logged: bool = False  # a one-off fault's SEL entries are written

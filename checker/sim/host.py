@@ -1,0 +1,183 @@
+"""A virtual host: hardware and software state that moves only when a report is asked for.
+
+`advance(now)` applies what the host's faults do over the time elapsed (errors counted,
+sectors remapped, lockups and panics logged, SEL entries written); `report(now)` renders
+the state as a version-1 report; `apply(action, params)` changes it the way a remediation
+would. Randomness comes from the host's own seeded generator, so a fleet replays exactly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from checker.schemas import MceRecord, Report
+from checker.sim import actions, events, logs, render
+from checker.sim.faults import Fault
+from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, SEL_CAPACITY, DiskSpec, HardwareClass, default_weights
+
+BOOT_RECORDS = 1500  # kmsg records a boot writes before the agent's first read
+
+
+def host_uuid(rng: random.Random) -> str:
+    """A random UUID from the host's own generator, so a seeded fleet replays its boot ids too."""
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+@dataclass
+class SimDimm:
+    mc: int
+    name: str
+    label: str
+    locator: str
+    bank: str
+    serial: str
+    part_number: str
+    size_mb: int
+    mem_type: str
+    ce_count: float = 0.0
+    ue_count: int = 0
+
+
+@dataclass
+class SimDisk:
+    spec: DiskSpec
+    serial: str
+    power_on_hours: int
+    temperature_c: float
+    reallocated: int = 0
+    pending: int = 0
+    grown_defects: int = 0
+    media_errors: int = 0
+    percentage_used: int = 1
+    available_spare: int = 100
+    critical_warning: int = 0
+    smart_passed: bool = True
+    exit_status: int = 0
+    firmware: str | None = None  # after a reflash; None: the model's shipped firmware
+
+
+@dataclass
+class VirtualHost:
+    hostname: str
+    hardware: HardwareClass
+    datacenter: str
+    row: str
+    rack: str
+    slot: str
+    cluster: str
+    dimms: list[SimDimm]
+    disks: list[SimDisk] = field(default_factory=list)
+    isolated: list[int] = field(default_factory=list)  # isolcpus / nohz_full cores (the latency cluster)
+    boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    machine_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    faults: list[Fault] = field(default_factory=list)
+    last_at: dt.datetime | None = None
+    first_at: dt.datetime | None = None  # the first report's instant (power-on hours count from it)
+    down: bool = False
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    kernel: str = ""
+    bios_version: str = ""
+    bmc_firmware: str = ""
+    nic_firmware: dict[str, str] = field(default_factory=dict)  # interface -> firmware reflashed away from the class's
+    edac_poll_msec: int = EDAC_POLL_TUNED_MSEC
+    demotion_enabled: bool = True
+    interleave_weights: dict[str, int] = field(default_factory=dict)
+    uptime_s: float = 86400.0  # at the first report
+    boot_at: dt.datetime | None = None
+    kmsg_seq: int = BOOT_RECORDS
+    kmsg_pending: list[str] = field(default_factory=list)
+    pstore: list[tuple[dt.datetime, list[str]]] = field(default_factory=list)  # (boot time, records) of a crash
+    sel_pending: list[str] = field(default_factory=list)
+    mce_pending: list[MceRecord] = field(default_factory=list)  # machine checks logged since the last report
+    sel_next_id: int = 1
+    sel_count: int = 0
+    irq_extra: dict[tuple[str, int], float] = field(default_factory=dict)  # (row, cpu) -> counts from faults
+    irq_widened: set[str] = field(default_factory=set)  # IRQs whose affinity a fault spread to every CPU
+    reported_boot_id: str | None = None
+    drained: bool = False  # out of the workload scheduler (no change on the host itself)
+    fail_next_action: str | None = None  # "hang", "fail" or "stay_down": consumed by the next apply()
+
+    def __post_init__(self) -> None:
+        self.kernel = self.kernel or self.hardware.kernel
+        self.bios_version = self.bios_version or self.hardware.bios_version
+        self.bmc_firmware = self.bmc_firmware or self.hardware.bmc_firmware
+        if self.hardware.weighted_interleave and not self.interleave_weights:
+            self.interleave_weights = default_weights(self.hardware, tuned=True)
+
+    # -- faults -------------------------------------------------------------------
+
+    def inject(self, fault: Fault) -> None:
+        """Add a fault; what it changes at once (a version, a setting) changes now, the rest as time passes."""
+        events.start(self, fault)
+        self.faults.append(fault)
+
+    def has(self, kind: str) -> bool:
+        return any(f.kind == kind for f in self.faults)
+
+    def clear(self, kinds: set[str] | frozenset[str]) -> list[str]:
+        cleared: list[str] = [f.kind for f in self.faults if f.kind in kinds]
+        for kind in cleared:
+            events.stop(self, kind)
+        self.faults = [f for f in self.faults if f.kind not in kinds]
+        return cleared
+
+    # -- time ---------------------------------------------------------------------
+
+    def advance(self, now: dt.datetime) -> None:
+        """Move state to `now`: faults add what they do over the time elapsed."""
+        if self.first_at is None:
+            self.first_at = now
+            self.boot_at = self.boot_at or now - dt.timedelta(seconds=self.uptime_s)
+            events.history(self, now)
+        if self.last_at is not None and not self.down:
+            elapsed = max(0.0, (now - self.last_at).total_seconds())
+            for fault in list(self.faults):
+                events.progress(self, fault, self.last_at, now, elapsed)
+        elif self.last_at is None:
+            for fault in list(self.faults):
+                events.progress(self, fault, now, now, 0.0)
+        self.last_at = now
+
+    def reboot(self, at: dt.datetime | None = None) -> None:
+        """Counters reset and a new boot id, as after a real reboot."""
+        self.boot_id = host_uuid(self.rng)
+        for dimm in self.dimms:
+            dimm.ce_count = 0
+            dimm.ue_count = 0
+        self.irq_extra.clear()
+        self.kmsg_pending.clear()
+        self.kmsg_seq = BOOT_RECORDS + self.rng.randrange(200)
+        when = at or self.last_at
+        if when is not None:
+            self.boot_at = when
+            events.boot_entries(self, when)
+
+    # -- output -------------------------------------------------------------------
+
+    def log(self, at: dt.datetime, records: list[tuple[int, str]]) -> None:
+        """Kernel messages written at `at` (this boot)."""
+        base = self.boot_at or at
+        usec = max(0, int((at - base).total_seconds() * 1_000_000))
+        for i, (level, message) in enumerate(records):
+            self.kmsg_pending.append(logs.kmsg(level, self.kmsg_seq, usec + i * 40, message))
+            self.kmsg_seq += 1
+
+    def sel(self, at: dt.datetime, sensor: str, event: str, direction: str = "Asserted", extra: str = "") -> None:
+        """An entry the BMC logs; a full SEL logs nothing more."""
+        if self.sel_count >= SEL_CAPACITY:
+            return
+        self.sel_pending.append(logs.sel_line(self.sel_next_id, at, sensor, event, direction, extra))
+        self.sel_next_id += 1
+        self.sel_count += 1
+
+    def report(self, now: dt.datetime, *, interval_s: int = 60) -> Report:
+        self.advance(now)
+        return render.render_report(self, now, interval_s)
+
+    def apply(self, action: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Apply a remediation action as the real one would change the host; returns what changed."""
+        return actions.apply_action(self, action, dict(params or {}))

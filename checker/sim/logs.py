@@ -1,0 +1,84 @@
+"""The text a virtual host's kernel and BMC write, in the formats the real collectors read.
+
+Kernel messages are /dev/kmsg records and SEL entries are `ipmitool sel elist` lines; the
+host turns them into report sections with the real parsers, so the simulated fleet exercises
+the same wording the parser tests prove on real samples.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from checker.parsers.ipmi_sel import parse_ipmitool_sel
+from checker.parsers.kernel_events import parse_kernel_log
+from checker.schemas import KernelEvent, SelEntry
+
+KERN_EMERG, KERN_WARNING, KERN_NOTICE, KERN_INFO = 0, 4, 5, 6
+
+MODULES = (
+    "Modules linked in: xt_conntrack nf_nat nf_conntrack bridge stp llc overlay intel_rapl_msr "
+    "ipmi_ssif ipmi_si ipmi_devintf ipmi_msghandler mlx5_ib ib_uverbs mlx5_core nvme nvme_core"
+)
+
+
+def kmsg(level: int, seq: int, usec: int, message: str) -> str:
+    """One /dev/kmsg record: 'prio,seq,usec,flags;message' (the kernel facility is 0)."""
+    return f"{level},{seq},{usec},-;{message}"
+
+
+def soft_lockup(cpu: int, stuck_s: int, pid: int, kernel: str, hardware: str) -> list[tuple[int, str]]:
+    comm = f"kworker/{cpu}:1"
+    return [
+        (KERN_EMERG, f"watchdog: BUG: soft lockup - CPU#{cpu} stuck for {stuck_s}s! [{comm}:{pid}]"),
+        (KERN_WARNING, MODULES),
+        (KERN_WARNING, f"CPU: {cpu} PID: {pid} Comm: {comm} Tainted: G             L     {kernel} #1"),
+        (KERN_WARNING, f"Hardware name: {hardware}"),
+        (KERN_WARNING, "RIP: 0010:native_queued_spin_lock_slowpath+0x6c/0x2a0"),
+        (KERN_WARNING, "Call Trace:"),
+        (KERN_WARNING, " <TASK>"),
+        (KERN_WARNING, " _raw_spin_lock+0x29/0x30"),
+        (KERN_WARNING, " process_one_work+0x1c7/0x380"),
+        (KERN_WARNING, " </TASK>"),
+    ]
+
+
+def oops_panic(cpu: int, kernel: str, hardware: str) -> list[tuple[int, str]]:
+    return [
+        (KERN_EMERG, "BUG: kernel NULL pointer dereference, address: 0000000000000008"),
+        (KERN_EMERG, "#PF: supervisor read access in kernel mode"),
+        (KERN_EMERG, "#PF: error_code(0x0000) - not-present page"),
+        (KERN_EMERG, "PGD 0 P4D 0 "),
+        (KERN_EMERG, "Oops: 0000 [#1] PREEMPT SMP NOPTI"),
+        (KERN_EMERG, f"CPU: {cpu} PID: 0 Comm: swapper/{cpu} Not tainted {kernel} #1"),
+        (KERN_EMERG, f"Hardware name: {hardware}"),
+        (KERN_EMERG, "RIP: 0010:tcp_rearm_rto+0x2f/0xe0"),
+        (KERN_EMERG, "Call Trace:"),
+        (KERN_EMERG, " <IRQ>"),
+        (KERN_EMERG, " tcp_ack+0x8a3/0x1390"),
+        (KERN_EMERG, " </IRQ>"),
+        (KERN_EMERG, "Kernel panic - not syncing: Fatal exception in interrupt"),
+        (KERN_EMERG, "Kernel Offset: 0x2a000000 from 0xffffffff81000000"),
+    ]
+
+
+def cmci_storm() -> list[tuple[int, str]]:
+    return [(KERN_NOTICE, "CMCI storm detected: switching to poll mode")]
+
+
+def kernel_events(records: list[str], boot_at: dt.datetime) -> tuple[list[KernelEvent], int | None, int | None]:
+    """Classified events of some kmsg records, with the first and last sequence numbers read."""
+    if not records:
+        return [], None, None
+    state = parse_kernel_log("\n".join(records), "kmsg", boot_time=boot_at).value
+    return state.events, state.first_seq, state.last_seq
+
+
+def sel_line(record_id: int, at: dt.datetime, sensor: str, event: str, direction: str, extra: str = "") -> str:
+    """An `ipmitool sel elist` line; the BMC's clock is UTC here."""
+    stamp = at.astimezone(dt.UTC)
+    line = f"{record_id:4x} | {stamp:%m/%d/%Y} | {stamp:%H:%M:%S} | {sensor} | {event} | {direction}"
+    return f"{line} | {extra}" if extra else line
+
+
+def sel_entries(lines: list[str]) -> list[SelEntry]:
+    return parse_ipmitool_sel("\n".join(lines)).value if lines else []

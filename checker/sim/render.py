@@ -1,0 +1,285 @@
+"""A virtual host's state as a version-1 report, section by section, in the shapes real collectors send.
+
+Kernel log and SEL sections are incremental (only what was written since the last report);
+counters (EDAC, interrupts, SMART) are absolute, as the kernel and the drives keep them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from checker.parsers.smart import decode_exit_status
+from checker.schemas import (
+    CollectorRun,
+    CollectorStatus,
+    CpuIdentity,
+    DimmInventory,
+    DiskHealth,
+    EdacController,
+    EdacDimm,
+    EdacState,
+    Firmware,
+    HostIdentity,
+    Identity,
+    InterruptRow,
+    Interrupts,
+    KernelLogState,
+    MceRecord,
+    MemoryTiers,
+    NicFirmware,
+    NumaNode,
+    Observations,
+    Report,
+    SelState,
+)
+from checker.sim import logs
+from checker.sim.events import device_irqs
+from checker.sim.hardware import SEL_CAPACITY
+
+if TYPE_CHECKING:
+    from checker.sim.host import VirtualHost
+
+# per-CPU rates (per second) of the IPI and timer rows: (housekeeping core, isolated nohz_full core)
+IPI_RATES: dict[str, tuple[float, float, str]] = {
+    "LOC": (250.0, 1.0, "Local timer interrupts"),
+    "RES": (60.0, 0.0, "Rescheduling interrupts"),
+    "CAL": (4.0, 0.0, "Function call interrupts"),
+    "TLB": (20.0, 0.0, "TLB shootdowns"),
+}
+# collector -> the source a real agent's collector would name (None: it has a single source)
+COLLECTORS: dict[str, str | None] = {
+    "identity": None,
+    "edac": None,
+    "kernel_log": "kmsg",
+    "mce": "mcelog",
+    "sel": "ipmitool",
+    "smart": None,
+    "interrupts": None,
+    "memory_tiers": None,
+}
+
+
+def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Report:
+    report = Report(
+        host=HostIdentity(
+            hostname=host.hostname, machine_id=host.machine_id, boot_id=host.boot_id, agent_version="sim"
+        ),
+        captured_at=now,
+        interval_s=interval_s,
+        collectors={
+            name: CollectorRun(status=CollectorStatus.ok, duration_ms=1.0, source=source)
+            for name, source in COLLECTORS.items()
+        },
+        observations=Observations(
+            edac=edac(host),
+            kernel_log=kernel_log(host, now),
+            sel=sel(host),
+            disks=[disk_health(host, i, now) for i in range(len(host.disks))],
+            mce=machine_checks(host),
+            identity=identity(host),
+            interrupts=interrupts(host, now),
+            memory_tiers=memory_tiers(host),
+        ),
+    )
+    host.reported_boot_id = host.boot_id
+    return report
+
+
+def edac(host: VirtualHost) -> EdacState:
+    controllers: dict[int, EdacController] = {}
+    for dimm in host.dimms:
+        controller = controllers.setdefault(
+            dimm.mc, EdacController(mc=dimm.mc, mc_name=f"{host.hardware.edac_driver} MC#{dimm.mc}")
+        )
+        controller.dimms.append(
+            EdacDimm(
+                mc=dimm.mc,
+                name=dimm.name,
+                layout="dimm",
+                label=dimm.label,
+                location=f"channel {dimm.name.removeprefix('dimm')} slot 0",
+                ce_count=int(dimm.ce_count),
+                ue_count=dimm.ue_count,
+                size_mb=dimm.size_mb,
+                mem_type=dimm.mem_type,
+            )
+        )
+        controller.ce_count += int(dimm.ce_count)
+        controller.ue_count += dimm.ue_count
+    return EdacState(controllers=list(controllers.values()), poll_msec=host.edac_poll_msec)
+
+
+def machine_checks(host: VirtualHost) -> list[MceRecord]:
+    """mcelog's records since the last report: none on a healthy host."""
+    records = list(host.mce_pending)
+    host.mce_pending.clear()
+    return records
+
+
+def kernel_log(host: VirtualHost, now: dt.datetime) -> KernelLogState:
+    """What the agent read from /dev/kmsg since its last cycle, and a crashed boot's records from pstore."""
+    found = []
+    for boot_at, records in host.pstore:
+        found.extend(logs.kernel_events(records, boot_at)[0])
+    current, first_seq, last_seq = logs.kernel_events(host.kmsg_pending, host.boot_at or now)
+    read = len(host.kmsg_pending) + sum(len(records) for _, records in host.pstore)
+    host.pstore.clear()
+    host.kmsg_pending.clear()
+    return KernelLogState(
+        source="kmsg",
+        boot_id=host.boot_id,
+        first_seq=first_seq,
+        last_seq=last_seq if last_seq is not None else host.kmsg_seq - 1,  # the agent's cursor
+        rebooted=host.reported_boot_id is not None and host.reported_boot_id != host.boot_id,
+        lines_read=read,
+        events=[*found, *current],
+    )
+
+
+def sel(host: VirtualHost) -> SelState:
+    entries = logs.sel_entries(host.sel_pending)
+    host.sel_pending.clear()
+    return SelState(
+        entries=entries,
+        entry_count=host.sel_count,
+        percent_used=float(host.sel_count * 100 // SEL_CAPACITY),
+        overflow=host.sel_count >= SEL_CAPACITY,
+        last_record_id=host.sel_next_id - 1 if host.sel_next_id > 1 else None,
+    )
+
+
+def disk_health(host: VirtualHost, index: int, now: dt.datetime) -> DiskHealth:
+    disk = host.disks[index]
+    spec = disk.spec
+    hours = disk.power_on_hours + (int((now - host.first_at).total_seconds() // 3600) if host.first_at else 0)
+    health = DiskHealth(
+        device=spec.device,
+        protocol=spec.protocol,
+        model=spec.model,
+        serial=disk.serial,
+        firmware=disk.firmware or spec.firmware,
+        smart_passed=disk.smart_passed,
+        exit_status=disk.exit_status,
+        exit_flags=decode_exit_status(disk.exit_status),
+        temperature_c=disk.temperature_c,
+        power_on_hours=hours,
+    )
+    if spec.protocol == "ATA":
+        health.reallocated_sectors = disk.reallocated
+        health.pending_sectors = disk.pending
+        health.offline_uncorrectable = 0
+        health.udma_crc_errors = 0
+    elif spec.protocol == "SCSI":
+        health.grown_defects = disk.grown_defects
+    else:
+        health.nvme_critical_warning = disk.critical_warning
+        health.media_errors = disk.media_errors
+        health.percentage_used = disk.percentage_used
+        health.available_spare = disk.available_spare
+        health.available_spare_threshold = 10
+    return health
+
+
+def identity(host: VirtualHost) -> Identity:
+    hw = host.hardware
+    cmdline = f"BOOT_IMAGE=/vmlinuz-{host.kernel} root=UUID={host.machine_id[:8]}-0000 ro quiet"
+    if host.isolated:
+        cpus = _cpu_list(host.isolated)
+        cmdline += f" isolcpus=managed_irq,domain,{cpus} nohz_full={cpus} rcu_nocbs={cpus}"
+    per_socket = hw.logical_cpus // hw.sockets
+    return Identity(
+        kernel=host.kernel,
+        cmdline=cmdline,
+        isolated_cpus=list(host.isolated),
+        nohz_full_cpus=list(host.isolated),
+        cpus=[
+            CpuIdentity(
+                socket=s,
+                vendor=hw.cpu_vendor,
+                family=hw.cpu_family,
+                model=hw.cpu_model,
+                stepping=hw.cpu_stepping,
+                microcode=hw.microcode,
+                model_name=hw.model_name,
+                logical_cpus=per_socket,
+            )
+            for s in range(hw.sockets)
+        ],
+        dimms=[
+            DimmInventory(
+                locator=d.locator,
+                bank_locator=d.bank,
+                size_mb=d.size_mb,
+                mem_type=d.mem_type,
+                manufacturer="Samsung",
+                part_number=d.part_number,
+                serial=d.serial,
+            )
+            for d in host.dimms
+        ],
+        firmware=Firmware(
+            bios_vendor=hw.bios_vendor,
+            bios_version=host.bios_version,
+            system_manufacturer=hw.system_manufacturer,
+            system_product=hw.system_product,
+            bmc_firmware=host.bmc_firmware,
+            nics=[
+                NicFirmware(
+                    interface=iface,
+                    driver=hw.nic_driver,
+                    driver_version=host.kernel,
+                    firmware=host.nic_firmware.get(iface, hw.nic_firmware),
+                )
+                for iface in hw.nic_interfaces
+            ],
+            nvme={d.spec.device: d.firmware or d.spec.firmware for d in host.disks if d.spec.protocol == "NVMe"},
+        ),
+    )
+
+
+def interrupts(host: VirtualHost, now: dt.datetime) -> Interrupts:
+    """/proc/interrupts as counts since boot: per-CPU rates times uptime, plus what faults added."""
+    cpus = host.hardware.logical_cpus
+    isolated = set(host.isolated)
+    up = max(0.0, (now - host.boot_at).total_seconds()) if host.boot_at else 0.0
+    rows: list[InterruptRow] = []
+    affinity: dict[str, list[int]] = {}
+    for irq, description, home, rate in device_irqs(host):
+        counts = [int((rate * up if cpu == home else 0) + host.irq_extra.get((irq, cpu), 0.0)) for cpu in range(cpus)]
+        rows.append(InterruptRow(name=irq, per_cpu=counts, description=description))
+        affinity[irq] = list(range(cpus)) if irq in host.irq_widened else [home]
+    for name, (busy, quiet, description) in IPI_RATES.items():
+        counts = [
+            int((quiet if cpu in isolated else busy) * up + host.irq_extra.get((name, cpu), 0.0)) for cpu in range(cpus)
+        ]
+        rows.append(InterruptRow(name=name, per_cpu=counts, description=description))
+    return Interrupts(cpu_count=cpus, rows=rows, irq_affinity=affinity)
+
+
+def memory_tiers(host: VirtualHost) -> MemoryTiers:
+    hw = host.hardware
+    per_socket = hw.logical_cpus // hw.sockets
+    nodes = [
+        NumaNode(
+            node=s, cpus=list(range(s * per_socket, (s + 1) * per_socket)), memory_mb=hw.channels * hw.dimm_size_mb
+        )
+        for s in range(hw.sockets)
+    ]
+    nodes += [NumaNode(node=hw.sockets + i, cpus=[], memory_mb=hw.cxl_node_mb) for i in range(hw.cxl_nodes)]
+    return MemoryTiers(
+        nodes=nodes,
+        demotion_enabled=host.demotion_enabled if hw.cxl_nodes else False,
+        numa_balancing=(2 if hw.cxl_nodes else 1) if len(nodes) > 1 else 0,
+        interleave_weights=dict(host.interleave_weights),
+    )
+
+
+def _cpu_list(cpus: list[int]) -> str:
+    ranges: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)

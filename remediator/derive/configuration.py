@@ -1,0 +1,109 @@
+"""Signals about how a host is set up rather than what happened to it: emitted on every report
+while the condition holds, so a rule sees them whenever it looks.
+
+EDAC polling interval, CPU errata on an unpatched kernel, firmware below the class baseline,
+and CXL memory tiers left at the kernel defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from checker.schemas import EdacState, Identity, MemoryTiers
+from remediator.baselines import FirmwareBaselines, is_below
+from remediator.errata import Erratum, matching_errata
+from remediator.signals import SignalValue
+
+
+def edac_poll_signals(edac: EdacState | None) -> list[SignalValue]:
+    if edac is None or edac.poll_msec is None:
+        return []
+    return [SignalValue("edac_poll_interval", "edac", edac.poll_msec / 1000, {"poll_msec": edac.poll_msec})]
+
+
+def errata_signals(identity: Identity | None, errata: Sequence[Erratum]) -> list[SignalValue]:
+    # Without a kernel release there is no telling patched from unpatched: say nothing rather than guess.
+    if identity is None or not identity.kernel:
+        return []
+    kernel = identity.kernel
+    signals = []
+    for erratum, cpu in matching_errata(identity.cpus, errata):
+        if erratum.kernel_is_patched(kernel):
+            continue
+        detail = {
+            "cpu": {
+                "vendor": cpu.vendor,
+                "family": cpu.family,
+                "model": cpu.model,
+                "stepping": cpu.stepping,
+                "microcode": f"0x{cpu.microcode:x}" if cpu.microcode is not None else None,
+                "model_name": cpu.model_name,
+            },
+            "kernel": kernel,
+            "remediation": erratum.remediation,
+            "patched_kernel_markers": list(erratum.patched_kernel_markers),
+            "source": erratum.source,
+        }
+        signals.append(SignalValue("errata_match", erratum.id, 1.0, detail))
+    return signals
+
+
+def firmware_signals(identity: Identity | None, hardware_class: str, baselines: FirmwareBaselines) -> list[SignalValue]:
+    baseline = baselines.for_class(hardware_class)
+    if identity is None or baseline is None:
+        return []
+    firmware = identity.firmware
+    checks: list[tuple[str, str | None, str | None]] = [
+        ("bios", firmware.bios_version, baseline.bios),
+        ("bmc", firmware.bmc_firmware, baseline.bmc),
+    ]
+    for nic in firmware.nics:
+        if nic.driver is not None and nic.driver in baseline.nic:
+            checks.append((f"nic:{nic.interface}", nic.firmware, baseline.nic[nic.driver]))
+    if baseline.microcode is not None:
+        revisions = [c.microcode for c in identity.cpus if c.microcode is not None]
+        if revisions:
+            checks.append(("microcode", f"0x{min(revisions):x}", baseline.microcode))
+    return [
+        SignalValue(
+            "firmware_below_baseline",
+            subject,
+            1.0,
+            {"current": current, "baseline": wanted, "hardware_class": hardware_class},
+        )
+        for subject, current, wanted in checks
+        if is_below(current, wanted)
+    ]
+
+
+def cpuless_nodes(tiers: MemoryTiers) -> list[int]:
+    """NUMA nodes with memory and no CPUs: the far (CXL) tier."""
+    return [n.node for n in tiers.nodes if not n.cpus and n.memory_mb > 0]
+
+
+def tier_signals(tiers: MemoryTiers | None) -> list[SignalValue]:
+    if tiers is None or not (far := cpuless_nodes(tiers)):
+        return []
+    signals: list[SignalValue] = []
+    memory = {n.node: n.memory_mb for n in tiers.nodes}
+    if tiers.demotion_enabled is False:
+        signals.extend(
+            SignalValue(
+                "cxl_demotion_disabled",
+                f"node{node}",
+                1.0,
+                {"memory_mb": memory[node], "numa_balancing": tiers.numa_balancing},
+            )
+            for node in far
+        )
+    weights = {node: w for node, w in tiers.interleave_weights.items() if node.isdigit() and int(node) in memory}
+    if len(weights) >= 2 and len(set(weights.values())) == 1:
+        signals.append(
+            SignalValue(
+                "interleave_weights_default",
+                "weighted_interleave",
+                1.0,
+                {"weights": weights, "cpuless_nodes": far},
+            )
+        )
+    return signals

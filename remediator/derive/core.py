@@ -1,0 +1,78 @@
+"""The entry point: derive(report, memory, host) -> signals and the new memory.
+
+"Now" is the report's captured_at, never the clock, so replaying reports gives the same
+signals. A report no newer than the last one derived (a duplicate delivery, or one that
+arrived out of order) yields nothing and leaves memory as it was. A report section that is
+absent (its collector did not run) leaves that section's memory alone.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checker.schemas import Report, utc
+from remediator.baselines import FirmwareBaselines
+from remediator.derive.configuration import edac_poll_signals, errata_signals, firmware_signals, tier_signals
+from remediator.derive.disks import disk_signals
+from remediator.derive.interrupts import irq_signals
+from remediator.derive.kernel import kernel_signals
+from remediator.derive.memory import HostMemory, load_memory
+from remediator.derive.rasdaemon import ras_signals
+from remediator.derive.sel import sel_signals
+from remediator.errata import ERRATA, Erratum
+from remediator.signals import SignalValue
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What the service knows about a host beyond its report (from the inventory)."""
+
+    hostname: str
+    hardware_class: str = "unknown"
+    datacenter: str = "unknown"
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Derived:
+    signals: list[SignalValue]
+    memory: dict[str, Any]
+    changed: bool  # False: the service can skip writing memory back
+
+
+def derive(
+    report: Report,
+    memory: dict[str, Any],
+    host: HostFacts,
+    *,
+    baselines: FirmwareBaselines,
+    errata: Sequence[Erratum] = ERRATA,
+) -> Derived:
+    previous = load_memory(memory)
+    now = utc(report.captured_at)
+    if previous.at is not None and now <= previous.at:
+        return Derived([], copy.deepcopy(memory), False)
+    obs = report.observations
+    boot_id = report.host.boot_id
+    signals: list[SignalValue] = []
+
+    found, klog = kernel_signals(obs.kernel_log, previous.klog, now=now, boot_id=boot_id)
+    signals += found
+    found, sel = sel_signals(obs.sel, previous.sel, now=now)
+    signals += found
+    found, disks = disk_signals(obs.disks, previous.disks)
+    signals += found
+    found, irq = irq_signals(obs.interrupts, obs.identity, previous.irq, now=now, boot_id=boot_id)
+    signals += found
+    found, ras = ras_signals(obs.rasdaemon, previous.ras, now=now)
+    signals += found
+    signals += edac_poll_signals(obs.edac)
+    signals += errata_signals(obs.identity, errata)
+    signals += firmware_signals(obs.identity, host.hardware_class, baselines)
+    signals += tier_signals(obs.memory_tiers)
+
+    new = HostMemory(at=now, boot=boot_id, klog=klog, sel=sel, disks=disks, irq=irq, ras=ras).dump()
+    return Derived(signals, new, new != memory)

@@ -1,0 +1,80 @@
+"""What the deriver keeps per host between reports: cursors, previous counters, event buckets.
+
+The service stores it as JSON and hands it back with the next report. It is validated on the
+way in (a section that does not fit is dropped and rebuilt from the next report, never an
+error) and every section is capped, so it stays a few KB whatever a host sends.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+
+MEMORY_VERSION: Literal[1] = 1
+
+# (bucket index, events in it); bucket index = epoch seconds // (window / BUCKETS)
+Bucket = tuple[int, int]
+# previous reallocated, pending, grown-defect and media-error counts of one disk
+DiskCounters = tuple[int | None, int | None, int | None, int | None]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class KernelMemory(_Section):
+    boot: str | None = Field(None, description="Boot id the sequence numbers belong to.")
+    seq: int | None = Field(None, description="Highest /dev/kmsg sequence number counted.")
+    counts: dict[str, list[Bucket]] = Field(default_factory=dict, description="Event kind -> recent buckets.")
+
+
+class SelMemory(_Section):
+    last: int | None = Field(None, description="Highest SEL record id seen.")
+    count: int | None = Field(None, description="The BMC's entry count at that time.")
+
+
+class IrqMemory(_Section):
+    at: AwareDatetime
+    boot: str | None = None
+    cpus: dict[str, tuple[int, int]] = Field(
+        default_factory=dict, description="Isolated cpu -> (device IRQs, TLB shootdowns) counted so far."
+    )
+
+
+class RasMemory(_Section):
+    at: AwareDatetime
+    last: int | None = Field(None, description="Highest rasdaemon mc_event id seen.")
+
+
+class HostMemory(_Section):
+    v: Literal[1] = MEMORY_VERSION
+    at: AwareDatetime | None = Field(None, description="captured_at of the newest report derived.")
+    boot: str | None = None
+    klog: KernelMemory | None = None
+    sel: SelMemory | None = None
+    disks: dict[str, DiskCounters] | None = None
+    irq: IrqMemory | None = None
+    ras: RasMemory | None = None
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def load_memory(raw: object) -> HostMemory:
+    """The stored memory, or as much of it as is valid; another version starts afresh."""
+    if not isinstance(raw, dict) or raw.get("v", MEMORY_VERSION) != MEMORY_VERSION:
+        return HostMemory()
+    try:
+        return HostMemory.model_validate(raw)
+    except ValidationError:
+        pass
+    kept: dict[str, Any] = {}
+    for name in HostMemory.model_fields:
+        if name in raw:
+            try:
+                HostMemory.model_validate({name: raw[name]})
+            except ValidationError:
+                continue
+            kept[name] = raw[name]
+    return HostMemory.model_validate(kept)

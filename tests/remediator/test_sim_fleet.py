@@ -1,0 +1,250 @@
+"""The simulated fleet: every fault shows in the reports and yields its signal, every action changes the host
+as the real one would, and a healthy fleet raises no false alarm."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+
+import pytest
+
+from checker.schemas import Report
+from checker.sim import FAULT_KINDS, SimulatedFleet, VirtualHost
+from checker.sim.events import valid_for
+from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, PATCHED_KERNEL_MARKER
+from remediator.derive import HostFacts
+from remediator.signals import PreviousCounter, SignalValue, counters_of, rate_signals
+from tests.remediator.builders import T0, Deriver, of
+
+# The signal that shows each fault (kind, subject substring or "" for any).
+EXPECTED: dict[str, list[tuple[str, str]]] = {
+    "dimm_ce_storm": [("dimm_ce_rate", "")],
+    "dimm_ce_moderate": [("dimm_ce_rate", "")],
+    "dimm_ue": [("dimm_ue", ""), ("sel_memory_ecc", "")],
+    "cmci_storm": [("kernel_event_count", "cmci_storm")],
+    "edac_poll_default": [("edac_poll_interval", "edac")],
+    "firmware_old_bios": [("firmware_below_baseline", "bios")],
+    "firmware_old_bmc": [("firmware_below_baseline", "bmc")],
+    "errata_unpatched": [("errata_match", "AMD-298")],
+    "smart_failing": [("smart_failing", "")],
+    "smart_realloc_growing": [("smart_", "_growth")],
+    "nvme_critical_warning": [("nvme_critical_warning", "")],
+    "psu_failure": [("psu_failure", "PS")],
+    "fan_failure": [("fan_failure", "Fan")],
+    "soft_lockups": [("kernel_event_count", "soft_lockup")],
+    "panic": [("kernel_event_count", "panic")],
+    "unreachable": [],
+    "isolated_irqs": [
+        ("isolated_cpu_irq_rate", "cpu"),
+        ("isolated_cpu_tlb_rate", "cpu"),
+        ("irq_affinity_isolated", ""),
+    ],
+    "cxl_demotion_disabled": [("cxl_demotion_disabled", "node")],
+    "cxl_interleave_default": [("interleave_weights_default", "")],
+    "sel_full": [("sel_full", "sel")],
+}
+CE_STORM = 10.0  # the default pack's dimm-ce-storm threshold
+
+
+def is_fault_signal(signal: SignalValue) -> bool:
+    """Anything but the healthy readings: EDAC polling at the tuned ~37 s, a moderate CE trickle is a fault too."""
+    return not (signal.kind == "edac_poll_interval" and signal.value * 1000 == EDAC_POLL_TUNED_MSEC)
+
+
+def shows(kind: str, subject_part: str, signal: SignalValue) -> bool:
+    if kind == "smart_":
+        return signal.kind.startswith("smart_") and signal.kind.endswith(subject_part)
+    if kind == "edac_poll_interval":
+        return signal.kind == kind and signal.value * 1000 != EDAC_POLL_TUNED_MSEC
+    return signal.kind == kind and subject_part in signal.subject
+
+
+class Watch:
+    """derive() plus the EDAC counter rates the service computes, over a host's consecutive reports."""
+
+    def __init__(self, host: VirtualHost) -> None:
+        self.derive = Deriver(HostFacts(host.hostname, host.hardware.name, host.datacenter))
+        self.previous: dict[str, PreviousCounter] = {}
+
+    def __call__(self, report: Report) -> list[SignalValue]:
+        signals = self.derive(report)
+        counters = counters_of(report)
+        signals += rate_signals(counters, self.previous, now=report.captured_at, boot_id=report.host.boot_id)
+        for counter in counters:
+            self.previous[counter.key] = PreviousCounter(counter.value, report.captured_at, report.host.boot_id)
+        return signals
+
+
+def clean_fleet(size: int = 15, seed: int = 11) -> SimulatedFleet:
+    fleet = SimulatedFleet(size, seed=seed, fault_fraction=0)
+    assert not any(h.faults for h in fleet.hosts)
+    return fleet
+
+
+def host_for(fleet: SimulatedFleet, kind: str) -> VirtualHost:
+    return next(h for h in fleet.hosts if valid_for(h, kind))
+
+
+def run(host: VirtualHost, minutes: range, watch: Watch | None = None) -> tuple[list[Report], list[SignalValue]]:
+    watch = watch or Watch(host)
+    reports: list[Report] = []
+    signals: list[SignalValue] = []
+    for minute in minutes:
+        if host.down:
+            continue
+        report = host.report(T0 + dt.timedelta(minutes=minute))
+        reports.append(report)
+        signals += watch(report)
+    return reports, signals
+
+
+# What a fault looks like in the raw reports, before any derivation.
+SHOWS: dict[str, Callable[[VirtualHost, list[Report]], bool]] = {
+    "dimm_ce_storm": lambda h, r: _ce_per_s(r) >= 20,
+    "dimm_ce_moderate": lambda h, r: 0 < _ce_per_s(r) < CE_STORM,
+    "dimm_ue": lambda h, r: (
+        any(d.ue_count for c in r[-1].observations.edac.controllers for d in c.dimms)
+        and any(m.error_class == "memory" and not m.corrected for m in _mce(r))
+    ),
+    "cmci_storm": lambda h, r: (
+        "cmci_storm" in _kernel_kinds(r) and any(m.error_class == "memory" and m.corrected for m in _mce(r))
+    ),
+    "edac_poll_default": lambda h, r: r[-1].observations.edac.poll_msec == 1000,
+    "firmware_old_bios": lambda h, r: _firmware(r).bios_version == h.hardware.old_bios_version,
+    "firmware_old_bmc": lambda h, r: _firmware(r).bmc_firmware == h.hardware.old_bmc_firmware,
+    "errata_unpatched": lambda h, r: PATCHED_KERNEL_MARKER not in (r[-1].observations.identity.kernel or "x"),
+    "smart_failing": lambda h, r: any(d.smart_passed is False and "disk_failing" in d.exit_flags for d in _disks(r)),
+    "smart_realloc_growing": lambda h, r: _wear(r[-1]) > _wear(r[0]),
+    "nvme_critical_warning": lambda h, r: any(d.nvme_critical_warning for d in _disks(r)),
+    "psu_failure": lambda h, r: any(e.sensor_type == "Power Supply" and "Failure" in e.event for e in _sel(r)),
+    "fan_failure": lambda h, r: any(e.sensor_type == "Fan" and e.event == "Lower Critical going low" for e in _sel(r)),
+    "soft_lockups": lambda h, r: "soft_lockup" in _kernel_kinds(r),
+    "panic": lambda h, r: "panic" in _kernel_kinds(r) and any(x.observations.kernel_log.rebooted for x in r),
+    "unreachable": lambda h, r: h.down and r == [],
+    "isolated_irqs": lambda h, r: any(
+        set(cpus) & set(h.isolated) for cpus in r[-1].observations.interrupts.irq_affinity.values()
+    ),
+    "cxl_demotion_disabled": lambda h, r: r[-1].observations.memory_tiers.demotion_enabled is False,
+    "cxl_interleave_default": lambda h, r: set(r[-1].observations.memory_tiers.interleave_weights.values()) == {1},
+    "sel_full": lambda h, r: (r[-1].observations.sel.percent_used or 0) >= 90,
+}
+
+
+def _ce_per_s(reports: list[Report]) -> float:
+    def total(r: Report) -> int:
+        return sum(d.ce_count for c in r.observations.edac.controllers for d in c.dimms)
+
+    first, last = reports[0], reports[-1]
+    return (total(last) - total(first)) / (last.captured_at - first.captured_at).total_seconds()
+
+
+def _mce(reports: list[Report]):
+    return [m for r in reports for m in r.observations.mce or []]
+
+
+def _kernel_kinds(reports: list[Report]) -> set[str]:
+    return {e.kind.value for r in reports for e in r.observations.kernel_log.events}
+
+
+def _firmware(reports: list[Report]):
+    return reports[-1].observations.identity.firmware
+
+
+def _disks(reports: list[Report]):
+    return reports[-1].observations.disks or []
+
+
+def _sel(reports: list[Report]):
+    return [e for r in reports for e in r.observations.sel.entries]
+
+
+def _wear(report: Report) -> int:
+    return sum((d.reallocated_sectors or 0) + (d.grown_defects or 0) for d in report.observations.disks or [])
+
+
+def test_every_fault_kind_is_described() -> None:
+    assert set(EXPECTED) == set(FAULT_KINDS) == set(SHOWS)
+
+
+@pytest.mark.parametrize("kind", FAULT_KINDS)
+def test_each_fault_shows_in_the_reports_and_yields_its_signal(kind: str) -> None:
+    fleet = clean_fleet()
+    host = host_for(fleet, kind)
+    watch = Watch(host)
+    before, _ = run(host, range(-2, 0), watch)  # a host in service, then the fault
+    host.inject(fleet.fault(kind, 1))
+    reports, signals = run(host, range(0, 30), watch)
+    reports = [before[-1], *reports] if reports else reports  # an unreachable host sends nothing
+    assert SHOWS[kind](host, reports)
+    for wanted, part in EXPECTED[kind]:
+        assert any(shows(wanted, part, s) for s in signals), (wanted, part, sorted({s.kind for s in signals}))
+    if kind == "dimm_ce_storm":
+        assert max(s.value for s in of(signals, "dimm_ce_rate")) >= CE_STORM
+    if kind == "dimm_ce_moderate":
+        assert max(s.value for s in of(signals, "dimm_ce_rate")) < CE_STORM
+
+
+def test_a_fault_that_does_not_fit_the_host_is_refused() -> None:
+    fleet = clean_fleet()
+    intel = next(h for h in fleet.hosts if h.hardware.intel)
+    with pytest.raises(ValueError, match="errata_unpatched"):
+        intel.inject(fleet.fault("errata_unpatched"))
+
+
+# -- a healthy fleet, and the default faulty one ----------------------------------------------------
+
+
+def test_a_healthy_fleet_of_200_over_an_hour_raises_no_alarm() -> None:
+    fleet = clean_fleet(200, seed=3)
+    watches = {h.hostname: Watch(h) for h in fleet.hosts}
+    seen: list[SignalValue] = []
+    for minute in range(0, 61, 5):
+        for report in fleet.reports(T0 + dt.timedelta(minutes=minute), interval_s=300):
+            seen += watches[report.host.hostname](report)
+            assert report.observations.mce == []
+            assert report.observations.kernel_log.events == []
+    assert [s for s in seen if is_fault_signal(s)] == []
+    assert {s.kind for s in seen} == {"edac_poll_interval"}  # every host reports its tuned EDAC polling
+
+
+def test_the_default_fleet_shows_each_hosts_fault_and_nothing_on_the_others() -> None:
+    fleet = SimulatedFleet(200, seed=3)
+    faulty = {h.hostname: h.faults[0].kind for h in fleet.hosts if h.faults}
+    assert len(faulty) == 20
+    assert len(set(faulty.values())) >= 8  # shared out across kinds, not one kind twenty times
+    watches = {h.hostname: Watch(h) for h in fleet.hosts}
+    seen: dict[str, list[SignalValue]] = {h.hostname: [] for h in fleet.hosts}
+    for minute in range(0, 61, 5):
+        for report in fleet.reports(T0 + dt.timedelta(minutes=minute), interval_s=300):
+            seen[report.host.hostname] += watches[report.host.hostname](report)
+    for hostname, signals in seen.items():
+        kind = faulty.get(hostname)
+        if kind is None:
+            assert [s for s in signals if is_fault_signal(s)] == [], hostname
+            continue
+        if kind == "unreachable":
+            assert signals == []
+        for wanted, part in EXPECTED[kind]:
+            assert any(shows(wanted, part, s) for s in signals), (hostname, kind, wanted)
+
+
+def test_report_size_stays_realistic() -> None:
+    fleet = clean_fleet(10)
+    fleet.reports(T0)
+    sizes = [len(r.model_dump_json()) for r in fleet.reports(T0 + dt.timedelta(minutes=1))]
+    assert max(sizes) < 14_000
+    assert min(sizes) > 3_000
+
+
+def test_the_same_seed_replays_the_same_fleet() -> None:
+    def dump(seed: int) -> list[str]:
+        fleet = SimulatedFleet(20, seed=seed, fault_fraction=0.5)
+        out = []
+        for minute in (0, 7, 30):
+            for r in fleet.reports(T0 + dt.timedelta(minutes=minute)):
+                out.append(json.dumps(r.model_dump(mode="json", exclude={"report_id"}), sort_keys=True))
+        return out
+
+    assert dump(4) == dump(4)
+    assert dump(4) != dump(5)
