@@ -123,6 +123,30 @@ def worker(
 
 
 @app.command()
+def ingester(
+    batch: Annotated[int, typer.Option(help="Reports per transaction at most.", min=1, max=5000)] = 500,
+) -> None:
+    """Consume agents' reports from the Redis ingest stream, a batch per transaction (run one per core)."""
+    settings = _settings()
+    if not settings.broker_url.startswith(("redis://", "rediss://")):
+        raise _fail(
+            "the ingest stream needs a Redis broker (FLEETFIX_BROKER_URL=redis://…); agents on other "
+            "brokers send Celery tasks that `fleetfix worker` consumes"
+        )
+    import signal
+
+    from api.runtime import boot_central
+    from remediator.rules import get_registry
+    from remediator.stream import StreamIngester
+
+    database, _ = boot_central(settings)
+    consumer = StreamIngester(settings.broker_url, database, get_registry(), batch=batch)
+    signal.signal(signal.SIGTERM, lambda *_: consumer.stop())
+    signal.signal(signal.SIGINT, lambda *_: consumer.stop())
+    consumer.run()
+
+
+@app.command()
 def scheduler() -> None:
     """Run the periodic-task scheduler (Celery beat): staleness checks and other timers."""
     settings = _settings()

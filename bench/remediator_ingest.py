@@ -7,10 +7,13 @@ Prints figures; asserts nothing. Every figure is measured in this run:
 
 1. service:   remediator.ingest.ingest() in batches of 256, steady state (hosts known),
               against a bare COPY of the same report rows into a scratch table (the ceiling).
-2. celery:    single-report messages pre-loaded into Redis, drained by a real
+2. celery:    single-report Celery messages pre-loaded into Redis, drained by a real
               `fleetfix worker --queues ingest,remediate --concurrency 2`, against the same ceiling.
-3. latency:   reports published at a steady rate while some hosts have a DIMM CE storm;
-              time from publishing the report that crosses the threshold to the ticket's creation.
+3. stream:    the same reports pre-loaded into the Redis ingest stream, drained by two
+              `fleetfix ingester` processes (one per core), against the same ceiling.
+4. latency:   reports published to the stream at a steady rate while some hosts have a DIMM CE
+              storm (ingesters + a remediate worker running); time from publishing the report that
+              crosses the threshold to the ticket's creation.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from checker.sim import SimulatedFleet  # noqa: E402
 from core.db import Database, use_database  # noqa: E402
-from core.queue import INGEST_QUEUE, create_celery  # noqa: E402
+from core.queue import INGEST_QUEUE, INGEST_STREAM, create_celery  # noqa: E402
 from migrations import upgrade  # noqa: E402
 from remediator.ingest import ingest, parse_reports  # noqa: E402
 from remediator.rules import load_ruleset  # noqa: E402
@@ -129,7 +132,10 @@ def service_throughput(url: str, fleet: SimulatedFleet, rounds: int, start: dt.d
     return total / elapsed, total
 
 
-def start_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
+CELERY_WORKER = ("worker", "--queues", "ingest,remediate", "--concurrency", "2")
+
+
+def start_worker(url: str, log: Path, args: tuple[str, ...] = CELERY_WORKER) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETFIX_")}
     env.update(
         FLEETFIX_DATABASE_URL=url,
@@ -138,7 +144,7 @@ def start_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
         FLEETFIX_LOG_LEVEL="WARNING",
     )
     return subprocess.Popen(
-        [sys.executable, "-m", "api", "worker", "--queues", "ingest,remediate", "--concurrency", "2"],
+        [sys.executable, "-m", "api", *args],
         env=env,
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
@@ -163,67 +169,89 @@ def count_reports(url: str) -> int:
     return int(n)
 
 
+def drain(url: str, expected: int, baseline: int) -> float:
+    """Reports/s from the first stored report until `expected` more are stored."""
+    deadline = time.monotonic() + 600
+    began = None
+    first = 0
+    while time.monotonic() < deadline:
+        done = count_reports(url) - baseline
+        if began is None and done > 0:
+            began, first = time.perf_counter(), done
+        if done >= expected:
+            break
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - (began or time.perf_counter())
+    return (expected - first) / elapsed if elapsed else float("nan")
+
+
 def celery_throughput(url: str, fleet: SimulatedFleet, start: dt.datetime, workdir: Path) -> tuple[float, int]:
     redis.Redis.from_url(REDIS).flushdb()
     app = create_celery(REDIS)
     baseline = count_reports(url)
-    payloads = round_texts(fleet, start)
+    texts = round_texts(fleet, start)
     with app.producer_or_acquire() as producer:
-        for p in payloads:
-            app.send_task("remediator.ingest_report", args=[p], queue=INGEST_QUEUE, producer=producer)
+        for text_ in texts:
+            app.send_task("remediator.ingest_report", args=[text_], queue=INGEST_QUEUE, producer=producer)
     worker = start_worker(url, workdir / "worker.log")
     try:
-        deadline = time.monotonic() + 600
-        began = None
-        while time.monotonic() < deadline:
-            done = count_reports(url) - baseline
-            if began is None and done > 0:
-                began = time.perf_counter()
-                first = done
-            if done >= len(payloads):
-                break
-            time.sleep(0.05)
-        elapsed = time.perf_counter() - (began or time.perf_counter())
+        rate = drain(url, len(texts), baseline)
     finally:
         stop(worker)
-    return (len(payloads) - first) / elapsed, len(payloads)
+    return rate, len(texts)
 
 
-def latency(
-    url: str, fleet: SimulatedFleet, start: dt.datetime, workdir: Path, rate: float, seconds: int
-) -> list[float]:
-    """Publish every host's report once per `seconds`-long round, paced at `rate`/s; storm hosts cross the threshold."""
-    redis.Redis.from_url(REDIS).flushdb()
-    app = create_celery(REDIS)
+def stream_throughput(url: str, fleet: SimulatedFleet, start: dt.datetime, workdir: Path) -> tuple[float, int]:
+    client = redis.Redis.from_url(REDIS)
+    client.flushdb()
+    baseline = count_reports(url)
+    texts = round_texts(fleet, start)
+    pipe = client.pipeline(transaction=False)
+    for i, text_ in enumerate(texts):
+        pipe.xadd(INGEST_STREAM, {"report": text_})
+        if i % 500 == 499:
+            pipe.execute()
+    pipe.execute()
+    ingesters = [start_worker(url, workdir / f"ingester-{n}.log", ("ingester",)) for n in range(2)]
+    try:
+        rate = drain(url, len(texts), baseline)
+    finally:
+        for proc in ingesters:
+            stop(proc)
+    return rate, len(texts)
+
+
+def latency(url: str, fleet: SimulatedFleet, start: dt.datetime, workdir: Path, rate: float) -> list[float]:
+    """Two rounds of every host's report into the stream, paced at `rate`/s, while 50 hosts have a CE storm."""
+    client = redis.Redis.from_url(REDIS)
+    client.flushdb()
     storm = [h for h in fleet.hosts if not h.faults][:50]
     for host in storm:
         host.inject(fleet.fault("dimm_ce_storm", 0))
-    worker = start_worker(url, workdir / "latency-worker.log")
-    sent_at: dict[str, float] = {}
     storm_names = {h.hostname for h in storm}
+    processes = [
+        start_worker(url, workdir / "latency-worker.log", ("worker", "--queues", "remediate", "--concurrency", "1")),
+        *[start_worker(url, workdir / f"latency-ingester-{n}.log", ("ingester",)) for n in range(2)],
+    ]
+    sent_at: dict[str, float] = {}
     try:
         time.sleep(3)
         interval = 1.0 / rate
         for n, at in enumerate((start, start + dt.timedelta(minutes=1))):
-            reports = fleet.reports(at)
+            texts = [(r.host.hostname, r.model_dump_json()) for r in fleet.reports(at)]
             next_send = time.perf_counter()
-            with app.producer_or_acquire() as producer:
-                for report in reports:
-                    now = time.perf_counter()
-                    if now < next_send:
-                        time.sleep(next_send - now)
-                    next_send += interval
-                    if n == 0 and report.host.hostname in storm_names:
-                        # the first report after the storm began already shows its rate
-                        sent_at[report.host.hostname] = time.time()
-                    app.send_task(
-                        "remediator.ingest_report",
-                        args=[report.model_dump_json()],
-                        queue=INGEST_QUEUE,
-                        producer=producer,
-                    )
+            for hostname, text_ in texts:
+                now = time.perf_counter()
+                if now < next_send:
+                    time.sleep(next_send - now)
+                next_send += interval
+                if n == 0 and hostname in storm_names:
+                    # the first report after the storm began already shows its rate
+                    sent_at[hostname] = time.time()
+                client.xadd(INGEST_STREAM, {"report": text_})
         engine = create_engine(url)
         deadline = time.monotonic() + 60
+        found: list = []
         while time.monotonic() < deadline:
             with engine.connect() as conn:
                 found = conn.execute(
@@ -234,7 +262,8 @@ def latency(
             time.sleep(0.2)
         engine.dispose()
     finally:
-        stop(worker)
+        for proc in processes:
+            stop(proc)
     return [created.timestamp() - sent_at[name] for name, created in found if name in sent_at]
 
 
@@ -268,7 +297,12 @@ def main() -> None:
             f"celery   Redis -> worker (2 procs) -> PostgreSQL: {celery:8.0f} reports/s  ({n} reports)"
             f"  = {celery / ceiling:.2f} x ceiling"
         )
-        lat = latency(url, fleet, later + dt.timedelta(minutes=5), workdir, args.rate, 60)
+        stream, n = stream_throughput(url, fleet, later + dt.timedelta(minutes=1), workdir)
+        print(
+            f"stream   Redis stream -> 2 ingesters -> PostgreSQL: {stream:8.0f} reports/s  ({n} reports)"
+            f"  = {stream / ceiling:.2f} x ceiling"
+        )
+        lat = latency(url, fleet, later + dt.timedelta(minutes=5), workdir, args.rate)
         if lat:
             lat.sort()
             p50 = lat[len(lat) // 2]

@@ -22,6 +22,11 @@ HOST_TASK_EXPIRES_S = 900
 """A task on a host queue that has not started within this time is dropped,
 so a dead host does not pile up work that would run when it comes back."""
 
+INGEST_STREAM = "fleetfix:ingest"
+"""Redis Stream of agents' reports (one JSON text per entry, field `report`), read in
+batches by `fleetfix ingester`; used when the broker is Redis."""
+INGEST_GROUP = "ingesters"
+
 _HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_]{0,252}$")
 
 

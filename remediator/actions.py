@@ -32,6 +32,10 @@ ACTIONS: dict[str, ActionSpec] = {
         ActionSpec("tune_error_reporting", disruptive=False, description="EDAC polling interval, CMCI mode"),
         ActionSpec("repair_irq_affinity", disruptive=False, description="keep device IRQs off isolated cores"),
         ActionSpec("enable_demotion", disruptive=False, description="enable memory-tier demotion"),
+        ActionSpec(
+            "set_interleave_weights", disruptive=False, description="weighted interleave for CPU-less (CXL) nodes"
+        ),
+        ActionSpec("clear_sel", disruptive=False, idempotent=True, description="archive then clear a full SEL"),
         ActionSpec("reimage", disruptive=True, destructive=True, idempotent=False, description="PXE reinstall"),
         ActionSpec("drain", disruptive=False, description="take the host out of its scheduler"),
         ActionSpec("undrain", disruptive=False, description="put the host back into its scheduler"),

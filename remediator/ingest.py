@@ -13,6 +13,7 @@ what to plan.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import logging
 from collections import defaultdict
@@ -22,11 +23,14 @@ from typing import Any, cast
 import orjson
 from pydantic import ValidationError
 from sqlalchemy import Table, bindparam, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from checker.schemas import Report
 from core import audit
-from core.db import insert_ignoring_conflicts, utcnow
+from core.db import Database, insert_ignoring_conflicts, utcnow
+from remediator.baselines import FirmwareBaselines, load_baselines
+from remediator.derive import HostFacts, derive
 from remediator.evaluate import Firing, evaluate
 from remediator.models import Host, HostState, Signal
 from remediator.models import Report as ReportRow
@@ -39,7 +43,19 @@ log = logging.getLogger(__name__)
 SYSTEM = "system:remediator"
 
 
-def parse_reports(payloads: Iterable[object]) -> tuple[list[Report], list[Refusal]]:
+MAX_CLOCK_SKEW = dt.timedelta(minutes=5)
+
+
+def from_the_future(report: Report, now: dt.datetime) -> str | None:
+    """A report stamped ahead of the service's clock would make every real report after it look
+    stale (reports no newer than the host's latest are not evaluated), so it is refused."""
+    ahead = (report.captured_at - now).total_seconds()
+    if ahead > MAX_CLOCK_SKEW.total_seconds():
+        return f"captured_at: {int(ahead)} s ahead of the service's clock (is the host's clock right?)"
+    return None
+
+
+def parse_reports(payloads: Iterable[object], *, now: dt.datetime | None = None) -> tuple[list[Report], list[Refusal]]:
     """Validate each payload on its own: one malformed report does not sink the batch.
 
     A payload is a report as a JSON object, or as JSON text (what agents send:
@@ -47,12 +63,18 @@ def parse_reports(payloads: Iterable[object]) -> tuple[list[Report], list[Refusa
     """
     reports: list[Report] = []
     refused: list[Refusal] = []
+    now = now or utcnow()
     for index, payload in enumerate(payloads):
         try:
             if isinstance(payload, str | bytes):
-                reports.append(Report.model_validate_json(payload))
+                report = Report.model_validate_json(payload)
             else:
-                reports.append(Report.model_validate(payload))
+                report = Report.model_validate(payload)
+            problem = from_the_future(report, now)
+            if problem is not None:
+                refused.append(Refusal(index=index, report_id=str(report.report_id), errors=[problem]))
+            else:
+                reports.append(report)
         except ValidationError as error:
             report_id = payload.get("report_id") if isinstance(payload, dict) else None
             refused.append(
@@ -122,9 +144,28 @@ def lock_hosts(session: Session, reports: list[Report]) -> dict[str, Host]:
     return hosts
 
 
+@functools.cache
+def firmware_baselines() -> FirmwareBaselines:
+    return load_baselines()
+
+
 def report_signals(host: Host, report: Report, memory: dict[str, Any]) -> list[SignalValue]:
-    """Every signal of a report, given what the host's memory kept from the reports before it."""
-    return edac_signals(report, memory)
+    """Every signal of a report, given what the host's memory kept from the reports before it.
+
+    EDAC counter rates keep their state under memory["edac"]; the other
+    derivers (remediator.derive) under memory["derive"].
+    """
+    signals = edac_signals(report, memory)
+    facts = HostFacts(
+        hostname=host.hostname,
+        hardware_class=host.hardware_class,
+        datacenter=host.datacenter,
+        labels={str(k): str(v) for k, v in (host.labels or {}).items()},
+    )
+    derived = derive(report, memory.get("derive") or {}, facts, baselines=firmware_baselines())
+    if derived.changed:
+        memory["derive"] = derived.memory
+    return signals + derived.signals
 
 
 def edac_signals(report: Report, memory: dict[str, Any]) -> list[SignalValue]:
@@ -246,4 +287,37 @@ def ingest(
             if remediation is not None:
                 result.remediations.append(remediation.id)
     session.flush()
+    return result
+
+
+def ingest_batch(payloads: list[Any], *, database: Database, ruleset: RuleSet) -> IngestResult:
+    """Validate, then store and evaluate in one transaction; malformed reports are refused one by one.
+
+    An unreachable database raises OperationalError to the caller, whose
+    transport keeps the batch for later. If the batch fails for any other
+    reason, each report is retried in its own transaction, so one report that
+    trips a bug fails alone (logged with its id) and the rest are stored.
+    """
+    reports, refused = parse_reports(payloads)
+    for refusal in refused:
+        log.warning(
+            "remediator.report.refused",
+            extra={"fields": {"index": refusal.index, "report_id": refusal.report_id, "errors": refusal.errors}},
+        )
+    try:
+        with database.session() as session:
+            result = ingest(session, reports, ruleset=ruleset)
+    except OperationalError:
+        raise
+    except Exception:  # a bug tripped by one report must not sink the others: isolate it
+        result = IngestResult()
+        if len(reports) == 1:
+            log.exception("remediator.report.failed", extra={"fields": {"report_id": str(reports[0].report_id)}})
+        else:
+            for report in reports:
+                one = ingest_batch([report.model_dump(mode="json")], database=database, ruleset=ruleset)
+                result.accepted += one.accepted
+                result.duplicates += one.duplicates
+                result.remediations += one.remediations
+    result.refused = refused
     return result

@@ -67,6 +67,11 @@ class Condition(RuleModel):
     op: Literal[">=", ">", "<=", "<", "=="] = ">="
     value: float
     subject_pattern: str | None = Field(None, description="Only signals whose subject contains this text.")
+    below: float | None = Field(None, description="And the value is below this (a band: value <= v < below).")
+    detail_matches: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Only signals whose detail[key], as text, contains one of these (e.g. mem_type: [DDR4, DDR5]).",
+    )
     for_s: Duration = Field(0, alias="for", description="The condition must hold this long before the rule fires.")
     window_s: Duration = Field(
         0, alias="window", description="Compare an aggregate of the signal over this window, not its latest value."
@@ -83,9 +88,17 @@ class Condition(RuleModel):
         """The signal is of this kind and subject (the comparison is made by the evaluator)."""
         if signal.kind != self.signal:
             return False
-        return not (self.subject_pattern and self.subject_pattern not in signal.subject)
+        if self.subject_pattern and self.subject_pattern not in signal.subject:
+            return False
+        for key, wanted in self.detail_matches.items():
+            text = str(signal.detail.get(key, ""))
+            if not any(w in text for w in wanted):
+                return False
+        return True
 
     def holds(self, value: float) -> bool:
+        if self.below is not None and not value < self.below:
+            return False
         return _OPS[self.op](value, self.value)
 
 

@@ -52,7 +52,13 @@ def counters_of(report: Report) -> list[Counter]:
         for dimm in controller.dimms:
             subject = dimm.label or f"mc{dimm.mc}/{dimm.name}"
             base = f"edac:mc{dimm.mc}:{dimm.name}"
-            detail = {"mc": dimm.mc, "entry": dimm.name, "label": dimm.label, "location": dimm.location}
+            detail = {
+                "mc": dimm.mc,
+                "entry": dimm.name,
+                "label": dimm.label,
+                "location": dimm.location,
+                "mem_type": dimm.mem_type,
+            }
             counters.append(Counter(f"{base}:ce", dimm.ce_count, subject, "dimm_ce_rate", detail))
             counters.append(Counter(f"{base}:ue", dimm.ue_count, subject, "dimm_ue_rate", detail))
     return counters

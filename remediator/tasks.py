@@ -20,7 +20,7 @@ from core.dispatch import send_after_commit
 from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
 from remediator import planning, runner
-from remediator.ingest import ingest, parse_reports
+from remediator.ingest import ingest_batch
 from remediator.models import ACTIVE_REMEDIATION_STATES, Host, HostState, Remediation, RemediationState
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult
@@ -40,37 +40,8 @@ INGEST_FLUSH_S = 0.2
 
 
 def ingest_payloads(payloads: list[Any]) -> IngestResult:
-    """Validate, then store and evaluate in one transaction; malformed reports are refused one by one.
-
-    If the batch fails for a reason other than the database being unreachable,
-    each report is retried in its own transaction, so one report that trips a
-    bug fails alone (logged with its id) and the rest are stored.
-    """
-    reports, refused = parse_reports(payloads)
-    for refusal in refused:
-        log.warning(
-            "remediator.report.refused",
-            extra={"fields": {"index": refusal.index, "report_id": refusal.report_id, "errors": refusal.errors}},
-        )
-    ruleset = get_registry().ruleset
-    try:
-        with get_database().session() as session:
-            result = ingest(session, reports, ruleset=ruleset)
-    except OperationalError:
-        raise
-    except Exception:  # a bug tripped by one report must not sink the others: isolate it
-        if len(reports) == 1:
-            log.exception("remediator.report.failed", extra={"fields": {"report_id": str(reports[0].report_id)}})
-            result = IngestResult()
-        else:
-            result = IngestResult()
-            for report in reports:
-                one = ingest_payloads([report.model_dump(mode="json")])
-                result.accepted += one.accepted
-                result.duplicates += one.duplicates
-                result.remediations += one.remediations
-    result.refused = refused
-    return result
+    """Ingest a batch with this process's database and rules (see remediator.ingest.ingest_batch)."""
+    return ingest_batch(payloads, database=get_database(), ruleset=get_registry().ruleset)
 
 
 @shared_task(

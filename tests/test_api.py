@@ -109,3 +109,10 @@ def test_health_and_openapi(client: TestClient) -> None:
     assert ready.json()["checks"]["database"] == "ok"
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/api/v1/tickets", "/api/v1/hosts", "/api/v1/reports", "/api/v1/remediations"} <= set(paths)
+
+
+def test_report_from_the_future_gets_422(client: TestClient) -> None:
+    body = payload(edac_report("skewed-1", at=dt.datetime.now(dt.UTC) + dt.timedelta(days=1)))
+    response = client.post("/api/v1/reports", json=body)
+    assert response.status_code == 422
+    assert response.json()["error"]["message"].startswith("captured_at: ")

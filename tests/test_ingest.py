@@ -118,3 +118,15 @@ def test_a_report_that_trips_a_bug_fails_alone(db: Database, monkeypatch: object
     with db.session() as session:
         names = set(session.scalars(select(Host.hostname)))
     assert {"fine-1", "fine-2"} <= names
+
+
+def test_reports_from_the_future_are_refused(session: Session) -> None:
+    from remediator.ingest import parse_reports
+
+    now = dt.datetime.now(dt.UTC)
+    ahead = edac_report("skewed-1", at=now + dt.timedelta(hours=2))
+    fine = edac_report("fine-1", at=now + dt.timedelta(minutes=1))  # within the allowed skew
+    reports, refused = parse_reports([payload(ahead), payload(fine)], now=now)
+    assert [r.host.hostname for r in reports] == ["fine-1"]
+    assert refused[0].index == 0
+    assert refused[0].errors[0].startswith("captured_at: 7200 s ahead")

@@ -9,7 +9,9 @@ from sqlalchemy.orm import Session
 
 from api.deps import get_session
 from checker.schemas import Report
-from remediator.ingest import ingest, parse_reports
+from core.db import utcnow
+from core.errors import InvalidInput
+from remediator.ingest import from_the_future, ingest, parse_reports
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult
 
@@ -19,6 +21,9 @@ router = APIRouter(prefix="/reports", tags=["reports"])
 @router.post("", response_model=IngestResult)
 def submit_report(report: Report, session: Session = Depends(get_session)) -> IngestResult:
     """One report; a malformed one is refused with a 422 naming the field."""
+    problem = from_the_future(report, utcnow())
+    if problem is not None:
+        raise InvalidInput(problem, detail=[{"field": "body.captured_at", "message": problem}])
     result = ingest(session, [report], ruleset=get_registry().ruleset)
     session.commit()
     return result
