@@ -133,9 +133,15 @@ def test_agent_reports_and_runs_host_tasks_that_have_not_expired(
     env = base_env(
         FLEETFIX_BROKER_URL=redis_url,
         FLEETFIX_DATA_DIR=str(tmp_path / "agent"),
+        FLEETFIX_AGENT_STATE_DIR=str(tmp_path / "agent-state"),
         FLEETFIX_REPORT_INTERVAL_S="3600",  # one report at start; the rest only on request
     )
-    with FleetfixProcess(["agent", "--hostname", "agent-it-1"], env, tmp_path / "agent.log") as agent:
+    central = base_env(FLEETFIX_DATABASE_URL=it_db, FLEETFIX_BROKER_URL=redis_url, FLEETFIX_DATA_DIR=str(tmp_path))
+    with (
+        FleetfixProcess(["ingester"], central, tmp_path / "ingester.log") as ingester,
+        FleetfixProcess(["agent", "--hostname", "agent-it-1"], env, tmp_path / "agent.log") as agent,
+    ):
+        ingester.wait_for_output("remediator.stream.started")
         agent.wait_for_output("ready.")
         wait_until(lambda: reports_of(it_db, "agent-it-1") == 1, 30, "the agent's first report", agent)
         app = create_celery(redis_url)

@@ -1,9 +1,11 @@
 """Getting reports to the central side: the broker first, HTTP as the fallback, the spool last.
 
-Reports go to the `ingest` queue as the task remediator.ingest_reports, by name (the agent has no
-central code). When the broker does not take them and a fallback URL is set, each is POSTed to
-{url}/api/v1/reports. When neither works, the report is spooled; spooled reports are sent first,
-oldest first, as soon as delivery works again, so the central side sees them in capture order.
+With a Redis broker, reports go to the ingest stream (core.queue.INGEST_STREAM, one JSON text
+per entry) that `fleetfix ingester` reads in batches; with any other broker, to the `ingest`
+queue as the task remediator.ingest_reports, by name (the agent has no central code). When the
+broker does not take them and a fallback URL is set, each is POSTed to {url}/api/v1/reports.
+When neither works, the report is spooled; spooled reports are sent first, oldest first, as
+soon as delivery works again, so the central side sees them in capture order.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
+import orjson
+import redis
 from celery import Celery
 
 from checker.agent.spool import Spool
-from core.queue import INGEST_QUEUE
+from core.queue import INGEST_QUEUE, INGEST_STREAM
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +39,34 @@ class Delivery:
         self.fallback_url = fallback_url
         self.http_timeout_s = http_timeout_s
         self.dropped_without_spool = 0
+        self._redis: redis.Redis | None = None
+
+    def _stream_client(self) -> redis.Redis | None:
+        url = str(self.app.conf.broker_url or "")
+        if not url.startswith(("redis://", "rediss://")):
+            return None
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        return self._redis
+
+    def _key_prefix(self) -> str:
+        """The broker's key prefix (kombu's global_keyprefix), so the stream lives beside its queues."""
+        options = self.app.conf.broker_transport_options or {}
+        return str(options.get("global_keyprefix", ""))
 
     def _broker(self, payloads: list[dict[str, Any]]) -> bool:
         try:
-            self.app.send_task(INGEST_TASK, args=[payloads], queue=INGEST_QUEUE, retry=True, retry_policy=PUBLISH_RETRY)
+            client = self._stream_client()
+            if client is not None:
+                stream = f"{self._key_prefix()}{INGEST_STREAM}"
+                pipe = client.pipeline(transaction=False)
+                for payload in payloads:
+                    pipe.xadd(stream, {"report": orjson.dumps(payload)})
+                pipe.execute()
+            else:
+                self.app.send_task(
+                    INGEST_TASK, args=[payloads], queue=INGEST_QUEUE, retry=True, retry_policy=PUBLISH_RETRY
+                )
         except Exception as error:  # kombu raises OperationalError, redis-py its own, sockets OSError
             log.warning("checker.report.broker_failed", extra={"fields": {"error": f"{type(error).__name__}: {error}"}})
             return False

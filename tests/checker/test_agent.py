@@ -3,7 +3,6 @@ machine's real Redis, the check loop's cursors, CPU pinning, and the `fleetfix a
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from checker.agent.delivery import Delivery
 from checker.agent.spool import Spool
 from checker.agent.worker import CheckLoop
 from checker.schemas import Report
-from core.queue import INGEST_QUEUE, create_celery
+from core.queue import INGEST_STREAM, create_celery
 from tests.checker.snapshots import rich_snapshot
 from tests.conftest import REDIS_URL
 from tests.processes import FleetfixProcess, base_env, wait_until
@@ -58,15 +57,10 @@ def broker() -> Iterator[Broker]:
 
 
 def ingest_messages(broker: Broker) -> list[list[dict[str, Any]]]:
-    """The report batches waiting on the ingest queue, oldest first (kombu LPUSHes JSON envelopes)."""
+    """The reports waiting on the ingest stream (a Redis broker's path), oldest first, one per entry."""
     client = redis.Redis.from_url(broker.url)
-    batches = []
-    for raw in reversed(client.lrange(f"{broker.prefix}{INGEST_QUEUE}", 0, -1)):
-        envelope = json.loads(raw)
-        assert envelope["headers"]["task"] == "remediator.ingest_reports"
-        args, _kwargs, _embed = json.loads(base64.b64decode(envelope["body"]))
-        batches.append(args[0])
-    return batches
+    entries = client.xrange(f"{broker.prefix}{INGEST_STREAM}")
+    return [[json.loads(fields[b"report"])] for _, fields in entries]
 
 
 def payload(n: int) -> dict[str, Any]:
