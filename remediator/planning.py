@@ -134,7 +134,7 @@ def decide(
             )
         record(session, host, rule.id, "held", f"remediation {active.id} ({active.rule_id}) is active", **note)
         return None
-    if host.state in (HostState.awaiting_repair, HostState.maintenance):
+    if host.state in (HostState.awaiting_repair, HostState.maintenance):  # unreachable hosts are fair game
         record(session, host, rule.id, "held", f"host is {host.state.value}", **note)
         return None
     rung, previous = 0, None

@@ -34,7 +34,14 @@ StepExecutor = Callable[[Session, Host, Remediation, RemediationStep], dict[str,
 """Carries out a host action. Returns the step's result when it finished here,
 or None when it was handed to the host and will report back (cyborg)."""
 
-EXECUTORS: dict[str, StepExecutor] = {}
+
+def _scheduler_hook(_session: Session, host: Host, _remediation: Remediation, step: RemediationStep) -> dict[str, Any]:
+    """drain/undrain call the cluster's scheduler hook; with none configured there is nothing to drain."""
+    return {"skipped": f"no {step.action} hook configured for cluster {host.cluster or '(none)'}"}
+
+
+EXECUTORS: dict[str, StepExecutor] = {"drain": _scheduler_hook, "undrain": _scheduler_hook}
+"""Central executors by action; cyborg registers the host actions and the configured drain hooks."""
 
 
 class StepFailed(Exception):

@@ -20,10 +20,12 @@ from core.dispatch import send_after_commit
 from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
 from remediator import planning, runner
+from remediator.evaluate import evaluate
 from remediator.ingest import ingest_batch
 from remediator.models import ACTIVE_REMEDIATION_STATES, Host, HostState, Remediation, RemediationState
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult
+from remediator.signals import SignalValue
 
 log = logging.getLogger(__name__)
 
@@ -95,27 +97,49 @@ def run_remediation(remediation_id: int) -> str:
 
 @shared_task(name="remediator.mark_unreachable", queue=REMEDIATE_QUEUE)
 def mark_unreachable() -> int:
-    """Hosts silent for stale_after_intervals report intervals become unreachable."""
+    """Hosts in service that are silent for stale_after_intervals report intervals become unreachable,
+    and the rules decide what to do about it (signal `host_unreachable`, value: seconds silent).
+
+    A host that goes silent while it is being remediated (a reboot, a reflash) is left to the
+    remediation's own timeouts."""
     settings = get_settings()
+    ruleset = get_registry().ruleset
     now = utcnow()
     changed = 0
     with get_database().session() as session:
-        hosts = session.scalars(select(Host).where(Host.state.in_([HostState.in_service, HostState.remediating]))).all()
+        hosts = session.scalars(select(Host).where(Host.state == HostState.in_service)).all()
         for host in hosts:
             if host.last_report_at is None:
                 continue
-            limit = dt.timedelta(seconds=host.report_interval_s * settings.stale_after_intervals)
-            if now - host.last_report_at > limit:
-                host.state = HostState.unreachable
-                changed += 1
-                audit.record(
-                    session,
-                    actor=planning.SYSTEM,
-                    action="remediator.host.unreachable",
-                    object_type="host",
-                    object_id=host.hostname,
-                    reason=f"no report since {host.last_report_at.isoformat()}",
-                )
+            silent = now - host.last_report_at
+            if silent <= dt.timedelta(seconds=host.report_interval_s * settings.stale_after_intervals):
+                continue
+            host.state = HostState.unreachable
+            changed += 1
+            audit.record(
+                session,
+                actor=planning.SYSTEM,
+                action="remediator.host.unreachable",
+                object_type="host",
+                object_id=host.hostname,
+                reason=f"no report since {host.last_report_at.isoformat()}",
+            )
+            signal = SignalValue(
+                "host_unreachable", "", silent.total_seconds(), {"last_report_at": str(host.last_report_at)}
+            )
+            memory = dict(host.memory or {})
+            firings = evaluate(
+                ruleset.rules,
+                [signal],
+                hardware_class=host.hardware_class,
+                datacenter=host.datacenter,
+                labels=host.labels,
+                memory=memory,
+                now=now,
+            )
+            host.memory = memory
+            for firing in firings:
+                planning.decide(session, host, firing, ruleset, None, now)
     return changed
 
 

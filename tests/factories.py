@@ -77,3 +77,8 @@ def edac_report(
 
 def payload(report: Report) -> dict[str, Any]:
     return report.model_dump(mode="json")
+
+
+def storm_reports(hostname: str = "web-001", *, start: dt.datetime = T0, ce_per_s: float = 50.0) -> list[Report]:
+    """Three reports a minute apart with a sustained CE storm: enough for dimm-ce-storm's `for: 30s`."""
+    return [edac_report(hostname, ce=int(ce_per_s * 60 * i), at=start + dt.timedelta(seconds=60 * i)) for i in range(3)]

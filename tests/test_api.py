@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from core.db import Database
 from core.settings import load_settings
-from tests.factories import T0, edac_report, payload
+from tests.factories import edac_report, payload, storm_reports
 
 
 @pytest.fixture
@@ -22,13 +22,9 @@ def client(db: Database) -> Iterator[TestClient]:
 
 
 def post_storm(client: TestClient, hostname: str = "web-001") -> None:
-    first = client.post("/api/v1/reports", json=payload(edac_report(hostname, ce=0, at=T0)))
-    assert first.status_code == 200, first.text
-    second = client.post(
-        "/api/v1/reports", json=payload(edac_report(hostname, ce=3000, at=T0 + dt.timedelta(seconds=60)))
-    )
-    assert second.status_code == 200
-    assert len(second.json()["remediations"]) == 1
+    responses = [client.post("/api/v1/reports", json=payload(r)) for r in storm_reports(hostname)]
+    assert [r.status_code for r in responses] == [200, 200, 200], responses[0].text
+    assert len(responses[-1].json()["remediations"]) == 1
 
 
 def test_report_to_ticket_over_http(client: TestClient, db: Database) -> None:

@@ -17,7 +17,7 @@ from remediator import ingest, runner
 from remediator.models import Host, HostState, Remediation, RemediationState, Signal
 from remediator.models import Report as ReportRow
 from remediator.rules import load_ruleset
-from tests.factories import LABEL, T0, edac_report, payload
+from tests.factories import LABEL, T0, edac_report, payload, storm_reports
 from ticketing.models import Ticket, TicketState
 
 RULES = load_ruleset([])
@@ -41,11 +41,13 @@ def test_first_report_registers_the_host_and_is_stored_once(session: Session) ->
 
 def test_ce_storm_plans_a_remediation_that_opens_a_dimm_ticket(session: Session) -> None:
     ingest.ingest(session, [edac_report(ce=100, at=at(0))], ruleset=RULES)
-    result = ingest.ingest(session, [edac_report(ce=100 + 60 * 40, at=at(60))], ruleset=RULES)
+    first = ingest.ingest(session, [edac_report(ce=100 + 60 * 40, at=at(60))], ruleset=RULES)
+    assert first.remediations == []  # one report at 40 CE/s is not yet sustained (for: 30s)
+    result = ingest.ingest(session, [edac_report(ce=100 + 120 * 40, at=at(120))], ruleset=RULES)
     [remediation_id] = result.remediations
-    rate = session.scalars(select(Signal).where(Signal.kind == "dimm_ce_rate")).one()
-    assert rate.value == 40.0
-    assert rate.subject == LABEL
+    rates = session.scalars(select(Signal.value).where(Signal.kind == "dimm_ce_rate")).all()
+    assert rates == [40.0, 40.0]
+    assert session.scalars(select(Signal.subject).where(Signal.kind == "dimm_ce_rate")).first() == LABEL
     [pending] = pending_tasks(session)
     assert pending.task == "remediator.run_remediation"
     assert pending.args == (remediation_id,) or list(pending.args) == [remediation_id]
@@ -70,18 +72,16 @@ def test_ce_storm_plans_a_remediation_that_opens_a_dimm_ticket(session: Session)
 
 
 def test_advance_twice_does_not_open_a_second_ticket(session: Session) -> None:
-    ingest.ingest(session, [edac_report(ce=0, at=at(0))], ruleset=RULES)
-    [rid] = ingest.ingest(session, [edac_report(ce=6000, at=at(60))], ruleset=RULES).remediations
+    [rid] = ingest.ingest(session, storm_reports(), ruleset=RULES).remediations
     runner.advance(session, rid, ruleset=RULES)
     assert runner.advance(session, rid, ruleset=RULES) == RemediationState.escalated  # a redelivered task
     assert session.scalar(select(func.count()).select_from(Ticket)) == 1
 
 
 def test_host_awaiting_repair_is_not_remediated_again(session: Session) -> None:
-    ingest.ingest(session, [edac_report(ce=0, at=at(0))], ruleset=RULES)
-    [rid] = ingest.ingest(session, [edac_report(ce=6000, at=at(60))], ruleset=RULES).remediations
+    [rid] = ingest.ingest(session, storm_reports(), ruleset=RULES).remediations
     runner.advance(session, rid, ruleset=RULES)
-    later = ingest.ingest(session, [edac_report(ce=12000, at=at(120))], ruleset=RULES)
+    later = ingest.ingest(session, [edac_report(ce=20000, at=at(180))], ruleset=RULES)
     assert later.remediations == []
     assert session.scalar(select(func.count()).select_from(Remediation)) == 1
 
@@ -94,6 +94,10 @@ def test_moderate_rate_fires_nothing(session: Session) -> None:
 
 def test_uncorrectable_error_opens_priority_one_ticket(session: Session) -> None:
     [rid] = ingest.ingest(session, [edac_report(ue=1, at=at(0))], ruleset=RULES).remediations
+    remediation = session.get_one(Remediation, rid)
+    assert [s.action for s in remediation.steps] == ["drain", "ticket"]
+    runner.advance(session, rid, ruleset=RULES)  # drain: no hook configured for this cluster
+    assert remediation.steps[0].result == {"skipped": "no drain hook configured for cluster (none)"}
     runner.advance(session, rid, ruleset=RULES)
     ticket = session.scalars(select(Ticket)).one()
     assert ticket.priority == 1
@@ -116,8 +120,7 @@ def test_malformed_reports_are_refused_by_field_and_the_rest_stored(session: Ses
 
 
 def test_rollback_drops_the_tasks_it_would_have_sent(session: Session) -> None:
-    ingest.ingest(session, [edac_report(ce=0, at=at(0))], ruleset=RULES)
-    ingest.ingest(session, [edac_report(ce=6000, at=at(60))], ruleset=RULES)
+    ingest.ingest(session, storm_reports(), ruleset=RULES)
     assert len(pending_tasks(session)) == 1
     session.rollback()
     assert pending_tasks(session) == []

@@ -19,7 +19,7 @@ from core.db import make_engine
 from core.queue import INGEST_QUEUE, create_celery, host_queue, send_to_host
 from remediator.models import Host, Remediation, RemediationState
 from tests.conftest import truncate_all
-from tests.factories import T0, edac_report, payload
+from tests.factories import edac_report, payload, storm_reports
 from tests.processes import FleetfixProcess, base_env, wait_until
 from ticketing.models import Ticket
 
@@ -49,13 +49,8 @@ def query(url: str, fn):  # type: ignore[no-untyped-def]
 
 def test_reports_through_redis_become_a_ticket(central_worker: FleetfixProcess, it_db: str, redis_url: str) -> None:
     producer = create_celery(redis_url)
-    producer.send_task(
-        "remediator.ingest_reports", args=[[payload(edac_report("w-1", ce=0, at=T0))]], queue=INGEST_QUEUE
-    )
-    later = T0 + dt.timedelta(seconds=60)
-    producer.send_task(
-        "remediator.ingest_reports", args=[[payload(edac_report("w-1", ce=4800, at=later))]], queue=INGEST_QUEUE
-    )
+    for report in storm_reports("w-1"):  # one message each, in order
+        producer.send_task("remediator.ingest_reports", args=[[payload(report)]], queue=INGEST_QUEUE)
 
     def ticket() -> Ticket | None:
         return query(it_db, lambda s: s.scalars(select(Ticket)).one_or_none())
@@ -179,8 +174,18 @@ def test_scheduler_marks_silent_hosts_unreachable(
         def state_of(name: str) -> str:
             return query(it_db, lambda s: s.scalars(select(Host.state).where(Host.hostname == name)).one())
 
-        wait_until(lambda: state_of("silent-1") == "unreachable", 40, "silent-1 unreachable", beat)
+        # unreachable, and the default pack's host-unreachable rule plans a power cycle at once;
+        # with no power-cycle executor registered (cyborg's) the ladder ends in a ticket
+        wait_until(lambda: state_of("silent-1") == "awaiting_repair", 40, "silent-1 handed to a person", beat)
         assert state_of("fresh-1") == "in_service"
+        chain = query(
+            it_db,
+            lambda s: [
+                (r.rule_id, r.steps[0].action, r.state.value)
+                for r in s.scalars(select(Remediation).order_by(Remediation.id))
+            ],
+        )
+        assert chain == [("host-unreachable", "power_cycle", "failed"), ("host-unreachable", "ticket", "escalated")]
         assert "Sending due task mark-unreachable" in beat.output()
 
 
