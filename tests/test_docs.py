@@ -40,3 +40,20 @@ def test_compose_services_run_real_commands() -> None:
         assert command[0] in group.commands, (name, command)  # type: ignore[attr-defined]
     assert services["migrate"]["command"] == ["db", "upgrade"]
     assert services["api"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_rules_doc_lists_the_default_pack() -> None:
+    from remediator.rules import DEFAULT_PACK, load_pack
+
+    doc = (REPO / "docs" / "rules.md").read_text()
+    section = doc[doc.index("## The default pack") :]
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", section, flags=re.M))
+    assert documented == {r.id for r in load_pack(DEFAULT_PACK).rules}
+
+
+def test_signals_doc_names_every_signal_the_default_pack_uses() -> None:
+    from remediator.rules import DEFAULT_PACK, load_pack
+
+    doc = (REPO / "docs" / "signals.md").read_text()
+    for rule in load_pack(DEFAULT_PACK).rules:
+        assert f"`{rule.when.signal}`" in doc, rule.when.signal
