@@ -95,7 +95,7 @@ def report_digest(report: Report) -> str:
 
     Left out: when it was said, how long collectors took, and counters that
     grow whatever the hardware does (interrupt counts, power-on hours,
-    temperatures, log cursors). Their meaning is in the signals derived from
+    temperatures, log cursors, the agent's own memory and CPU time). Their meaning is in the signals derived from
     them, which are stored on their own; the stored body keeps the values of
     the first report of each state.
     """
@@ -110,6 +110,7 @@ def report_digest(report: Report) -> str:
                 "disks": {"__all__": {"power_on_hours", "temperature_c"}},
                 "kernel_log": {"first_seq", "last_seq", "lines_read"},
                 "sensors": {"__all__": {"reading"}},
+                "agent": {"rss_kb", "cpu_seconds", "last_delivery"},
             },
         },
     )

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from core import audit
 from core.db import utcnow
-from core.errors import Conflict, NotFound
+from core.errors import Conflict, InvalidInput, NotFound
 from remediator import planning, safety
 from remediator.models import (
     ACTIVE_REMEDIATION_STATES,
@@ -214,3 +214,36 @@ def effectiveness(session: Session) -> list[dict[str, Any]]:
         row["success_rate"] = round(row["succeeded"] / row["total"], 3) if row["total"] else None
         row["return_rate"] = round(row["returned_within_30d"] / row["succeeded"], 3) if row["succeeded"] else None
     return sorted(rows.values(), key=lambda r: (r["rule"], r["plan"]))
+
+
+def set_report_interval(session: Session, hostname: str, interval_s: int, *, actor: str, reason: str) -> Host:
+    """Set how often a host's agent runs its check cycle; the agent is told on its own queue."""
+    from celery import current_app
+
+    from core.dispatch import send_after_commit
+    from core.queue import HOST_TASK_EXPIRES_S, host_queue
+
+    if not 5 <= interval_s <= 3600:
+        raise InvalidInput(f"interval_s: {interval_s} is outside 5..3600 seconds")
+    host = session.scalars(select(Host).where(Host.hostname == hostname)).one_or_none()
+    if host is None:
+        raise NotFound(f"host {hostname!r} is not known")
+    before = host.report_interval_s
+    host.report_interval_s = interval_s
+    audit.record(
+        session,
+        actor=actor,
+        action="remediator.host.interval_changed",
+        object_type="host",
+        object_id=hostname,
+        reason=reason,
+        detail={"from": before, "to": interval_s},
+    )
+    send_after_commit(
+        session,
+        current_app.signature(
+            "checker.set_report_interval", args=[interval_s], queue=host_queue(hostname), expires=HOST_TASK_EXPIRES_S
+        ),
+    )
+    session.flush()
+    return host

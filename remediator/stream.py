@@ -126,6 +126,14 @@ class StreamIngester:
             except redis.ConnectionError as error:
                 log.warning("remediator.stream.broker_unreachable", extra={"fields": {"error": str(error)[:200]}})
                 self.stopping.wait(2.0)
+            except redis.ResponseError as error:
+                # The stream or its group vanished (Redis restarted without persistence, a FLUSHDB):
+                # recreate the group and go on; agents' new entries arrive in the new stream.
+                if "NOGROUP" not in str(error) and "no longer exists" not in str(error):
+                    raise
+                log.warning("remediator.stream.recreated", extra={"fields": {"error": str(error)[:200]}})
+                self.backlog = True
+                self.ensure_group()
 
     def stop(self) -> None:
         self.stopping.set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,3 +128,19 @@ def test_ingester_process(integration_pg_url: str, client: redis.Redis, redis_ur
         assert refused.proc.returncode == 2
         assert "needs a Redis broker" in refused.output()
     create_celery("memory://")  # leave the default app as the other tests expect
+
+
+def test_ingester_survives_its_stream_vanishing(it_database: Database, client: redis.Redis, redis_url: str) -> None:
+    """Redis restarted without persistence: the stream and the group are gone; the ingester goes on."""
+    ingester = StreamIngester(redis_url, it_database, RuleRegistry(), block_ms=100)
+    ingester.ensure_group()
+    client.delete(INGEST_STREAM)
+    publish(client, 3)  # a new stream, without the group
+    runner = threading.Thread(target=ingester.run)
+    runner.start()
+    try:
+        wait_until(lambda: stored(it_database)[0] == 3 or None, 20, "the reports after the stream vanished")
+    finally:
+        ingester.stop()
+        runner.join(10)
+    assert not runner.is_alive()

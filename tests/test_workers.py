@@ -116,9 +116,12 @@ def reports_of(url: str, hostname: str) -> int:
 
     from remediator.models import Report
 
+    # every report counts: a stored observation state plus its repeats
     return query(
         url,
-        lambda s: s.scalar(select(func.count()).select_from(Report).join(Host).where(Host.hostname == hostname)),
+        lambda s: s.scalar(
+            select(func.coalesce(func.sum(Report.repeats + 1), 0)).join(Host).where(Host.hostname == hostname)
+        ),
     )
 
 
@@ -152,6 +155,18 @@ def test_agent_reports_and_runs_host_tasks_that_have_not_expired(
         send_to_host(app, "agent-it-1", "checker.run_check_now")
         wait_until(lambda: reports_of(it_db, "agent-it-1") == 3, 30, "the next report", agent)
         assert reports_of(it_db, "agent-it-1") == 3  # the expired task ran nothing
+
+        # the central service sets the agent's schedule: every 5 s from now on
+        from core.db import Database
+        from remediator import operations
+
+        create_celery(redis_url)
+        database = Database(it_db)
+        with database.session() as session:
+            operations.set_report_interval(session, "agent-it-1", 5, actor="test", reason="watch closely")
+        database.dispose()
+        agent.wait_for_output("checker.agent.rescheduled")
+        wait_until(lambda: reports_of(it_db, "agent-it-1") >= 5, 30, "reports every 5 s", agent)
 
 
 def test_scheduler_marks_silent_hosts_unreachable(

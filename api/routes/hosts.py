@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from api.deps import get_session
@@ -48,3 +48,18 @@ def import_inventory(rows: list[inventory.HostInventory], session: Session = Dep
     created, updated = inventory.apply_inventory(session, rows, actor="api")
     session.commit()
     return ImportResult(created=created, updated=updated)
+
+
+class IntervalChange(BaseModel):
+    interval_s: int = Field(ge=5, le=3600, description="Seconds between the agent's check cycles.")
+    reason: str = Field(min_length=1, max_length=1000)
+
+
+@router.put("/{hostname}/report-interval", response_model=HostOut)
+def set_report_interval(hostname: str, change: IntervalChange, session: Session = Depends(get_session)) -> HostOut:
+    """Tell a host's agent how often to run its check cycle."""
+    from remediator import operations
+
+    host = operations.set_report_interval(session, hostname, change.interval_s, actor="api", reason=change.reason)
+    session.commit()
+    return HostOut.model_validate(host)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
 from checker.agent import state
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(name="checker.run_check_now")
@@ -14,3 +18,19 @@ def run_check_now() -> str:
     if loop is None:
         raise RuntimeError("no check loop in this process: not an agent")
     return str(loop.once())
+
+
+MIN_INTERVAL_S, MAX_INTERVAL_S = 5, 3600
+
+
+@shared_task(name="checker.set_report_interval")
+def set_report_interval(interval_s: int) -> int:
+    """Follow the schedule the central service sets: run the check cycle every `interval_s` seconds."""
+    loop = state.check_loop
+    if loop is None:
+        raise RuntimeError("no check loop in this process: not an agent")
+    if not MIN_INTERVAL_S <= int(interval_s) <= MAX_INTERVAL_S:
+        raise ValueError(f"report interval {interval_s!r} s is outside {MIN_INTERVAL_S}..{MAX_INTERVAL_S}")
+    loop.reschedule(int(interval_s))
+    log.info("checker.agent.rescheduled", extra={"fields": {"interval_s": int(interval_s)}})
+    return int(interval_s)

@@ -97,6 +97,7 @@ class CheckLoop:
         self.app = app
         self.hostname = hostname
         self.interval_s = interval_s
+        self._rescheduled = threading.Event()
         self.config = config or AgentConfig()
         self.host = host if host is not None else LiveHost()
         self.state_dir, self._lock_file, self.state_problem = open_state_dir(self.config.state_dir)
@@ -166,13 +167,22 @@ class CheckLoop:
             now = time.monotonic()
             if next_at <= now:  # a cycle overran: skip the missed slots instead of bunching up
                 next_at = now + self.interval_s
-            self._stop.wait(next_at - now)
+            # Woken early when the central side sets a new interval; the next cycle follows it.
+            if self._rescheduled.wait(next_at - now):
+                self._rescheduled.clear()
+                next_at = time.monotonic() + self.interval_s
+
+    def reschedule(self, interval_s: int) -> None:
+        """Run the cycle every `interval_s` from now on (the central service's schedule)."""
+        self.interval_s = interval_s
+        self._rescheduled.set()
 
     def start(self) -> None:
         self.thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self._rescheduled.set()
         if self.thread.is_alive():
             self.thread.join(timeout=5)
         if isinstance(self.host, LiveHost):
