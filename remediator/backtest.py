@@ -15,8 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from checker.schemas import Report
-from remediator.evaluate import evaluate
-from remediator.ingest import report_signals
+from remediator.ingest import evaluate_host, report_signals
 from remediator.models import Host
 from remediator.models import Report as ReportRow
 from remediator.rules import RuleSet
@@ -68,15 +67,7 @@ def backtest(session: Session, ruleset: RuleSet, since: dt.datetime) -> Backtest
             for replay in replays:
                 result.reports += 1
                 signals = report_signals(host, replay, memory)
-                firings = evaluate(
-                    ruleset.rules,
-                    signals,
-                    hardware_class=host.hardware_class,
-                    datacenter=host.datacenter,
-                    labels=host.labels,
-                    memory=memory,
-                    now=replay.captured_at,
-                )
+                firings = evaluate_host(host, signals, ruleset, memory, replay.captured_at)
                 for firing in firings:
                     hit = open_hits.get(firing.rule.id)
                     if hit is None:

@@ -169,6 +169,21 @@ def report_signals(host: Host, report: Report, memory: dict[str, Any]) -> list[S
     return signals + derived.signals
 
 
+def evaluate_host(
+    host: Host, signals: list[SignalValue], ruleset: RuleSet, memory: dict[str, Any], now: dt.datetime
+) -> list[Firing]:
+    """The rules that fire for this host now (its selectors' facts come from its inventory)."""
+    return evaluate(
+        ruleset.rules,
+        signals,
+        hardware_class=host.hardware_class,
+        datacenter=host.datacenter,
+        labels=host.labels,
+        memory=memory,
+        now=now,
+    )
+
+
 def edac_signals(report: Report, memory: dict[str, Any]) -> list[SignalValue]:
     """EDAC counter rates against the counters this host reported last time."""
     counters = counters_of(report)
@@ -238,15 +253,7 @@ def ingest(
             host.last_digest = digest
         memory = dict(host.memory or {})
         signals = report_signals(host, report, memory)
-        firings = evaluate(
-            ruleset.rules,
-            signals,
-            hardware_class=host.hardware_class,
-            datacenter=host.datacenter,
-            labels=host.labels,
-            memory=memory,
-            now=report.captured_at,
-        )
+        firings = evaluate_host(host, signals, ruleset, memory, report.captured_at)
         host.memory = memory
         host.last_report_at = report.captured_at
         host.last_report_id = report.report_id

@@ -20,8 +20,7 @@ from core.dispatch import send_after_commit
 from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
 from remediator import planning, runner
-from remediator.evaluate import evaluate
-from remediator.ingest import ingest_batch
+from remediator.ingest import evaluate_host, ingest_batch
 from remediator.models import ACTIVE_REMEDIATION_STATES, Host, HostState, Remediation, RemediationState
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult
@@ -128,15 +127,7 @@ def mark_unreachable() -> int:
                 "host_unreachable", "", silent.total_seconds(), {"last_report_at": str(host.last_report_at)}
             )
             memory = dict(host.memory or {})
-            firings = evaluate(
-                ruleset.rules,
-                [signal],
-                hardware_class=host.hardware_class,
-                datacenter=host.datacenter,
-                labels=host.labels,
-                memory=memory,
-                now=now,
-            )
+            firings = evaluate_host(host, [signal], ruleset, memory, now)
             host.memory = memory
             for firing in firings:
                 planning.decide(session, host, firing, ruleset, None, now)
