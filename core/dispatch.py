@@ -12,28 +12,44 @@ from typing import Any
 
 from celery import Signature
 from sqlalchemy import event
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, SessionTransaction
 
 _PENDING = "fleetfix.pending_tasks"
 
 
 def send_after_commit(session: Session, signature: Signature) -> None:
-    """Queue a task to be sent when this session's transaction commits."""
-    session.info.setdefault(_PENDING, []).append(signature)
+    """Queue a task to be sent when this session's outermost transaction commits.
+
+    Queued inside a SAVEPOINT that is rolled back, the task is dropped with it.
+    """
+    session.info.setdefault(_PENDING, []).append((session.get_nested_transaction(), signature))
+
+
+# Session's after_commit and after_rollback also fire when a SAVEPOINT is released or
+# rolled back (begin_nested); a task must wait for the outermost commit, or a worker
+# could look for a row before it is there.
 
 
 @event.listens_for(Session, "after_commit")
 def _send_pending(session: Session) -> None:
-    pending: list[Signature] = session.info.pop(_PENDING, [])
-    for signature in pending:
+    if session.get_nested_transaction() is not None:
+        return  # a SAVEPOINT was released; the transaction goes on
+    pending: list[tuple[Any, Signature]] = session.info.pop(_PENDING, [])
+    for _savepoint, signature in pending:
         signature.apply_async()
 
 
-@event.listens_for(Session, "after_rollback")
-def _drop_pending(session: Session) -> None:
-    session.info.pop(_PENDING, None)
+@event.listens_for(Session, "after_soft_rollback")
+def _drop_pending(session: Session, previous_transaction: SessionTransaction) -> None:
+    pending: list[tuple[Any, Signature]] = session.info.get(_PENDING, [])
+    if not pending:
+        return
+    if previous_transaction.nested:
+        session.info[_PENDING] = [(sp, sig) for sp, sig in pending if sp is not previous_transaction]
+    elif session.get_nested_transaction() is None:
+        session.info.pop(_PENDING, None)
 
 
 def pending_tasks(session: Session) -> list[Any]:
     """What would be sent on commit (for tests and logging)."""
-    return list(session.info.get(_PENDING, []))
+    return [signature for _savepoint, signature in session.info.get(_PENDING, [])]
