@@ -273,7 +273,9 @@ def report_schema() -> None:
 
 
 @db_app.command("upgrade")
-def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = "head") -> None:
+def db_upgrade(
+    revision: Annotated[str, typer.Argument(help="Target revision (heads: every branch).")] = "heads",
+) -> None:
     """Apply database migrations (creates the schema on an empty database)."""
     settings = _settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)

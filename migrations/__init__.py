@@ -18,7 +18,7 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
+def upgrade(database_url: str, revision: str = "heads") -> None:
     command.upgrade(alembic_config(database_url), revision)
 
 
