@@ -1,0 +1,193 @@
+"""The allow-list: every action cyborg can carry out, its parameters, time budget and safety facts.
+
+Nothing outside this table runs on a host. Parameters are validated here on both sides: the
+central service before it signs an envelope, the host again before it acts. `idempotent` must
+agree with the remediator's contract table (remediator/actions.py; a test holds them together):
+a non-idempotent action interrupted half-way is never started a second time. `restarts` actions
+may end with the host restarting (the driver says when it did), so the agent that started them
+reports their outcome after the boot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MAX_TIMEOUT_S = 4 * 3600
+BOOKKEEPING_PARAMS = frozenset({"priority", "timeout_s", "dry_run"})
+"""Step parameters that steer how an action is run rather than what it does."""
+
+
+class ActionParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RebootParams(ActionParams):
+    mode: Literal["warm", "cold"] = Field(
+        "warm", description="warm: kexec into the kernel without firmware POST, where the kernel allows; cold: reboot."
+    )
+
+
+_COMPONENT = re.compile(r"^(bios|bmc|nic:[A-Za-z0-9_.\-]{1,15}|disk:/dev/[A-Za-z0-9_\-]{1,32})$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class FirmwareTarget(ActionParams):
+    component: str = Field(description="bios, bmc, nic:<interface> or disk:/dev/<device>.")
+    version: str = Field(min_length=1, max_length=64, description="The pinned version to flash.")
+    image: str | None = Field(None, description="Image path or https:// URL (real driver: required).")
+    sha256: str | None = Field(None, description="The image's SHA-256, checked before flashing.")
+
+    @field_validator("component")
+    @classmethod
+    def _known_component(cls, value: str) -> str:
+        if not _COMPONENT.match(value):
+            raise ValueError(f"{value!r} is not a flashable component (bios, bmc, nic:<iface>, disk:/dev/<dev>)")
+        return value
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex_digest(cls, value: str | None) -> str | None:
+        if value is not None and not _SHA256.match(value.lower()):
+            raise ValueError("must be 64 hexadecimal characters")
+        return value.lower() if value else value
+
+
+class ReflashFirmwareParams(ActionParams):
+    targets: list[FirmwareTarget] = Field(
+        min_length=1, max_length=8, description="Flashed in order; the first failure aborts the rest."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_target(cls, data: Any) -> Any:
+        # A rule names one component (`component`, `version`, …) or several (`targets`).
+        if isinstance(data, dict) and "targets" not in data and "component" in data:
+            return {"targets": [data]}
+        return data
+
+
+class InstallKernelParams(ActionParams):
+    release: str = Field(
+        pattern=r"^[A-Za-z0-9._+\-]{1,64}$", description="The kernel release `uname -r` must show afterwards."
+    )
+    package: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9._+\-:=~]{1,128}$", description="Pinned package (name=version); default: by release."
+    )
+    erratum: str | None = Field(None, max_length=32, description="The erratum the kernel works around, if any.")
+
+
+class HardPprParams(ActionParams):
+    dimm: str = Field(min_length=1, max_length=128, description="The DIMM (EDAC label or locator).")
+    capture_s: int = Field(
+        600, ge=10, le=3600, description="How long to wait in firmware-first mode for an error with its address."
+    )
+
+
+class TuneErrorReportingParams(ActionParams):
+    edac_poll_s: int = Field(37, ge=1, le=3600, description="EDAC polling interval (about 37 s is the sweet spot).")
+    cmci: Literal["poll", "cmci"] | None = Field(
+        None, description="poll: turn CMCI off (polling only, after a CMCI storm); cmci: interrupts on."
+    )
+
+
+class NoParams(ActionParams):
+    pass
+
+
+class InterleaveParams(ActionParams):
+    weights: dict[str, int] | None = Field(None, description="NUMA node -> weight; default 5 for DRAM, 1 for CXL.")
+
+
+ActionSite = Literal["host", "central"]
+
+
+@dataclass(frozen=True)
+class CyborgAction:
+    name: str
+    params: type[ActionParams]
+    timeout_s: int
+    idempotent: bool
+    site: ActionSite = "host"
+    restarts: bool = False
+    description: str = ""
+
+    def parse(self, params: dict[str, Any]) -> ActionParams:
+        """The action's parameters, validated; bookkeeping keys (priority, timeout_s, dry_run) are not its own."""
+        own = {k: v for k, v in params.items() if k not in BOOKKEEPING_PARAMS}
+        try:
+            return self.params.model_validate(own)
+        except ValidationError as error:
+            raise ActionRefused(f"{self.name}: bad parameters: {describe(error)}") from error
+
+
+class ActionRefused(Exception):
+    """An action or its parameters are not allowed; the message says which and why."""
+
+
+def describe(error: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in item['loc']) or '(params)'}: {item['msg']}" for item in error.errors())
+
+
+ACTIONS: dict[str, CyborgAction] = {
+    a.name: a
+    for a in (
+        CyborgAction("reboot", RebootParams, 900, idempotent=False, restarts=True, description="kexec or reboot"),
+        CyborgAction(
+            "reflash_firmware",
+            ReflashFirmwareParams,
+            3600,
+            idempotent=True,
+            restarts=True,  # a BIOS update applies at the next boot
+            description="fwupd or a vendor tool",
+        ),
+        CyborgAction(
+            "install_kernel",
+            InstallKernelParams,
+            1800,
+            idempotent=True,
+            restarts=True,
+            description="pinned package, default boot entry, boot it, verify uname -r",
+        ),
+        CyborgAction(
+            "hard_ppr",
+            HardPprParams,
+            3600,
+            idempotent=False,
+            restarts=True,
+            description="firmware-first capture, schedule hard PPR, reboot, back to CMCI",
+        ),
+        CyborgAction("tune_error_reporting", TuneErrorReportingParams, 120, idempotent=True),
+        CyborgAction("repair_irq_affinity", NoParams, 120, idempotent=True),
+        CyborgAction("enable_demotion", NoParams, 60, idempotent=True),
+        CyborgAction("set_interleave_weights", InterleaveParams, 60, idempotent=True),
+        CyborgAction("clear_sel", NoParams, 300, idempotent=True, description="archive the SEL, then clear it"),
+        # Carried out from the central side: the host cannot do them for itself.
+        CyborgAction("power_cycle", NoParams, 900, idempotent=False, site="central", restarts=True),
+        CyborgAction("reimage", NoParams, 7200, idempotent=False, site="central", restarts=True),
+        CyborgAction("drain", NoParams, 300, idempotent=True, site="central"),
+        CyborgAction("undrain", NoParams, 300, idempotent=True, site="central"),
+    )
+}
+
+HOST_ACTIONS = tuple(name for name, action in ACTIONS.items() if action.site == "host")
+
+
+def timeout_of(action: CyborgAction, params: dict[str, Any]) -> int:
+    """The step's own `timeout_s` if it sets one (1 s .. 4 h), else the action's."""
+    value = params.get("timeout_s")
+    if value is None:
+        return action.timeout_s
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_TIMEOUT_S:
+        raise ActionRefused(f"{action.name}: timeout_s must be 1..{MAX_TIMEOUT_S} seconds, not {value!r}")
+    return value
+
+
+def lookup(name: str) -> CyborgAction:
+    action = ACTIONS.get(name)
+    if action is None:
+        raise ActionRefused(f"{name!r} is not a cyborg action (known: {', '.join(ACTIONS)})")
+    return action

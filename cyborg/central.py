@@ -1,0 +1,117 @@
+"""The central side of cyborg: the signing key, the parameters a plan leaves to it, and envelopes.
+
+The remediator's runner calls these when a step is a host action. A rule pack may leave the pinned
+target to cyborg: a firmware reflash takes the baseline version from the signal that justified it,
+a kernel install takes the patched kernel of the erratum from `PATCHED_KERNELS`. Nothing here
+touches the database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.settings import Settings
+from cyborg.actions import BOOKKEEPING_PARAMS, ActionRefused, CyborgAction, timeout_of
+from cyborg.envelope import Envelope, SignedMessage, Signer, generate_keypair, load_signer
+
+
+@dataclass(frozen=True)
+class KernelPin:
+    release: str
+    package: str | None
+    source: str
+
+
+PATCHED_KERNELS: dict[str, KernelPin] = {
+    # The rebuilt kernel of the INFN Pisa study: vanilla 2.6.23.17 with AMD's erratum-298 patch.
+    "AMD-298": KernelPin(
+        release="2.6.23.17-amdpatch",
+        package=None,  # a site's own build: its package name is the site's; the default is kernel-<release>
+        source="INFN/CCR-11/01 (Fabiani, Mazzoni 2011), Table 4: vanilla 2.6.23.17 + AMD patch",
+    ),
+}
+
+_signers: dict[Path, Signer] = {}
+_signers_lock = threading.Lock()
+
+
+class SigningKeyMissing(Exception):
+    """No action signing key where the settings say; the message names the file and the command."""
+
+
+def signer_for(settings: Settings) -> Signer:
+    """The action signing key. In development a missing default key is created (with its .pub beside it)."""
+    path = settings.effective_action_key_file
+    with _signers_lock:
+        signer = _signers.get(path)
+        if signer is None:
+            if not path.exists():
+                if settings.environment == "production" or settings.action_key_file is not None:
+                    raise SigningKeyMissing(
+                        f"{path}: no action signing key (create one with `fleetfix keys generate {path}`)"
+                    )
+                try:
+                    signer = generate_keypair(path, path.with_suffix(".pub"))
+                except FileExistsError:  # another process made it first
+                    signer = load_signer(path)
+            else:
+                signer = load_signer(path)
+            _signers[path] = signer
+        return signer
+
+
+def resolve_params(action: CyborgAction, params: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:
+    """The action's own parameters with what the plan left to cyborg filled in, validated."""
+    own = {k: v for k, v in params.items() if k not in BOOKKEEPING_PARAMS}
+    signal = evidence.get("signal") or {}
+    if action.name == "reflash_firmware" and "targets" not in own and "version" not in own:
+        detail = signal.get("detail") or {}
+        if signal.get("kind") == "firmware_below_baseline" and signal.get("subject") == own.get("component"):
+            own["version"] = detail.get("baseline")
+        if not own.get("version"):
+            raise ActionRefused(f"reflash_firmware {own.get('component')!r}: no pinned version (set `version`)")
+    if action.name == "install_kernel" and "release" not in own:
+        pin = PATCHED_KERNELS.get(str(own.get("erratum", "")))
+        if pin is None:
+            raise ActionRefused(
+                f"install_kernel: no release given and no patched kernel known for {own.get('erratum')!r}"
+            )
+        own["release"] = pin.release
+        if pin.package and "package" not in own:
+            own["package"] = pin.package
+    return action.parse(own).model_dump(mode="json", exclude_none=True)
+
+
+def issue(
+    signer: Signer,
+    *,
+    hostname: str,
+    remediation_id: int,
+    step: int,
+    attempt: int,
+    action: CyborgAction,
+    params: dict[str, Any],
+    step_params: dict[str, Any],
+    expires_s: int,
+    now: dt.datetime,
+) -> tuple[Envelope, SignedMessage]:
+    """A new envelope (a fresh id every attempt), signed."""
+    envelope = Envelope(
+        id=uuid.uuid4(),
+        hostname=hostname,
+        remediation_id=remediation_id,
+        step=step,
+        attempt=attempt,
+        action=action.name,
+        params=params,
+        timeout_s=timeout_of(action, step_params),
+        dry_run=bool(step_params.get("dry_run", False)),
+        issued_at=now,
+        expires_at=now + dt.timedelta(seconds=expires_s),
+    )
+    return envelope, signer.sign(envelope)

@@ -1,0 +1,103 @@
+"""Out-of-band power control from the central side, for hosts that cannot act for themselves.
+
+`IpmitoolBmc` runs ipmitool against the host's BMC over the LAN (lanplus), with the password read
+from a file (`-f`), never on the command line; `SimulatedBmc` power-cycles a virtual host of the
+simulated fleet in this process (the demo) and starts its simulated agent again, as a boot would.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from cyborg.commands import ActionContext, ActionFailed, LiveSystem, System
+
+
+class Bmc(Protocol):
+    name: str
+
+    def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]: ...
+
+    def boot_device(self, hostname: str, address: str | None, device: str, ctx: ActionContext) -> dict[str, Any]:
+        """Set the next boot device (pxe, disk)."""
+
+
+class IpmitoolBmc:
+    name = "ipmitool"
+
+    def __init__(self, username: str, password_file: Path | None, system: System | None = None) -> None:
+        self.username = username
+        self.password_file = password_file
+        self.system = system or LiveSystem()
+
+    def base_argv(self, address: str | None) -> list[str]:
+        if not address:
+            raise ActionFailed("no BMC address for this host (label bmc_address, or FLEETFIX_BMC_ADDRESS_TEMPLATE)")
+        argv = ["ipmitool", "-I", "lanplus", "-H", address]
+        if self.username:
+            argv += ["-U", self.username]
+        if self.password_file is not None:
+            argv += ["-f", str(self.password_file)]
+        return argv
+
+    def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
+        base = self.base_argv(address)
+        status = ctx.must([*base, "chassis", "power", "status"], timeout_s=30, changes=False).strip()
+        # A host that is off does not power-cycle: it is turned on.
+        verb = "on" if status.endswith("off") else "cycle"
+        ctx.must([*base, "chassis", "power", verb], timeout_s=60)
+        return {"bmc": address, "power": verb, "was": status}
+
+    def boot_device(self, hostname: str, address: str | None, device: str, ctx: ActionContext) -> dict[str, Any]:
+        ctx.must([*self.base_argv(address), "chassis", "bootdev", device], timeout_s=60)
+        return {"bmc": address, "bootdev": device}
+
+
+class SimulatedBmc:
+    """The simulated fleet's BMCs: `power_cycle` and `reimage` act on the virtual host in this process;
+    `on_boot(hostname)` runs after the host comes back (its agent starting)."""
+
+    name = "simulated"
+
+    def __init__(
+        self,
+        hosts: dict[str, Any],
+        *,
+        lock: threading.RLock | None = None,
+        on_boot: Callable[[str], None] | None = None,
+    ) -> None:
+        self.hosts = hosts  # hostname -> checker.sim VirtualHost
+        self.lock = lock or threading.RLock()
+        self.on_boot = on_boot
+        self.pxe: set[str] = set()
+
+    def _host(self, hostname: str) -> Any:
+        host = self.hosts.get(hostname)
+        if host is None:
+            raise ActionFailed(f"no simulated BMC for {hostname}")
+        return host
+
+    def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
+        host = self._host(hostname)
+        action = "reimage" if hostname in self.pxe else "power_cycle"
+        with self.lock:
+            if action == "reimage":
+                host.down = False
+            outcome = host.apply(action, {})
+        ctx.note(f"simulated BMC: {action}", str(outcome["changed"] or outcome["error"]), kind="simulated")
+        if outcome["outcome"] != "done":
+            raise ActionFailed(f"simulated BMC: {action}: {outcome['error']}")
+        if self.on_boot is not None:
+            self.on_boot(hostname)
+        return {"bmc": "simulated", "power": "cycle", "changed": outcome["changed"]}
+
+    def boot_device(self, hostname: str, address: str | None, device: str, ctx: ActionContext) -> dict[str, Any]:
+        self._host(hostname)
+        if device == "pxe":
+            self.pxe.add(hostname)
+        else:
+            self.pxe.discard(hostname)
+        ctx.note(f"simulated BMC: bootdev {device}", "", kind="simulated")
+        return {"bmc": "simulated", "bootdev": device}

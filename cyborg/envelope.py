@@ -1,0 +1,179 @@
+"""Signed action envelopes: what the central service asks one host to do, once, before a deadline.
+
+The central service signs with an Ed25519 private key; hosts hold only the public key, so a
+compromised host cannot forge actions for another. The signature covers the exact bytes of the
+JSON payload (no re-serialisation on the host), which names the host, the remediation, step and
+attempt, the action and its parameters, when it was issued and when it expires, and a random id
+the host journals so a replay is recognised. Ed25519 as in RFC 8032, through `cryptography`.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ENVELOPE_VERSION: Literal[1] = 1
+CLOCK_SKEW_S = 120
+"""How far ahead of the host's clock an envelope may be issued and still be accepted."""
+
+RefusalCode = Literal[
+    "malformed", "bad_signature", "unknown_key", "no_key", "wrong_host", "expired", "not_yet_valid", "not_allowed",
+    "bad_params", "replayed",
+]  # fmt: skip
+
+
+class Envelope(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = ENVELOPE_VERSION
+    id: uuid.UUID = Field(description="Random; the host journals it, so a replay is recognised.")
+    hostname: str
+    remediation_id: int
+    step: int
+    attempt: int
+    action: str
+    params: dict[str, Any]
+    timeout_s: int
+    dry_run: bool = False
+    issued_at: dt.datetime
+    expires_at: dt.datetime = Field(description="Not started by then: refused.")
+
+
+class SignedMessage(BaseModel):
+    """What travels on host.<hostname>: the payload text exactly as signed, the signature, the key's id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    payload: str
+    signature: str
+    key_id: str
+
+
+class Refused(Exception):
+    """The host will not run this envelope. `code` is one of RefusalCode; the message says why."""
+
+    def __init__(self, code: RefusalCode, message: str, envelope: Envelope | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.envelope = envelope
+
+
+class KeyMaterialError(Exception):
+    """A key file is missing or not an Ed25519 key in PEM; the message names the file."""
+
+
+def key_id(public_key: Ed25519PublicKey) -> str:
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+class Signer:
+    def __init__(self, private_key: Ed25519PrivateKey) -> None:
+        self._key = private_key
+        self.public_key = private_key.public_key()
+        self.key_id = key_id(self.public_key)
+
+    def sign(self, envelope: Envelope) -> SignedMessage:
+        payload = json.dumps(envelope.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        signature = self._key.sign(payload.encode())
+        return SignedMessage(payload=payload, signature=base64.b64encode(signature).decode(), key_id=self.key_id)
+
+    def public_pem(self) -> bytes:
+        return self.public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+    def verifier(self) -> Verifier:
+        return Verifier(self.public_key)
+
+
+class Verifier:
+    def __init__(self, public_key: Ed25519PublicKey) -> None:
+        self.public_key = public_key
+        self.key_id = key_id(public_key)
+
+    def open(self, message: Any, *, hostname: str, now: dt.datetime) -> Envelope:
+        """The envelope, if the message is signed by the central key, meant for this host and current."""
+        try:
+            signed = SignedMessage.model_validate(message)
+        except ValidationError as error:
+            raise Refused("malformed", f"not a signed envelope: {error.errors()[0]['msg']}") from None
+        try:
+            signature = base64.b64decode(signed.signature, validate=True)
+        except ValueError:
+            raise Refused("malformed", "signature is not base64") from None
+        try:
+            self.public_key.verify(signature, signed.payload.encode())
+        except InvalidSignature:
+            claimed = _claimed(signed.payload)
+            if signed.key_id != self.key_id:
+                raise Refused("unknown_key", f"signed with key {signed.key_id}, not {self.key_id}", claimed) from None
+            raise Refused("bad_signature", "the signature does not match the payload", claimed) from None
+        try:
+            envelope = Envelope.model_validate_json(signed.payload)
+        except ValidationError as error:
+            raise Refused("malformed", f"payload: {error.errors()[0]['msg']}") from None
+        if envelope.hostname != hostname:
+            raise Refused("wrong_host", f"envelope is for {envelope.hostname}, this is {hostname}", envelope)
+        if now >= envelope.expires_at:
+            raise Refused("expired", f"expired at {envelope.expires_at.isoformat()}", envelope)
+        if envelope.issued_at > now + dt.timedelta(seconds=CLOCK_SKEW_S):
+            raise Refused("not_yet_valid", f"issued in the future ({envelope.issued_at.isoformat()})", envelope)
+        return envelope
+
+
+def _claimed(payload: str) -> Envelope | None:
+    """What an unverified payload claims to be, for the refusal report only (never acted on)."""
+    try:
+        return Envelope.model_validate_json(payload)
+    except ValidationError:
+        return None
+
+
+def generate_keypair(private_path: Path, public_path: Path) -> Signer:
+    """Write a new Ed25519 key pair as PEM: the private key readable by its owner only."""
+    key = Ed25519PrivateKey.generate()
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    private_path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(private_pem)
+    signer = Signer(key)
+    public_path.parent.mkdir(parents=True, exist_ok=True)
+    public_path.write_bytes(signer.public_pem())
+    return signer
+
+
+def load_signer(path: Path) -> Signer:
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except OSError as error:
+        raise KeyMaterialError(f"{path}: cannot read the action signing key: {error.strerror}") from None
+    except (ValueError, TypeError) as error:
+        raise KeyMaterialError(f"{path}: not a PEM private key: {error}") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise KeyMaterialError(f"{path}: not an Ed25519 key ({type(key).__name__})")
+    return Signer(key)
+
+
+def load_verifier(path: Path) -> Verifier:
+    try:
+        key = serialization.load_pem_public_key(path.read_bytes())
+    except OSError as error:
+        raise KeyMaterialError(f"{path}: cannot read the action public key: {error.strerror}") from None
+    except ValueError as error:
+        raise KeyMaterialError(f"{path}: not a PEM public key: {error}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise KeyMaterialError(f"{path}: not an Ed25519 public key ({type(key).__name__})")
+    return Verifier(key)

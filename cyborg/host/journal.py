@@ -1,0 +1,116 @@
+"""The host's journal of the envelopes it accepted, in its state directory.
+
+An envelope is written here (state `running`, with the boot id) before anything runs, and again
+with its outcome. So a replayed envelope is recognised and refused; a redelivered one after the
+agent died is recognised as interrupted — run again only if the action is idempotent, or found to
+have completed across the host's restart — and a result the agent could not send is sent later.
+Entries are kept a day past their envelope's expiry (after that the envelope is refused as expired).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from cyborg.envelope import Envelope
+
+log = logging.getLogger(__name__)
+KEEP_AFTER_EXPIRY = dt.timedelta(days=1)
+JOURNAL_FILE = "cyborg-journal.json"
+
+EntryState = Literal["running", "finished"]
+
+
+@dataclass
+class JournalEntry:
+    id: str
+    hostname: str
+    remediation_id: int
+    step: int
+    attempt: int
+    action: str
+    params: dict[str, Any]
+    timeout_s: int
+    dry_run: bool
+    expires_at: str
+    accepted_at: str
+    boot_id_before: str | None
+    state: EntryState = "running"
+    runs: int = 0  # how many times the driver was started for it
+    finished_at: str | None = None
+    reported: bool = False
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def accept(cls, envelope: Envelope, *, boot_id: str | None, now: dt.datetime) -> JournalEntry:
+        return cls(
+            id=str(envelope.id),
+            hostname=envelope.hostname,
+            remediation_id=envelope.remediation_id,
+            step=envelope.step,
+            attempt=envelope.attempt,
+            action=envelope.action,
+            params=dict(envelope.params),
+            timeout_s=envelope.timeout_s,
+            dry_run=envelope.dry_run,
+            expires_at=envelope.expires_at.isoformat(),
+            accepted_at=now.isoformat(),
+            boot_id_before=boot_id,
+        )
+
+
+class Journal:
+    """Entries by envelope id; every change is written to disk (atomically) before it counts.
+    Without a path (the embedded demo's simulated hosts) it lives in memory."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self._entries: dict[str, JournalEntry] = {}
+        if path is not None and path.exists():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            self._entries = {key: JournalEntry(**value) for key, value in data.get("entries", {}).items()}
+
+    def get(self, envelope_id: str) -> JournalEntry | None:
+        with self.lock:
+            return self._entries.get(envelope_id)
+
+    def put(self, entry: JournalEntry) -> None:
+        with self.lock:
+            self._entries[entry.id] = entry
+            self._write()
+
+    def entries(self) -> list[JournalEntry]:
+        with self.lock:
+            return list(self._entries.values())
+
+    def prune(self, now: dt.datetime) -> int:
+        with self.lock:
+            old = [
+                key
+                for key, entry in self._entries.items()
+                if entry.state == "finished"
+                and entry.reported
+                and dt.datetime.fromisoformat(entry.expires_at) + KEEP_AFTER_EXPIRY < now
+            ]
+            for key in old:
+                del self._entries[key]
+            if old:
+                self._write()
+            return len(old)
+
+    def _write(self) -> None:
+        if self.path is None:
+            return
+        temporary = self.path.with_suffix(".new")
+        with temporary.open("w", encoding="utf-8") as handle:
+            json.dump({"entries": {k: asdict(v) for k, v in self._entries.items()}}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)

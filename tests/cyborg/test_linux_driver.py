@@ -1,0 +1,318 @@
+"""The real driver and the central BMC driver: the argv they build for the real tools, fed recorded
+tool outputs (the shared corpus, read in place) through a recorded system. Nothing here runs a tool."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from cyborg.actions import ACTIONS
+from cyborg.commands import ActionContext, ActionFailed, ActionTimedOut
+from cyborg.drivers.bmc import IpmitoolBmc
+from cyborg.drivers.linux import (
+    CMCI_DISABLED,
+    DEMOTION,
+    EDAC_MODPROBE,
+    EDAC_POLL,
+    KEXEC_DISABLED,
+    OSRELEASE,
+    LinuxDriver,
+    cpu_list,
+)
+from cyborg.drivers.ppr import physical_addresses
+from tests.conftest import samples_dir
+from tests.cyborg.helpers import RecordedSystem
+
+
+def sample(path: str) -> str:
+    return (samples_dir() / path).read_text(encoding="utf-8")
+
+
+def run(
+    driver: LinuxDriver, action: str, params: dict[str, object], *, dry_run: bool = False
+) -> tuple[dict, ActionContext]:  # type: ignore[type-arg]
+    spec = ACTIONS[action]
+    ctx = ActionContext(driver.system, timeout_s=60, dry_run=dry_run)
+    return driver.run(spec, spec.parse(params), ctx), ctx
+
+
+def argvs(ctx: ActionContext) -> list[list[str]]:
+    return [r.argv for r in ctx.log.records if r.kind in ("run", "dry_run")]
+
+
+def linux(system: RecordedSystem, tmp_path: Path, **options: object) -> LinuxDriver:
+    return LinuxDriver(system, work_dir=tmp_path, poll_s=0.01, **options)  # type: ignore[arg-type]
+
+
+def test_warm_reboot_kexecs_the_running_kernel_where_allowed(tmp_path: Path) -> None:
+    system = RecordedSystem(
+        files={KEXEC_DISABLED: "0\n", OSRELEASE: "6.1.0-28-amd64\n"},
+        tools={"kexec", "systemctl"},
+        dirs={"/boot": ["vmlinuz-6.1.0-28-amd64", "initrd.img-6.1.0-28-amd64"]},
+    )
+    changed, ctx = run(linux(system, tmp_path), "reboot", {"mode": "warm"})
+    assert argvs(ctx) == [
+        [
+            "kexec",
+            "--load",
+            "/boot/vmlinuz-6.1.0-28-amd64",
+            "--initrd=/boot/initrd.img-6.1.0-28-amd64",
+            "--reuse-cmdline",
+        ],
+        ["systemctl", "kexec"],
+    ]
+    assert changed == {"mode": "warm", "via": "kexec", "release": "6.1.0-28-amd64", "restarting": True}
+    system.files[KEXEC_DISABLED] = "1\n"  # kexec_load_disabled: the kernel does not allow it
+    changed, ctx = run(linux(system, tmp_path), "reboot", {"mode": "warm"})
+    assert argvs(ctx) == [["systemctl", "reboot"]]
+    _, ctx = run(linux(system, tmp_path, warm_reboot=False), "reboot", {"mode": "warm"})
+    assert argvs(ctx) == [["systemctl", "reboot"]]
+
+
+def test_a_reboot_that_does_not_happen_runs_into_its_budget(tmp_path: Path) -> None:
+    system = RecordedSystem(files={"/proc/sys/kernel/random/boot_id": "b-1\n"}, tools={"systemctl"})
+    driver = linux(system, tmp_path)
+    ctx = ActionContext(system, timeout_s=0.05)
+    with pytest.raises(ActionTimedOut, match="did not restart"):
+        driver.await_restart(ACTIONS["reboot"], ctx, "b-1")
+    with pytest.raises(ActionFailed, match="did not restart"):
+        driver.verify(ACTIONS["reboot"], ACTIONS["reboot"].parse({}), ActionContext(system, timeout_s=5), "b-1")
+
+
+@pytest.mark.parametrize(
+    ("tools", "install", "default"),
+    [
+        (
+            {"apt-get", "grub-set-default", "kexec", "systemctl"},
+            [
+                "env",
+                "DEBIAN_FRONTEND=noninteractive",
+                "apt-get",
+                "install",
+                "-y",
+                "--no-install-recommends",
+                "linux-image-2.6.23.17-amdpatch",
+            ],
+            [["grub-set-default", "Advanced options for SLES>SLES, with Linux 2.6.23.17-amdpatch"], ["update-grub"]],
+        ),
+        (
+            {"zypper", "grubby", "kexec", "systemctl"},
+            ["zypper", "--non-interactive", "install", "kernel-2.6.23.17-amdpatch"],
+            [["grubby", "--set-default", "/boot/vmlinuz-2.6.23.17-amdpatch"]],
+        ),
+    ],
+    ids=["apt-grub", "zypper-grubby"],
+)
+def test_install_kernel_pins_the_package_makes_it_default_and_kexecs_into_it(
+    tmp_path: Path, tools: set[str], install: list[str], default: list[list[str]]
+) -> None:
+    system = RecordedSystem(
+        files={OSRELEASE: "2.6.16.60-0.21-smp\n", KEXEC_DISABLED: "0", "/etc/os-release": 'NAME="SLES"\n'},
+        tools=tools,
+        dirs={"/boot": ["vmlinuz-2.6.23.17-amdpatch", "initrd.img-2.6.23.17-amdpatch"]},
+    )
+    changed, ctx = run(
+        linux(system, tmp_path), "install_kernel", {"release": "2.6.23.17-amdpatch", "erratum": "AMD-298"}
+    )
+    assert argvs(ctx) == [
+        install,
+        *default,
+        [
+            "kexec",
+            "--load",
+            "/boot/vmlinuz-2.6.23.17-amdpatch",
+            "--initrd=/boot/initrd.img-2.6.23.17-amdpatch",
+            "--reuse-cmdline",
+        ],
+        ["systemctl", "kexec"],
+    ]
+    assert changed["previous"] == "2.6.16.60-0.21-smp"
+    # after the boot, uname -r decides
+    system.answer(["uname", "-r"], "2.6.16.60-0.21-smp\n")
+    spec = ACTIONS["install_kernel"]
+    with pytest.raises(ActionFailed, match="did not boot"):
+        linux(system, tmp_path).verify(
+            spec, spec.parse({"release": "2.6.23.17-amdpatch"}), ActionContext(system, timeout_s=5), None
+        )
+
+
+def test_tune_error_reporting_writes_sysfs_and_the_next_boots_setting(tmp_path: Path) -> None:
+    system = RecordedSystem(files={EDAC_POLL: "1000\n", CMCI_DISABLED: "0\n"})
+    changed, ctx = run(linux(system, tmp_path), "tune_error_reporting", {"edac_poll_s": 37, "cmci": "poll"})
+    assert system.written == [
+        (EDAC_POLL, "37000"),
+        (EDAC_MODPROBE, "options edac_core edac_mc_poll_msec=37000\n"),
+        (CMCI_DISABLED, "1"),
+    ]
+    assert changed == {"edac_poll_msec": 37000, "previous": 1000, "cmci": "poll"}
+    assert [r.argv[0] for r in ctx.log.records] == ["write", "write", "write"]
+    # dry run: the same plan, nothing written
+    dry = RecordedSystem(files={EDAC_POLL: "1000\n"})
+    _, ctx = run(linux(dry, tmp_path), "tune_error_reporting", {}, dry_run=True)
+    assert dry.written == []
+    assert [r.kind for r in ctx.log.records] == ["dry_run", "dry_run"]
+    with pytest.raises(ActionFailed, match="no EDAC driver"):
+        run(linux(RecordedSystem(), tmp_path), "tune_error_reporting", {})
+
+
+def test_irq_affinity_moves_device_irqs_to_housekeeping_cores(tmp_path: Path) -> None:
+    system = RecordedSystem(
+        files={
+            "/sys/devices/system/cpu/isolated": "4-7,12-15\n",
+            "/sys/devices/system/cpu/online": "0-15\n",
+            "/proc/irq/24/smp_affinity_list": "0-15\n",
+            "/proc/irq/25/smp_affinity_list": "0-3\n",
+            "/proc/irq/31/smp_affinity_list": "6\n",
+            "/etc/default/irqbalance": "#IRQBALANCE_ONESHOT=\nIRQBALANCE_BANNED_CPULIST=\n",
+        },
+        dirs={"/proc/irq": ["0", "24", "25", "31", "default_smp_affinity"]},
+        tools={"irqbalance"},
+        refuse_writes={"/proc/irq/31/smp_affinity_list"},  # a managed IRQ: the kernel says EIO
+    )
+    changed, ctx = run(linux(system, tmp_path), "repair_irq_affinity", {})
+    assert changed == {"moved": [24], "managed": [31], "housekeeping": "0-3,8-11", "banned": "4-7,12-15"}
+    assert ("/proc/irq/24/smp_affinity_list", "0-3,8-11") in system.written
+    assert system.files["/etc/default/irqbalance"] == "#IRQBALANCE_ONESHOT=\nIRQBALANCE_BANNED_CPULIST=4-7,12-15\n"
+    assert ["systemctl", "restart", "irqbalance"] in argvs(ctx)
+    assert cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+
+
+def test_memory_tiers(tmp_path: Path) -> None:
+    system = RecordedSystem(
+        files={
+            DEMOTION: "false\n",
+            "/sys/devices/system/node/node0/cpulist": "0-7\n",
+            "/sys/devices/system/node/node2/cpulist": "\n",
+        },
+        dirs={
+            "/sys/kernel/mm/mempolicy/weighted_interleave": ["node0", "node2"],
+            "/sys/devices/system/node": ["node0", "node2", "possible"],
+        },
+    )
+    assert run(linux(system, tmp_path), "enable_demotion", {})[0] == {"demotion_enabled": True, "previous": "false"}
+    changed, _ = run(linux(system, tmp_path), "set_interleave_weights", {})
+    assert changed == {"weights": {"0": 5, "2": 1}}
+    assert ("/sys/kernel/mm/mempolicy/weighted_interleave/node2", "1") in system.written
+
+
+def test_clear_sel_archives_first_and_checks_it_emptied(tmp_path: Path) -> None:
+    system = RecordedSystem()
+    elist = sample("ipmi-sel/ipmitool-sel-elist-intel-s2600-fan-redundancy-bmcfw-psu-intrusion.txt")
+    system.answer(["ipmitool", "sel", "elist"], elist)
+    system.answer(["ipmitool", "sel", "info"], sample("ipmi-sel/ipmitool-sel-info-545-entries.txt"))
+    with pytest.raises(ActionFailed, match="still holds 545 entries"):
+        run(linux(system, tmp_path), "clear_sel", {})
+    assert system.ran[:2] == [["ipmitool", "sel", "elist"], ["ipmitool", "sel", "clear"]]
+    [(archive, text)] = system.written
+    assert archive.startswith(str(tmp_path / "sel-"))
+    assert text == elist
+    cleared = RecordedSystem()
+    cleared.answer(["ipmitool", "sel", "info"], "SEL Information\nEntries          : 1\nPercent Used     : 0%\n")
+    assert run(linux(cleared, tmp_path), "clear_sel", {})[0]["entries_after"] == 1
+
+
+def firmware_image(tmp_path: Path, data: bytes = b"capsule") -> tuple[str, str]:
+    path = tmp_path / "bmc.bin"
+    path.write_bytes(data)
+    return str(path), hashlib.sha256(data).hexdigest()
+
+
+def test_reflash_bmc_waits_for_the_bmc_and_retries_once(tmp_path: Path) -> None:
+    image, digest = firmware_image(tmp_path)
+    mc_old = sample("ipmi-mc/ipmitool-mc-info-intel-bmc-fw-1.17.txt")
+    mc_new = mc_old.replace("Firmware Revision         : 1.17", "Firmware Revision         : 1.43")
+    system = RecordedSystem()
+    # before; the BMC drops off during the flash; it answers again; the retry works; it restarts; after
+    for stdout, rc in [(mc_old, 0), ("", 1), (mc_old, 0), (mc_new, 0)]:
+        system.answer(["ipmitool", "mc", "info"], stdout, rc)
+    for rc in (1, 0):
+        system.answer(["/opt/vendor/bmcflash"], "", rc)
+    tools = {"bmc": ["/opt/vendor/bmcflash", "--image", "{image}", "--expect", "{version}"]}
+    params = {"component": "bmc", "version": "1.43", "image": image, "sha256": digest}
+    changed, ctx = run(linux(system, tmp_path, firmware_tools=tools), "reflash_firmware", params)
+    flashes = [a for a in argvs(ctx) if a[0] == "/opt/vendor/bmcflash"]
+    assert flashes == [["/opt/vendor/bmcflash", "--image", image, "--expect", "1.43"]] * 2
+    assert changed["targets"] == [
+        {"component": "bmc", "version": "1.43", "previous": "1.17", "flashed": True, "after": "1.43"}
+    ]
+
+
+def test_reflash_refuses_an_image_whose_checksum_is_not_the_pinned_one(tmp_path: Path) -> None:
+    image, _ = firmware_image(tmp_path)
+    system = RecordedSystem()
+    system.answer(["ethtool", "-i", "eth0"], sample("firmware/ethtool-i-eth0-e1000e.txt"))
+    targets = [
+        {"component": "nic:eth0", "version": "0.6-1", "image": image, "sha256": "0" * 64},
+        {"component": "bmc", "version": "1.43", "image": image, "sha256": "0" * 64},
+    ]
+    with pytest.raises(ActionFailed, match=r"pinned 0{64}; not attempted: bmc"):
+        run(linux(system, tmp_path), "reflash_firmware", {"targets": targets})
+    assert not any(a[0] == "fwupdmgr" for a in system.ran)  # nothing was flashed
+
+
+def test_reflash_through_fwupd_skips_what_already_runs_the_version(tmp_path: Path) -> None:
+    image, digest = firmware_image(tmp_path)
+    system = RecordedSystem()
+    system.answer(["ethtool", "-i", "eth0"], sample("firmware/ethtool-i-eth0-e1000e.txt"))  # firmware 0.5-4
+    changed, ctx = run(
+        linux(system, tmp_path),
+        "reflash_firmware",
+        {"component": "nic:eth0", "version": "0.5-4", "image": image, "sha256": digest},
+    )
+    assert changed["targets"][0]["flashed"] is False
+    assert not any(a[0] == "fwupdmgr" for a in argvs(ctx))
+    later = RecordedSystem()
+    later.answer(["ethtool", "-i", "eth0"], sample("firmware/ethtool-i-eth0-e1000e.txt"))
+    later.answer(["ethtool", "-i", "eth0"], sample("firmware/ethtool-i-eth0-e1000e.txt").replace("0.5-4", "0.6-1"))
+    changed, ctx = run(
+        linux(later, tmp_path),
+        "reflash_firmware",
+        {"component": "nic:eth0", "version": "0.6-1", "image": image, "sha256": digest},
+    )
+    assert [
+        "fwupdmgr",
+        "--assume-yes",
+        "--no-reboot-check",
+        "--no-device-prompt",
+        "--allow-older",
+        "--allow-reinstall",
+        "install",
+        image,
+    ] in argvs(ctx)
+    assert changed["targets"][0]["after"] == "0.6-1"
+
+
+def test_hard_ppr_captures_addresses_schedules_repair_and_reboots(tmp_path: Path) -> None:
+    ghes = sample("kernel-log/ghes-apei-memory-ce-ghes-edac-hisilicon-arm64.log")
+    assert physical_addresses(ghes) == ["0x4000000300"]
+    system = RecordedSystem(files={OSRELEASE: "6.1.0\n"}, tools={"systemctl"})
+    system.answer(["dmesg"], "")  # before the switch: no addresses
+    system.answer(["dmesg"], ghes)  # firmware-first: the next error carries its address
+    tools = {
+        "firmware_first": ["/opt/oem/memmode", "--firmware-first"],
+        "cmci": ["/opt/oem/memmode", "--cmci"],
+        "schedule": ["/opt/oem/ppr", "--hard", "--address", "{address}", "--dimm", "{dimm}"],
+    }
+    changed, ctx = run(linux(system, tmp_path, ppr_tool=tools), "hard_ppr", {"dimm": "CPU0_DIMM_A1"})
+    assert [a for a in argvs(ctx) if a[0] != "dmesg"] == [
+        ["/opt/oem/memmode", "--firmware-first"],
+        ["/opt/oem/ppr", "--hard", "--address", "0x4000000300", "--dimm", "CPU0_DIMM_A1"],
+        ["systemctl", "reboot"],  # PPR runs during POST: a cold reboot, never kexec
+    ]
+    assert changed["addresses"] == ["0x4000000300"]
+    with pytest.raises(ActionFailed, match="PPR_TOOL has no 'firmware_first'"):
+        run(linux(system, tmp_path), "hard_ppr", {"dimm": "CPU0_DIMM_A1"})
+
+
+def test_ipmitool_bmc_reads_the_password_from_a_file_and_powers_on_a_host_that_is_off(tmp_path: Path) -> None:
+    system = RecordedSystem()
+    system.answer(["ipmitool"], "Chassis Power is off\n")
+    bmc = IpmitoolBmc("fleetfix", tmp_path / "bmc-password", system=system)
+    done = bmc.power_cycle("h0", "h0-ipmi.mgmt", ActionContext(system, timeout_s=30))
+    base = ["ipmitool", "-I", "lanplus", "-H", "h0-ipmi.mgmt", "-U", "fleetfix", "-f", str(tmp_path / "bmc-password")]
+    assert system.ran == [[*base, "chassis", "power", "status"], [*base, "chassis", "power", "on"]]
+    assert done["power"] == "on"
+    with pytest.raises(ActionFailed, match="no BMC address"):
+        bmc.power_cycle("h1", None, ActionContext(system, timeout_s=30))
