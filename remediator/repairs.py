@@ -1,0 +1,204 @@
+"""The remediator's side of repair tickets: detections reach their ticket, repairs are verified.
+
+- A rule firing on a part that has a ticket goes to that ticket instead of
+  planning anything: an open one counts another detection; one being verified
+  (or closed within TICKET_REOPEN_WINDOW_S) is reopened, and its repairs count
+  as "fault returned" in the repair history.
+- After a technician resolves a ticket the host is asked for a fresh check
+  (`checker.run_check_now` on its own queue), and the ticket closes once the
+  host has kept reporting without the fault through TICKET_SETTLE_S
+  (`settle_repairs`, run by the scheduler); the host then goes back in service
+  unless another ticket still holds it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from celery import current_app
+from sqlalchemy.orm import Session
+
+from core import audit
+from core.db import utcnow
+from core.dispatch import send_after_commit
+from core.errors import Conflict, NotFound
+from core.queue import host_signature
+from core.settings import get_settings
+from remediator import draining
+from remediator.evaluate import Firing
+from remediator.models import Host, HostState
+from remediator.service import get_host, part_evidence
+from ticketing import service as tickets
+from ticketing.schemas import Resolution, TicketOpen, TicketRequest
+
+log = logging.getLogger(__name__)
+SYSTEM = "system:remediator"
+REVERIFY_STATES = ("resolved", "verifying", "closed")
+
+
+def route_detection(session: Session, host: Host, firing: Firing, now: dt.datetime) -> str | None:
+    """Hand a firing to the ticket of its part, if there is one; returns the decision's reason, or None."""
+    signal = firing.signal
+    window = dt.timedelta(seconds=get_settings().ticket_reopen_window_s)
+    ticket = tickets.ticket_for_detection(session, host.hostname, signal.subject, now=now, reopen_window=window)
+    if ticket is None:
+        return None
+    detail = {"rule": firing.rule.id, "kind": signal.kind, "subject": signal.subject, "value": signal.value}
+    what = f"{firing.rule.id}: {signal.kind} {signal.value:.3g} on {signal.subject or host.hostname}"
+    if ticket.state.value in REVERIFY_STATES:
+        when = "after the ticket closed" if ticket.state.value == "closed" else "while verifying the repair"
+        try:
+            tickets.reopen(
+                session, ticket, actor=SYSTEM, reason=f"fault returned {when}: {what}", detail=detail, now=now
+            )
+        except Conflict:
+            return None  # another ticket holds this part now; let the rules decide
+        hold_for_repair(session, host, ticket.id, now)
+        log.warning(
+            "remediator.repair.fault_returned",
+            extra={"fields": {"host": host.hostname, "ticket": ticket.id, "rule": firing.rule.id}},
+        )
+        return f"fault returned after the repair: ticket {ticket.id} reopened"
+    tickets.note_detection(session, ticket, actor=SYSTEM, note=what, detail=detail, now=now)
+    return f"ticket {ticket.id} ({ticket.state.value}) holds this part: detection added"
+
+
+def open_by_hand(
+    session: Session, request: TicketOpen, *, actor: str, now: dt.datetime | None = None
+) -> tuple[int, bool]:
+    """A person opens a ticket: the evidence bundle is gathered as the remediator would."""
+    now = now or utcnow()
+    host = get_host(session, request.hostname)
+    reason = request.note or request.title
+    ticket, created = tickets.open_ticket(
+        session,
+        TicketRequest(
+            hostname=host.hostname,
+            datacenter=host.datacenter,
+            rack=host.rack,
+            part_type=request.part_type,
+            part=request.part,
+            title=request.title,
+            priority=request.priority,
+            evidence=part_evidence(session, host, request.part_type, request.part, reason=reason),
+        ),
+        actor=actor,
+        now=now,
+    )
+    if request.take_out_of_service:
+        hold_for_repair(session, host, ticket.id, now, actor=actor)
+    return ticket.id, created
+
+
+def resolve(
+    session: Session,
+    ticket_id: int,
+    resolution: Resolution,
+    *,
+    actor: str,
+    override: bool,
+    now: dt.datetime | None = None,
+) -> None:
+    """The technician's resolution, then verification at once (the ticket is locked by the caller's check)."""
+    now = now or utcnow()
+    ticket = tickets.lock_ticket(session, ticket_id)
+    tickets.resolve(session, ticket, resolution, actor=actor, override=override, now=now)
+    begin_verification(session, ticket.id, now=now)
+
+
+def begin_verification(session: Session, ticket_id: int, *, now: dt.datetime) -> None:
+    """Start the settle period and ask the host for a fresh check now."""
+    ticket = tickets.lock_ticket(session, ticket_id)
+    settle = dt.timedelta(seconds=get_settings().ticket_settle_s)
+    tickets.begin_verification(session, ticket, actor=SYSTEM, settle=settle, now=now)
+    host = _host(session, ticket.hostname)
+    if host is not None:
+        send_after_commit(
+            session, host_signature(current_app, host.hostname, "checker.run_check_now", datacenter=host.datacenter)
+        )
+
+
+def settle_repairs(session: Session, *, now: dt.datetime | None = None) -> dict[str, int]:
+    """Close verified tickets, reopen those whose host went silent, and start verification of resolved ones."""
+    now = now or utcnow()
+    settings = get_settings()
+    counts = {"verifying": 0, "closed": 0, "reopened": 0}
+    for ticket in tickets.tickets_in(session, "resolved"):
+        begin_verification(session, ticket.id, now=now)
+        counts["verifying"] += 1
+    for ticket in tickets.tickets_in(session, "verifying"):
+        host = _host(session, ticket.hostname)
+        if host is None or ticket.verify_until is None or ticket.verify_started_at is None:
+            continue
+        if host.last_report_at is not None and host.last_report_at >= ticket.verify_until:
+            tickets.close(
+                session,
+                ticket,
+                actor=SYSTEM,
+                reason=f"the host reported without the fault until {host.last_report_at.isoformat()}",
+                now=now,
+            )
+            release_host(session, host, now, reason=f"ticket {ticket.id} closed after verification")
+            counts["closed"] += 1
+            continue
+        last_heard = max(filter(None, [host.last_report_at, ticket.verify_started_at]))
+        grace = dt.timedelta(seconds=host.report_interval_s * settings.stale_after_intervals)
+        if now > ticket.verify_until and now - last_heard > grace:
+            tickets.reopen(
+                session,
+                ticket,
+                actor=SYSTEM,
+                reason=f"verification failed: no report from the host since {last_heard.isoformat()}",
+                fault_returned=False,
+                now=now,
+            )
+            counts["reopened"] += 1
+    return counts
+
+
+def hold_for_repair(session: Session, host: Host, ticket_id: int, now: dt.datetime, *, actor: str = SYSTEM) -> None:
+    """Out of service until the repair is verified (a host being remediated keeps its state)."""
+    if host.state in (HostState.in_service, HostState.unreachable):
+        host.state = HostState.awaiting_repair
+        audit.record(
+            session,
+            actor=actor,
+            action="remediator.host.awaiting_repair",
+            object_type="host",
+            object_id=host.hostname,
+            reason=f"ticket {ticket_id}",
+        )
+
+
+def release_host(session: Session, host: Host, now: dt.datetime, *, reason: str, actor: str = SYSTEM) -> bool:
+    """Back in service when no ticket holds the host any more."""
+    if host.state != HostState.awaiting_repair or tickets.open_tickets_of_host(session, host.hostname):
+        return False
+    host.state = HostState.in_service
+    draining.undrain_after_repair(session, host, now)
+    audit.record(
+        session,
+        actor=actor,
+        action="remediator.host.in_service",
+        object_type="host",
+        object_id=host.hostname,
+        reason=reason,
+    )
+    log.info("remediator.host.in_service", extra={"fields": {"host": host.hostname, "reason": reason}})
+    return True
+
+
+def after_cancel(
+    session: Session, hostname: str, ticket_id: int, *, actor: str, now: dt.datetime | None = None
+) -> None:
+    host = _host(session, hostname)
+    if host is not None:
+        release_host(session, host, now or utcnow(), reason=f"ticket {ticket_id} cancelled", actor=actor)
+
+
+def _host(session: Session, hostname: str) -> Host | None:
+    try:
+        return get_host(session, hostname)
+    except NotFound:
+        return None

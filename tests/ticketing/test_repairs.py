@@ -1,0 +1,334 @@
+"""The remediator's side of tickets: the evidence bundle, detections reaching their ticket,
+verification after a repair, and the fault coming back.
+
+Reports go through the real ingest path on PostgreSQL and SQLite, inside a
+rolled-back transaction; the clock of each step is the reports' own time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from checker.schemas import (
+    DiskHealth,
+    KernelEvent,
+    KernelLogState,
+    Report,
+    SelEntry,
+    SelState,
+)
+from core.db import utcnow
+from core.dispatch import pending_tasks
+from core.settings import get_settings
+from remediator import ingest, repairs, runner
+from remediator import service as remediator
+from remediator.inventory import HostInventory, apply_inventory
+from remediator.models import Decision, Host, HostState, Remediation, RemediationState, RemediationStep, StepState
+from remediator.rules import load_ruleset
+from tests.factories import LABEL, edac_report
+from ticketing import service as tickets
+from ticketing.models import Repair, Ticket, TicketState
+from ticketing.schemas import Replacement, Resolution
+
+RULES = load_ruleset([])
+BASE = utcnow().replace(microsecond=0) - dt.timedelta(hours=6)
+SETTLE = dt.timedelta(seconds=get_settings().ticket_settle_s)
+EDAC_LINE = (
+    "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#2_DIMM#0 (channel:2 slot:0 page:0x3f2a1 "
+    "offset:0x0 grain:32 syndrome:0x0 - area:DRAM err_code:0001:0090 socket:0 ha:0 channel_mask:4 rank:0)"
+)
+
+
+def at(minutes: float) -> dt.datetime:
+    return BASE + dt.timedelta(minutes=minutes)
+
+
+def located(session: Session, hostname: str = "web-1") -> Host:
+    apply_inventory(
+        session,
+        [
+            HostInventory(
+                hostname=hostname,
+                hardware_class="compute-skx-2s",
+                datacenter="ams1",
+                row="R12",
+                rack="R12-07",
+                slot="U21",
+            )
+        ],
+        actor="test",
+    )
+    return session.scalars(select(Host).where(Host.hostname == hostname)).one()
+
+
+def send(session: Session, *reports: Report) -> list[int]:
+    return ingest.ingest(session, list(reports), ruleset=RULES).remediations
+
+
+def storm(hostname: str, start: float, *, ce0: int = 0, boot: str = "boot-1") -> list[Report]:
+    """Three reports a minute apart at 50 CE/s on LABEL: the dimm-ce-storm rule fires on the third."""
+    return [edac_report(hostname, ce=ce0 + 3000 * i, at=at(start + i), boot_id=boot, label=LABEL) for i in range(3)]
+
+
+def ticketed(session: Session, hostname: str = "web-1") -> Ticket:
+    """A host with a CE storm, handed to a technician by the remediator."""
+    located(session, hostname)
+    [remediation_id] = send(session, *storm(hostname, 0))
+    assert runner.advance(session, remediation_id, ruleset=RULES) == RemediationState.escalated
+    return session.scalars(select(Ticket).where(Ticket.hostname == hostname)).one()
+
+
+def repaired(session: Session, ticket: Ticket, when: dt.datetime) -> None:
+    tickets.claim(session, ticket, actor="user:alice", now=when)
+    resolution = Resolution(
+        replacements=[Replacement(old_serial="1A2B3C4D", new_serial="77AA88BB")], note="replaced DIMM A1"
+    )
+    repairs.resolve(session, ticket.id, resolution, actor="user:alice", override=False, now=when)
+
+
+def healthy(hostname: str, start: float, end: float, *, boot: str = "boot-2") -> list[Report]:
+    """Reports once a minute with no errors after the repair (a new boot: the counters start again)."""
+    return [edac_report(hostname, ce=0, at=at(start + i), boot_id=boot) for i in range(int(end - start) + 1)]
+
+
+def host_state(session: Session, hostname: str = "web-1") -> HostState:
+    return session.scalars(select(Host.state).where(Host.hostname == hostname)).one()
+
+
+def test_the_evidence_bundle_says_where_what_why_and_what_was_tried(session: Session) -> None:
+    ticket = ticketed(session)
+    evidence = ticket.evidence
+    assert evidence["location"] == {
+        "datacenter": "ams1",
+        "row": "R12",
+        "rack": "R12-07",
+        "slot": "U21",
+        "hardware_class": "compute-skx-2s",
+        "cluster": "",
+    }
+    assert (ticket.datacenter, ticket.rack, ticket.part_type, ticket.part) == ("ams1", "R12-07", "dimm", LABEL)
+    part = evidence["part"]
+    assert (part["locator"], part["bank_locator"], part["size_mb"], part["part_number"], part["serial"]) == (
+        "Chan#2_DIMM#0",
+        "NODE 0 CHANNEL 2 DIMM 0",
+        32768,
+        "M393A4K40CB2-CVF",
+        "1A2B3C4D",
+    )
+    assert part["model"] == "M393A4K40CB2-CVF"
+    # the DIMM's CE counter through each stored observation state, and the rates derived from it
+    assert [(h["ce"], h["ue"]) for h in evidence["counter_history"]] == [(0, 0), (3000, 0), (6000, 0)]
+    assert [s["value"] for s in evidence["signals"] if s["kind"] == "dimm_ce_rate"] == [50.0, 50.0]
+    assert evidence["rule"] == "dimm-ce-storm"
+    assert ticket.title.endswith("50.0 CE/s")
+    [attempt] = evidence["remediations"]
+    assert (attempt["rule"], [s["action"] for s in attempt["steps"]]) == ("dimm-ce-storm", ["ticket"])
+    assert evidence["frozen_at"]
+    assert ticket.state == TicketState.open
+
+
+def test_the_bundle_carries_sel_kernel_lines_and_the_logs_of_earlier_attempts(session: Session) -> None:
+    host = located(session)
+    report = edac_report("web-1", ce=12, at=at(0))
+    report.observations.sel = SelState(
+        entries=[
+            SelEntry(
+                record_id=0x1A,
+                timestamp=at(0),
+                sensor_type="Memory",
+                sensor_name="Memory #0x01",
+                event="Correctable ECC",
+                direction="asserted",
+                raw=" 1a | 03/01/2026 | 12:00:05 | Memory #0x01 | Correctable ECC | Asserted",
+            ),
+            SelEntry(
+                record_id=0x1B,
+                timestamp=at(0),
+                sensor_type="Power Supply",
+                sensor_name="PS2 Status",
+                event="Failure detected",
+                direction="asserted",
+                component="PS2",
+                raw=" 1b | 03/01/2026 | 12:00:09 | Power Supply PS2 Status | Failure detected | Asserted",
+            ),
+        ]
+    )
+    report.observations.kernel_log = KernelLogState(
+        source="kmsg",
+        events=[
+            KernelEvent(kind="edac_ce", seq=812, timestamp=at(0), subject=LABEL, count=1, lines=[EDAC_LINE]),
+            KernelEvent(kind="block_io_error", seq=813, timestamp=at(0), subject="sdb", lines=["I/O error, dev sdb"]),
+        ],
+    )
+    send(session, report)
+    earlier = Remediation(
+        host_id=host.id,
+        rule_id="dimm-ce-ppr",
+        state=RemediationState.failed,
+        subject=LABEL,
+        reason="CEs persist",
+        steps=[
+            RemediationStep(
+                index=0,
+                action="hard_ppr",
+                state=StepState.failed,
+                result={"log": [{"argv": ["ipmitool", "raw", "0x30"], "exit": 1, "stderr": "x" * 20000}]},
+            )
+        ],
+    )
+    session.add(earlier)
+    session.flush()
+    evidence = remediator.part_evidence(session, host, "dimm", LABEL, reason="by hand")
+    assert [e["record_id"] for e in evidence["sel"]] == [0x1A]  # the memory entry, not the PSU's
+    assert [e["lines"] for e in evidence["kernel_log"]] == [[EDAC_LINE]]
+    [attempt] = evidence["remediations"]
+    log = attempt["steps"][0]["result"]["log"][0]
+    assert (attempt["rule"], attempt["state"], log["argv"], log["exit"]) == (
+        "dimm-ce-ppr",
+        "failed",
+        ["ipmitool", "raw", "0x30"],
+        1,
+    )
+    assert len(log["stderr"]) < 8100
+    assert log["stderr"].endswith("[12000 more]")
+    psu = remediator.part_evidence(session, host, "psu", "PS2", reason="by hand")
+    assert [e["record_id"] for e in psu["sel"]] == [0x1B]
+    assert psu["part"]["id"] == "PS2"
+
+
+def test_a_disk_bundle_has_its_model_serial_and_smart_history(session: Session) -> None:
+    host = located(session)
+    for minute, reallocated in ((0, 296), (60, 304)):
+        report = edac_report("web-1", at=at(minute))
+        report.observations.disks = [
+            DiskHealth(
+                device="/dev/sda",
+                protocol="ATA",
+                model="ST3500418AS",
+                serial="9VM8RT2K",
+                firmware="CC49",
+                smart_passed=True,
+                reallocated_sectors=reallocated,
+                pending_sectors=0,
+            )
+        ]
+        send(session, report)
+    evidence = remediator.part_evidence(session, host, "disk", "9VM8RT2K", reason="by hand")
+    assert {k: evidence["part"][k] for k in ("model", "serial", "device", "firmware")} == {
+        "model": "ST3500418AS",
+        "serial": "9VM8RT2K",
+        "device": "/dev/sda",
+        "firmware": "CC49",
+    }
+    assert [h["reallocated_sectors"] for h in evidence["counter_history"]] == [296, 304]
+    assert evidence["smart"]["reallocated_sectors"] == 304
+
+
+def test_repeat_detections_go_to_the_open_ticket(session: Session) -> None:
+    ticket = ticketed(session)
+    assert send(session, *storm("web-1", 120, ce0=6000)) == []  # two hours later, still storming
+    assert send(session, *storm("web-1", 130, ce0=15000)) == []  # ten minutes after that: the same detection
+    assert ticket.detections == 2
+    assert [e.kind for e in ticket.events] == ["opened", "detected_again"]
+    assert ticket.events[-1].detail["rule"] == "dimm-ce-storm"
+    held = session.scalars(select(Decision.reason).where(Decision.outcome == "held")).all()
+    assert held == [f"ticket {ticket.id} (open) holds this part: detection added"]
+    assert session.scalars(select(Remediation)).all()[-1].state == RemediationState.escalated  # nothing new planned
+
+
+def test_a_verified_repair_closes_the_ticket_and_returns_the_host(session: Session) -> None:
+    ticket = ticketed(session)
+    assert host_state(session) == HostState.awaiting_repair
+    repaired(session, ticket, at(60))
+    assert ticket.state == TicketState.verifying
+    assert ticket.verify_until == at(60) + SETTLE
+    [check] = [s for s in pending_tasks(session) if s.task == "checker.run_check_now"]
+    assert check.options["queue"] == "host.web-1"
+    assert check.options["expires"] == 900
+    settle_minutes = SETTLE.total_seconds() / 60
+    send(session, *healthy("web-1", 61, 60 + settle_minutes - 1))
+    assert repairs.settle_repairs(session, now=at(60 + settle_minutes)) == {"verifying": 0, "closed": 0, "reopened": 0}
+    send(session, *healthy("web-1", 60 + settle_minutes, 60 + settle_minutes))
+    assert repairs.settle_repairs(session, now=at(61 + settle_minutes))["closed"] == 1
+    assert ticket.state == TicketState.closed
+    assert host_state(session) == HostState.in_service
+    [repair] = ticket.repairs
+    assert repair.verified_at == at(61 + settle_minutes)
+    assert repair.returned_at is None
+
+
+def test_the_fault_returning_while_verifying_reopens_the_ticket(session: Session) -> None:
+    ticket = ticketed(session)
+    repaired(session, ticket, at(60))
+    assert send(session, *storm("web-1", 70, boot="boot-2")) == []
+    assert ticket.state == TicketState.open
+    assert ticket.reopened == 1
+    assert ticket.assignee is None
+    assert ticket.events[-1].kind == "reopened"
+    assert ticket.events[-1].note.startswith("fault returned while verifying the repair: dimm-ce-storm")
+    [repair] = ticket.repairs
+    assert repair.returned_at == at(72)
+    assert host_state(session) == HostState.awaiting_repair
+    [stat] = tickets.repair_stats(session)
+    assert (stat.model, stat.replaced, stat.returned) == ("M393A4K40CB2-CVF", 1, 1)
+
+
+def test_the_fault_returning_after_closing_reopens_within_the_window_only(session: Session) -> None:
+    for hostname, gap in (("web-1", dt.timedelta(days=2)), ("web-2", dt.timedelta(days=45))):
+        ticket = ticketed(session, hostname)
+        repaired(session, ticket, at(60))
+        tickets.close(session, ticket, actor="test", reason="verified", now=at(61))
+        repairs.release_host(
+            session, session.scalars(select(Host).where(Host.hostname == hostname)).one(), at(61), reason="t"
+        )
+        ticket.closed_at = utcnow() - gap  # when it closed, measured against the next detection
+        session.flush()
+        later = (utcnow() - at(0)).total_seconds() / 60 - 5
+        planned = send(session, *storm(hostname, later, boot="boot-3"))
+        if hostname == "web-1":
+            assert planned == []
+            assert ticket.state == TicketState.open
+            assert ticket.reopened == 1
+            assert ticket.events[-1].note.startswith("fault returned after the ticket closed")
+            assert host_state(session, hostname) == HostState.awaiting_repair
+        else:
+            assert len(planned) == 1
+            assert ticket.state == TicketState.closed
+    returned = session.scalars(select(Repair.hostname).where(Repair.returned_at.is_not(None))).all()
+    assert returned == ["web-1"]
+
+
+def test_a_host_that_stays_silent_after_the_repair_fails_verification(session: Session) -> None:
+    ticket = ticketed(session)
+    repaired(session, ticket, at(60))
+    host = session.scalars(select(Host).where(Host.hostname == "web-1")).one()
+    grace = dt.timedelta(seconds=host.report_interval_s * get_settings().stale_after_intervals)
+    still_waiting = at(60) + SETTLE
+    assert repairs.settle_repairs(session, now=still_waiting)["reopened"] == 0
+    assert repairs.settle_repairs(session, now=still_waiting + grace)["reopened"] == 1
+    assert ticket.state == TicketState.open
+    assert ticket.events[-1].note.startswith("verification failed: no report from the host since")
+    assert ticket.repairs[0].returned_at is None  # silence is not the fault coming back
+
+
+def test_a_ticket_opened_by_hand_freezes_evidence_and_holds_the_host(session: Session) -> None:
+    from ticketing.schemas import TicketOpen
+
+    located(session)
+    send(session, edac_report("web-1", ce=5, at=at(0)))
+    ticket_id, created = repairs.open_by_hand(
+        session,
+        TicketOpen(hostname="web-1", part_type="dimm", part=LABEL, title="Reseat DIMM", note="seen on the console"),
+        actor="user:op",
+    )
+    ticket = tickets.get_ticket(session, ticket_id)
+    assert created
+    assert ticket.evidence["part"]["serial"] == "1A2B3C4D"
+    assert ticket.evidence["reason"] == "seen on the console"
+    assert host_state(session) == HostState.awaiting_repair
+    tickets.cancel(session, ticket, actor="user:op", reason="reseated by the on-call")
+    repairs.after_cancel(session, "web-1", ticket_id, actor="user:op")
+    assert host_state(session) == HostState.in_service
