@@ -1,12 +1,33 @@
-"""Recording changes of state in the audit log (the caller's transaction commits it)."""
+"""Recording changes of state in the audit log (the caller's transaction commits it).
+
+Listeners see every entry as it is recorded, in the recording transaction: the
+Slack alerts' outbox is one (ticketing.alerts), so an alert is written with
+the change it reports and rolled back with it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from core.models import AuditEntry
+
+AuditListener = Callable[[Session, AuditEntry], None]
+"""Called with the session and the new entry; it may add rows to the session, never commit or do I/O."""
+
+_listeners: list[AuditListener] = []
+
+
+def add_listener(listener: AuditListener) -> None:
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def remove_listener(listener: AuditListener) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
 
 
 def record(
@@ -28,4 +49,6 @@ def record(
         detail=detail or {},
     )
     session.add(entry)
+    for listener in tuple(_listeners):
+        listener(session, entry)
     return entry

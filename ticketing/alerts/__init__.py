@@ -1,0 +1,10 @@
+"""Slack alerts: the human-facing channel beside tickets (docs/alerts.md).
+
+Audited changes that people must hear about are written to an outbox in the
+same transaction; a periodic task groups them per channel and kind and
+delivers one Block Kit message per group through slack_sdk.
+"""
+
+from ticketing.alerts.events import configure, register_subject
+
+__all__ = ["configure", "register_subject"]

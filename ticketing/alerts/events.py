@@ -1,0 +1,118 @@
+"""Which audited changes become alerts, and the outbox listener that records them.
+
+Every alerting change is already written to the audit log in the transaction
+that makes it; the listener adds an outbox row beside the entry, in the same
+transaction, so writing an alert costs the change one INSERT and no I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import Executable, String, cast, select
+from sqlalchemy.orm import Session
+
+from core import audit
+from core.models import AuditEntry
+from core.settings import Settings
+from ticketing.alerts.models import AlertKind, AlertOutbox, Severity
+from ticketing.models import Ticket
+
+log = logging.getLogger(__name__)
+
+ACTIONS: dict[str, AlertKind] = {
+    "ticketing.ticket.opened": AlertKind.ticket_opened,
+    "remediator.remediation.failed": AlertKind.remediation_failed,
+    "remediator.remediation.escalated": AlertKind.remediation_escalated,
+    "remediator.rule.breaker_opened": AlertKind.rule_paused,
+    "remediator.remediation.awaiting_approval": AlertKind.approval_waiting,
+    "remediator.host.unreachable": AlertKind.host_unreachable,
+}
+"""Audit actions that alert, and the alert each one is."""
+
+SEVERITY: dict[AlertKind, Severity] = {
+    AlertKind.ticket_opened: Severity.warning,  # by priority, see severity_of
+    AlertKind.remediation_failed: Severity.warning,
+    AlertKind.remediation_escalated: Severity.warning,
+    AlertKind.rule_paused: Severity.critical,  # automation stopped for a whole rule
+    AlertKind.approval_waiting: Severity.warning,
+    AlertKind.host_unreachable: Severity.warning,
+}
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Where the thing an alert is about lives, for routing and links."""
+
+    hostname: str = ""
+    datacenter: str = ""
+    priority: int | None = None
+
+
+SubjectQuery = Callable[[list[str]], Executable]
+"""Builds a SELECT of (object_id as text, hostname, datacenter[, ticket priority]) rows for some object ids."""
+
+_subject_queries: dict[str, SubjectQuery] = {
+    "ticket": lambda ids: select(cast(Ticket.id, String), Ticket.hostname, Ticket.datacenter, Ticket.priority).where(
+        Ticket.id.in_([int(i) for i in ids if i.isdigit()])
+    ),
+}
+
+
+def register_subject(object_type: str, query: SubjectQuery) -> None:
+    """Teach alerts where objects of another stage live (ticketing may not import the other stages;
+    api.runtime hands their look-ups in)."""
+    _subject_queries[object_type] = query
+
+
+def locate(session: Session, refs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Subject]:
+    """The subjects of (object_type, object_id) pairs, one query per type; unknown ones are left out."""
+    wanted: dict[str, set[str]] = {}
+    for object_type, object_id in refs:
+        wanted.setdefault(object_type, set()).add(object_id)
+    found: dict[tuple[str, str], Subject] = {}
+    for object_type, ids in wanted.items():
+        query = _subject_queries.get(object_type)
+        if query is None:
+            continue
+        for row in session.execute(query(sorted(ids))):
+            values = tuple(row)
+            priority = values[3] if len(values) > 3 else None
+            found[(object_type, str(values[0]))] = Subject(values[1] or "", values[2] or "", priority)
+    return found
+
+
+def severity_of(kind: AlertKind, subject: Subject) -> Severity:
+    if kind == AlertKind.ticket_opened and subject.priority is not None:
+        # ticket priority 1 highest … 5 lowest
+        return (
+            Severity.critical if subject.priority <= 2 else Severity.warning if subject.priority == 3 else Severity.info
+        )
+    return SEVERITY[kind]
+
+
+def record_alert(session: Session, entry: AuditEntry) -> None:
+    """The audit listener: an outbox row for an entry that alerts (added, flushed with the change)."""
+    kind = ACTIONS.get(entry.action)
+    if kind is None:
+        return
+    session.add(
+        AlertOutbox(
+            kind=kind,
+            object_type=entry.object_type[:64],
+            object_id=entry.object_id[:253],
+            actor=entry.actor[:128],
+            summary=entry.reason[:2000],
+            detail=entry.detail or {},
+        )
+    )
+
+
+def configure(settings: Settings) -> None:
+    """Turn the outbox on (alerts enabled) or off for this process."""
+    if settings.alerts_mode == "off":
+        audit.remove_listener(record_alert)
+    else:
+        audit.add_listener(record_alert)

@@ -1,0 +1,66 @@
+"""Celery tasks of the Slack alerts, on the notify queue: a periodic flush and one delivery per message.
+
+Both take ids, open their own sessions and are idempotent: a duplicate flush
+finds nothing pending, a duplicate delivery finds its message sent or claimed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task, shared_task
+
+from core.db import get_database, utcnow
+from core.dispatch import send_after_commit
+from core.queue import NOTIFY_QUEUE
+from core.settings import Settings, get_settings
+from ticketing.alerts import service
+from ticketing.alerts.slack import Redactor, Sender, sender_for
+
+_senders: dict[int, tuple[Sender, Redactor]] = {}
+
+
+def _sender(settings: Settings) -> tuple[Sender, Redactor]:
+    # one client per settings object (the process's), not one per message
+    key = id(settings)
+    if key not in _senders:
+        _senders.clear()
+        _senders[key] = sender_for(settings)
+    return _senders[key]
+
+
+@shared_task(name="ticketing.alerts.flush", queue=NOTIFY_QUEUE)
+def flush_alerts() -> int:
+    """Group the pending alerts into messages and send the new ones."""
+    settings = get_settings()
+    if settings.alerts_mode == "off":
+        return 0
+    with get_database().session() as session:
+        result = service.flush(session, settings, utcnow())
+        for delivery_id in result.to_send:
+            send_after_commit(session, deliver_alert.s(delivery_id).set(queue=NOTIFY_QUEUE))
+    return result.grouped
+
+
+@shared_task(name="ticketing.alerts.deliver", queue=NOTIFY_QUEUE, bind=True, max_retries=None)
+def deliver_alert(self: Task, delivery_id: int) -> str:
+    """Post one message; on a 429, a 5xx or an unreachable Slack, retry later without holding the worker."""
+    settings = get_settings()
+    sender, redactor = _sender(settings)
+    outcome = service.deliver(get_database(), delivery_id, settings, sender, redactor)
+    if outcome.retry_in is not None:
+        raise self.retry(countdown=outcome.retry_in)
+    return outcome.state
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The flush runs once per grouping window (nothing when alerts are off)."""
+    if settings.alerts_mode == "off":
+        return {}
+    return {
+        "alerts-flush": {
+            "task": "ticketing.alerts.flush",
+            "schedule": float(settings.alerts_window_s),
+            "options": {"queue": NOTIFY_QUEUE},
+        }
+    }
