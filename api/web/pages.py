@@ -1,60 +1,41 @@
-"""The web UI's pages. Everything from the field (hostnames, kernel lines, SEL
-text) is rendered through Jinja2's autoescaping, never marked safe."""
+"""The web UI: server-rendered pages (Jinja2 + HTMX, every asset vendored in static/), see docs/ui.md.
+
+`install()` puts the pages, their static files, the session cookie and CSRF
+protection on the application.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from pathlib import Path
+from fastapi import APIRouter, FastAPI
+from fastapi.staticfiles import StaticFiles
+from starlette.middleware.sessions import SessionMiddleware
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse
-from fastapi.templating import Jinja2Templates
-from sqlalchemy.orm import Session
+from api.web import fleet, login, operators, tickets
+from api.web.common import STATIC_DIR, TEMPLATES
+from api.web.csrf import CSRFMiddleware
+from core.settings import Settings
 
-from api.deps import get_session
-from remediator import service as remediator
-from ticketing import service as tickets
+__all__ = ["SESSION_COOKIE", "SESSION_MAX_AGE_S", "STATIC_DIR", "TEMPLATES", "install", "router"]
 
-TEMPLATES = Jinja2Templates(directory=Path(__file__).with_name("templates"))
-STATIC_DIR = Path(__file__).with_name("static")
+SESSION_COOKIE = "fleetfix_session"
+SESSION_MAX_AGE_S = 12 * 3600
+"""A shift: a technician signs in once per shift; a cart left in the aisle does not stay signed in for days."""
 
 router = APIRouter(include_in_schema=False)
+for module in (login, fleet, tickets, operators):
+    router.include_router(module.router)
 
 
-@router.get("/", response_class=HTMLResponse)
-def dashboard(request: Request, session: Session = Depends(get_session)) -> HTMLResponse:
-    hosts = remediator.list_hosts(session, limit=5000)
-    by_dc: dict[str, Counter[str]] = {}
-    for host in hosts:
-        by_dc.setdefault(host.datacenter, Counter())[host.state.value] += 1
-    return TEMPLATES.TemplateResponse(
-        request,
-        "dashboard.html",
-        {
-            "by_dc": sorted(by_dc.items()),
-            "host_count": len(hosts),
-            "remediations": remediator.list_remediations(session, limit=20),
-            "tickets": tickets.list_tickets(session, open_only=True, limit=50),
-            "hostnames": {h.id: h.hostname for h in hosts},
-        },
+def install(app: FastAPI, settings: Settings) -> None:
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    # Added last runs first: the session must be loaded before the CSRF check reads its token.
+    app.add_middleware(CSRFMiddleware)
+    app.add_middleware(
+        SessionMiddleware,
+        secret_key=settings.secret_key,
+        session_cookie=SESSION_COOKIE,
+        max_age=SESSION_MAX_AGE_S,
+        same_site="lax",
+        https_only=settings.effective_public_url.startswith("https://"),
     )
-
-
-@router.get("/hosts/{hostname}", response_class=HTMLResponse)
-def host_page(hostname: str, request: Request, session: Session = Depends(get_session)) -> HTMLResponse:
-    host = remediator.get_host(session, hostname)
-    return TEMPLATES.TemplateResponse(
-        request,
-        "host.html",
-        {
-            "host": host,
-            "signals": remediator.host_signals(session, host.id, limit=100),
-            "remediations": remediator.list_remediations(session, host_id=host.id),
-            "tickets": tickets.list_tickets(session, hostname=host.hostname),
-        },
-    )
-
-
-@router.get("/tickets/{ticket_id}", response_class=HTMLResponse)
-def ticket_page(ticket_id: int, request: Request, session: Session = Depends(get_session)) -> HTMLResponse:
-    return TEMPLATES.TemplateResponse(request, "ticket.html", {"ticket": tickets.get_ticket(session, ticket_id)})

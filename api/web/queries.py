@@ -1,0 +1,198 @@
+"""Read-only views the pages need beyond the services' own reads: counts, series, a host's timeline.
+
+Nothing here changes anything; every change a page makes goes through the same
+service functions as the API.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, selectinload
+
+from remediator.models import Decision, Host, Remediation, RemediationState, Signal
+from ticketing.models import Ticket, TicketEvent
+
+CE_RATE = "dimm_ce_rate"
+
+
+def datacenters(session: Session) -> list[str]:
+    return [dc for dc in session.scalars(select(Host.datacenter).distinct().order_by(Host.datacenter)) if dc]
+
+
+def ticket_part_types(session: Session) -> list[str]:
+    return list(session.scalars(select(Ticket.part_type).distinct().order_by(Ticket.part_type)))
+
+
+def hosts_by_state(session: Session) -> list[tuple[str, Counter[str]]]:
+    rows = session.execute(select(Host.datacenter, Host.state, func.count()).group_by(Host.datacenter, Host.state))
+    by_dc: dict[str, Counter[str]] = defaultdict(Counter)
+    for datacenter, state, count in rows:
+        by_dc[datacenter][state.value] += count
+    return sorted(by_dc.items())
+
+
+def hostnames(session: Session, host_ids: set[int]) -> dict[int, str]:
+    if not host_ids:
+        return {}
+    rows = session.execute(select(Host.id, Host.hostname).where(Host.id.in_(host_ids)))
+    return {row.id: row.hostname for row in rows}
+
+
+def remediations_in(session: Session, states: set[RemediationState], *, limit: int = 100) -> list[Remediation]:
+    query = (
+        select(Remediation)
+        .where(Remediation.state.in_(states))
+        .options(selectinload(Remediation.steps))
+        .order_by(Remediation.id.desc())
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def active_remediations(session: Session, *, limit: int = 50) -> list[Remediation]:
+    query = (
+        select(Remediation)
+        .where(Remediation.active.is_(True))
+        .options(selectinload(Remediation.steps))
+        .order_by(Remediation.id.desc())
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+@dataclass(frozen=True)
+class RuleActivity:
+    rule_id: str
+    outcomes: dict[str, int]
+    hosts: int
+    last_at: dt.datetime
+
+    @property
+    def total(self) -> int:
+        return sum(self.outcomes.values())
+
+
+def rules_firing(session: Session, since: dt.datetime) -> list[RuleActivity]:
+    """Per rule: its decisions since `since` by outcome, and on how many hosts."""
+    rows = session.execute(
+        select(
+            Decision.rule_id,
+            Decision.outcome,
+            func.count(),
+            func.count(Decision.host_id.distinct()),
+            func.max(Decision.at),
+        )
+        .where(Decision.at >= since)
+        .group_by(Decision.rule_id, Decision.outcome)
+    ).all()
+    by_rule: dict[str, dict[str, Any]] = {}
+    for rule_id, outcome, count, hosts, last_at in rows:
+        entry = by_rule.setdefault(rule_id, {"outcomes": {}, "hosts": 0, "last_at": last_at})
+        entry["outcomes"][outcome] = count
+        entry["hosts"] = max(entry["hosts"], hosts)
+        entry["last_at"] = max(entry["last_at"], last_at)
+    found = [RuleActivity(rule_id=rule_id, **entry) for rule_id, entry in by_rule.items()]
+    return sorted(found, key=lambda r: (-r.total, r.rule_id))
+
+
+def ce_rate_samples(session: Session, since: dt.datetime) -> list[tuple[dt.datetime, float]]:
+    """The fleet's correctable-error rate, one value per hour: each DIMM's mean rate in the hour, summed.
+
+    A DIMM reports a rate every interval; averaging within the hour first keeps
+    a host that reports more often from counting more.
+    """
+    rows = session.execute(
+        select(Signal.observed_at, Signal.host_id, Signal.subject, Signal.value).where(
+            Signal.kind == CE_RATE, Signal.observed_at >= since
+        )
+    )
+    per_dimm: dict[tuple[dt.datetime, int, str], list[float]] = defaultdict(list)
+    for observed_at, host_id, subject, value in rows:
+        hour = observed_at.replace(minute=0, second=0, microsecond=0)
+        per_dimm[(hour, host_id, subject)].append(value)
+    return [(hour, sum(values) / len(values)) for (hour, _, _), values in per_dimm.items()]
+
+
+def ticket_openings(session: Session, since: dt.datetime) -> list[dt.datetime]:
+    return list(session.scalars(select(Ticket.created_at).where(Ticket.created_at >= since)))
+
+
+def subject_signals(session: Session, host_id: int, subject: str, *, limit: int = 500) -> list[Signal]:
+    query = (
+        select(Signal)
+        .where(Signal.host_id == host_id, Signal.subject == subject)
+        .order_by(Signal.observed_at.desc())
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+@dataclass(frozen=True)
+class TimelineItem:
+    at: dt.datetime
+    kind: str  # signal, remediation, ticket
+    title: str
+    detail: str = ""
+    link: str = ""
+
+
+def host_timeline(
+    session: Session, host: Host, signals: list[Signal], remediations: list[Remediation], *, limit: int = 300
+) -> list[TimelineItem]:
+    """Everything that happened to a host, newest first: signals, remediations' starts and ends, ticket events."""
+    items: list[TimelineItem] = [
+        TimelineItem(
+            at=s.observed_at,
+            kind="signal",
+            title=f"{s.kind} {s.value:.3g}",
+            detail=s.subject,
+        )
+        for s in signals
+    ]
+    for r in remediations:
+        link = f"/hosts/{quote(host.hostname)}#remediation-{r.id}"
+        plan = " → ".join(step.action for step in r.steps)
+        items.append(
+            TimelineItem(
+                at=r.created_at,
+                kind="remediation",
+                title=f"remediation {r.id} planned: {r.rule_id}",
+                detail=f"{plan} — {r.reason}",
+                link=link,
+            )
+        )
+        if r.finished_at is not None:
+            items.append(
+                TimelineItem(
+                    at=r.finished_at,
+                    kind="remediation",
+                    title=f"remediation {r.id} {r.state.value}",
+                    detail=r.held_reason or r.subject,
+                    link=link,
+                )
+            )
+    events = session.execute(
+        select(TicketEvent, Ticket.id, Ticket.title)
+        .join(Ticket, Ticket.id == TicketEvent.ticket_id)
+        .where(Ticket.hostname == host.hostname)
+        .order_by(TicketEvent.id.desc())
+        .limit(limit)
+    ).all()
+    for event, ticket_id, title in events:
+        items.append(
+            TimelineItem(
+                at=event.at,
+                kind="ticket",
+                title=f"ticket {ticket_id} {event.kind} by {event.actor}",
+                detail=event.note or title,
+                link=f"/tickets/{ticket_id}",
+            )
+        )
+    items.sort(key=lambda item: item.at, reverse=True)
+    return items[:limit]

@@ -1,0 +1,18 @@
+"""A web client per test on each database (the test's transaction is rolled back after it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from core.db import Database
+from core.settings import load_settings
+
+
+@pytest.fixture
+def client(db: Database) -> Iterator[TestClient]:
+    with TestClient(create_app(load_settings(), db, None)) as test_client:
+        yield test_client

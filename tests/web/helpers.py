@@ -1,0 +1,123 @@
+"""Web UI tests: people with passwords, a signed-in client, and tickets made the way the service makes them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import secrets
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from checker.schemas import KernelEvent, KernelLogState, Report, SelEntry, SelState
+from core import auth
+from core.db import Database
+from core.models import Role
+from remediator import runner
+from remediator.ingest import ingest
+from remediator.inventory import HostInventory, apply_inventory
+from remediator.models import Remediation
+from remediator.rules import get_registry
+from tests.factories import LABEL, edac_report
+
+CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def make_user(db: Database, username: str, role: Role, *, datacenter: str | None = None) -> str:
+    """A person who can sign in; returns their password."""
+    password = secrets.token_urlsafe(16)
+    with db.session() as session:
+        auth.create_user(
+            session, username=username, role=role, password=password, datacenter=datacenter, actor="test", reason="test"
+        )
+    return password
+
+
+def csrf_token(client: TestClient, path: str = "/login") -> str:
+    found = CSRF_FIELD.search(client.get(path).text)
+    assert found, f"no csrf_token field on {path}"
+    return found.group(1)
+
+
+def login(client: TestClient, username: str, password: str) -> None:
+    token = csrf_token(client)
+    response = client.post(
+        "/login", data={"username": username, "password": password, "csrf_token": token}, follow_redirects=False
+    )
+    assert response.status_code == 303, response.text
+
+
+def signed_in(client: TestClient, db: Database, username: str, role: Role, *, datacenter: str | None = None) -> str:
+    """Create the person, sign the client in as them, and return the session's CSRF token."""
+    login(client, username, make_user(db, username, role, datacenter=datacenter))
+    return csrf_token(client, "/queue")
+
+
+def field_report(
+    hostname: str, *, at: dt.datetime, ce: int, sel_raw: str = "", kernel_line: str = "", event_text: str = ""
+) -> Report:
+    """An EDAC report with, optionally, a SEL entry and a kernel-log event about the DIMM."""
+    report = edac_report(hostname, at=at, ce=ce)
+    if sel_raw or event_text:
+        report.observations.sel = SelState(
+            entries=[
+                SelEntry(
+                    record_id=7,
+                    timestamp=at,
+                    sensor_type="Memory",
+                    sensor_name="DIMM_A1",
+                    event=event_text or "Correctable ECC",
+                    direction="asserted",
+                    component=LABEL,
+                    raw=sel_raw or "7 | Memory | Correctable ECC | Asserted",
+                )
+            ]
+        )
+    if kernel_line:
+        report.observations.kernel_log = KernelLogState(
+            source="kmsg",
+            events=[KernelEvent(kind="edac_ce", seq=1, timestamp=at, subject=LABEL, count=1, lines=[kernel_line])],
+        )
+    return report
+
+
+def open_dimm_ticket(
+    db: Database,
+    hostname: str = "web-001",
+    *,
+    datacenter: str = "ams1",
+    rack: str = "ams1-r01",
+    start: dt.datetime | None = None,
+    sel_raw: str = "",
+    kernel_line: str = "",
+) -> int:
+    """A CE storm on one DIMM through the real ingest path and the remediation's steps: the ticket it opens."""
+    start = start or dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)
+    ruleset = get_registry().ruleset
+    with db.session() as session:
+        apply_inventory(
+            session,
+            [HostInventory(hostname=hostname, datacenter=datacenter, row="r01", rack=rack, slot="U12")],
+            actor="test",
+        )
+    with db.session() as session:
+        reports = [
+            field_report(
+                hostname,
+                at=start + dt.timedelta(seconds=60 * i),
+                ce=3000 * i,
+                sel_raw=sel_raw if i == 2 else "",
+                kernel_line=kernel_line if i == 2 else "",
+            )
+            for i in range(3)
+        ]
+        ingest(session, reports, ruleset=ruleset)
+    with db.session() as session:
+        remediation_ids = session.scalars(select(Remediation.id).order_by(Remediation.id.desc())).all()
+        for remediation_id in remediation_ids:
+            runner.advance(session, remediation_id, ruleset=ruleset)
+    from ticketing import service as tickets
+
+    with db.session() as session:
+        [ticket] = tickets.list_tickets(session, hostname=hostname)
+        return ticket.id

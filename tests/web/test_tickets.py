@@ -1,0 +1,226 @@
+"""The technician's pages: the queue, claiming from it, the ticket page and its resolve form."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from core.db import Database
+from core.models import Role
+from tests.web.helpers import login, make_user, open_dimm_ticket, signed_in
+from ticketing import service as tickets
+from ticketing.models import Repair, Ticket, TicketState
+from ticketing.schemas import TicketRequest
+
+ROWS = re.compile(r'<tr id="ticket-row-(\d+)"')
+
+
+def version_on(page: str) -> str:
+    found = re.search(r'name="version" value="(\d+)"', page)
+    assert found, "no version field on the page"
+    return found.group(1)
+
+
+def add_ticket(
+    db: Database, hostname: str, *, datacenter: str, rack: str, priority: int, part_type: str = "dimm", age_h: float = 0
+) -> int:
+    created = dt.datetime.now(dt.UTC) - dt.timedelta(hours=age_h)
+    request = TicketRequest(
+        hostname=hostname,
+        datacenter=datacenter,
+        rack=rack,
+        part_type=part_type,
+        part="DIMM_A1",
+        title=f"{part_type} on {hostname}",
+        priority=priority,
+    )
+    with db.session() as session:
+        ticket, _ = tickets.open_ticket(session, request, actor="test", now=created)
+        return ticket.id
+
+
+def queue_ids(client: TestClient, query: str = "") -> list[int]:
+    response = client.get(f"/queue{query}")
+    assert response.status_code == 200, response.text
+    return [int(i) for i in ROWS.findall(response.text)]
+
+
+def test_queue_shows_my_datacenter_first_filters_and_sorts(client: TestClient, db: Database) -> None:
+    a = add_ticket(db, "ams-1", datacenter="ams1", rack="r1", priority=3, age_h=30)
+    b = add_ticket(db, "ams-2", datacenter="ams1", rack="r2", priority=1, age_h=2)
+    c = add_ticket(db, "ams-3", datacenter="ams1", rack="r1", priority=3, age_h=5, part_type="disk")
+    d = add_ticket(db, "sjc-1", datacenter="sjc2", rack="r1", priority=1, age_h=1)
+    signed_in(client, db, "tom", Role.technician, datacenter="ams1")
+
+    # Mine by default, most urgent first, then the one that waited longest.
+    assert queue_ids(client) == [b, a, c]
+    assert queue_ids(client, "?sort=age") == [a, c, b]
+    assert queue_ids(client, "?datacenter=") == [b, d, a, c]  # every datacenter
+    assert queue_ids(client, "?datacenter=sjc2") == [d]
+    assert queue_ids(client, "?rack=r1") == [a, c]
+    assert queue_ids(client, "?part_type=disk") == [c]
+    assert queue_ids(client, "?priority=3") == [a, c]
+    assert queue_ids(client, "?priority=") == [b, a, c]  # the form's "any"
+    assert queue_ids(client, "?age=4h") == [a, c]
+    assert queue_ids(client, "?age=1d") == [a]
+    bad = client.get("/queue?priority=9")
+    assert bad.status_code == 422
+    assert "priority" in bad.text
+
+
+def test_queue_pages_through_many_tickets(client: TestClient, db: Database) -> None:
+    made = [add_ticket(db, f"h-{i:03d}", datacenter="ams1", rack="r1", priority=2, age_h=60 - i) for i in range(55)]
+    signed_in(client, db, "tom", Role.technician, datacenter="ams1")
+    first = client.get("/queue").text
+    next_link = re.search(r'href="(/queue\?[^"]+)">Next page', first)
+    assert next_link is not None
+    second = client.get(next_link.group(1).replace("&amp;", "&")).text
+    assert [int(i) for i in ROWS.findall(first) + ROWS.findall(second)] == made
+    assert "Next page" not in second
+
+
+def test_claim_from_the_list_swaps_the_row(client: TestClient, db: Database) -> None:
+    ticket_id = open_dimm_ticket(db)
+    token = signed_in(client, db, "tom", Role.technician, datacenter="ams1")
+    row = client.get("/queue").text
+    response = client.post(
+        f"/tickets/{ticket_id}/claim",
+        data={"version": version_on(row), "back": "/queue"},
+        headers={"HX-Request": "true", "HX-Target": f"ticket-row-{ticket_id}", "X-CSRF-Token": token},
+    )
+    assert response.status_code == 200
+    assert response.text.lstrip().startswith(f'<tr id="ticket-row-{ticket_id}"')
+    assert "claimed" in response.text
+    assert "user:tom" in response.text
+    assert f"Ticket {ticket_id} is yours." in response.text
+    with db.session() as session:
+        ticket = tickets.get_ticket(session, ticket_id)
+        assert (ticket.state, ticket.assignee) == (TicketState.claimed, "user:tom")
+
+
+def test_a_stale_form_is_refused_with_a_message_not_applied(client: TestClient, db: Database) -> None:
+    ticket_id = open_dimm_ticket(db)
+    token = signed_in(client, db, "tom", Role.technician)
+    seen = version_on(client.get(f"/tickets/{ticket_id}").text)
+    with db.session() as session:  # meanwhile, an operator hands it to someone else
+        tickets.assign(
+            session,
+            tickets.lock_ticket(session, ticket_id),
+            actor="user:olga",
+            assignee="user:ann",
+            reason="ann is there",
+        )
+    response = client.post(f"/tickets/{ticket_id}/claim", data={"version": seen, "csrf_token": token})
+    assert response.status_code == 412
+    assert f"Ticket {ticket_id} was changed by someone else since you opened this page (assigned by user:olga)" in (
+        response.text
+    )
+    assert "Nothing was saved" in response.text
+    with db.session() as session:
+        assert tickets.get_ticket(session, ticket_id).assignee == "user:ann"
+    # Through HTMX the message goes to the page's message area.
+    htmx = client.post(
+        f"/tickets/{ticket_id}/claim",
+        data={"version": seen},
+        headers={"HX-Request": "true", "HX-Target": f"ticket-row-{ticket_id}", "X-CSRF-Token": token},
+    )
+    assert htmx.status_code == 412
+    assert htmx.headers["hx-retarget"] == "#messages"
+    assert "changed by someone else" in htmx.text
+
+
+def test_a_viewer_may_look_but_not_claim(client: TestClient, db: Database) -> None:
+    ticket_id = open_dimm_ticket(db)
+    token = signed_in(client, db, "vic", Role.viewer)
+    page = client.get(f"/tickets/{ticket_id}").text
+    assert "Claim</button>" not in page
+    response = client.post(f"/tickets/{ticket_id}/claim", data={"version": "1", "csrf_token": token})
+    assert response.status_code == 403
+    assert "user:vic has role viewer; this needs technician" in response.text
+
+
+def test_ticket_page_says_where_to_go_what_to_replace_and_shows_the_evidence(client: TestClient, db: Database) -> None:
+    ticket_id = open_dimm_ticket(
+        db,
+        sel_raw="7 | 03/01/2026 | Memory #0x53 | Correctable ECC | Asserted",
+        kernel_line="EDAC MC0: 1 CE memory read",
+    )
+    signed_in(client, db, "tom", Role.technician)
+    page = client.get(f"/tickets/{ticket_id}").text
+    assert "Datacenter <strong>ams1</strong>" in page
+    assert "row <strong>r01</strong>" in page
+    assert "rack <strong>ams1-r01</strong>" in page
+    assert "<strong>U12</strong>" in page
+    assert "DIMM in slot <strong>Chan#2_DIMM#0</strong> (NODE 0 CHANNEL 2 DIMM 0)" in page
+    assert "M393A4K40CB2-CVF" in page
+    assert '<dd id="expected-serial">1A2B3C4D</dd>' in page
+    chart = page[page.index("Correctable errors per second") :]
+    assert "<svg" in chart
+    assert chart.count('<circle class="dot') >= 2  # a rate per report after the first
+    assert "7 | 03/01/2026 | Memory #0x53 | Correctable ECC | Asserted" in page
+    assert "EDAC MC0: 1 CE memory read" in page
+    assert "Remediation " in page[page.index('id="attempts"') :]  # what the remediator tried before
+    assert 'id="resolve-form"' not in page  # not before it is claimed
+
+
+def test_resolve_keeps_what_was_typed_when_it_is_wrong_and_records_the_repair(client: TestClient, db: Database) -> None:
+    ticket_id = open_dimm_ticket(db)
+    token = signed_in(client, db, "tom", Role.technician)
+    client.post(
+        f"/tickets/{ticket_id}/claim",
+        data={"version": version_on(client.get(f"/tickets/{ticket_id}").text), "csrf_token": token},
+    )
+    page = client.get(f"/tickets/{ticket_id}").text
+    assert 'id="resolve-form"' in page
+    form = {"csrf_token": token, "version": version_on(page), "old_serial": "1A2B3C4D", "new_serial": "1A2B3C4D"}
+    same = client.post(f"/tickets/{ticket_id}/resolve", data={**form, "note": "swapped the DIMM"})
+    assert same.status_code == 422
+    assert "record the part that went in" in same.text
+    assert 'value="1A2B3C4D"' in same.text
+    assert "swapped the DIMM</textarea>" in same.text
+    no_note = client.post(f"/tickets/{ticket_id}/resolve", data={**form, "new_serial": "9Z8Y7X6W", "note": ""})
+    assert no_note.status_code == 422
+    assert "Note" in no_note.text
+    assert 'value="9Z8Y7X6W"' in no_note.text
+
+    done = client.post(
+        f"/tickets/{ticket_id}/resolve",
+        data={**form, "new_serial": "9Z8Y7X6W", "note": "swapped the DIMM"},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303, done.text
+    page = client.get(done.headers["location"]).text
+    assert "resolved: the host is being re-checked" in page
+    assert '<span class="state verifying" id="ticket-state">verifying</span>' in page
+    with db.session() as session:
+        [repair] = session.scalars(select(Repair).where(Repair.ticket_id == ticket_id)).all()
+        assert (repair.old_serial, repair.new_serial, repair.replaced_by) == ("1A2B3C4D", "9Z8Y7X6W", "user:tom")
+        assert session.get_one(Ticket, ticket_id).state == TicketState.verifying
+
+
+def test_only_the_assignee_or_an_operator_resolves(client: TestClient, db: Database) -> None:
+    ticket_id = open_dimm_ticket(db)
+    with db.session() as session:
+        tickets.claim(session, tickets.lock_ticket(session, ticket_id), actor="user:ann")
+    token = signed_in(client, db, "tom", Role.technician)
+    page = client.get(f"/tickets/{ticket_id}").text
+    assert 'id="resolve-form"' not in page
+    with db.session() as session:
+        version = str(tickets.get_ticket(session, ticket_id).version)  # as a hand-made request would say
+    form = {"csrf_token": token, "version": version, "old_serial": "A", "new_serial": "B", "note": "n"}
+    refused = client.post(f"/tickets/{ticket_id}/resolve", data={**form, "override": "true"})
+    assert refused.status_code == 409
+    assert "assigned to user:ann" in refused.text
+
+    password = make_user(db, "olga", Role.operator)
+    login(client, "olga", password)
+    page = client.get(f"/tickets/{ticket_id}").text
+    assert "you resolve it as an operator" in page
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    done = client.post(
+        f"/tickets/{ticket_id}/resolve", data={**form, "csrf_token": token, "override": "true"}, follow_redirects=False
+    )
+    assert done.status_code == 303, done.text
