@@ -12,12 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastapi import Request
+from fastapi import Depends, Request
+from fastapi.security import HTTPBearer
 from sqlalchemy.orm import Session
 
 from core.auth import Principal, principal_for_token, principal_for_user
 from core.errors import FleetfixError
 from core.models import Role, User
+
+BEARER = HTTPBearer(
+    auto_error=False,  # `authenticate` decides, so a missing token is our 401 body, not FastAPI's 403
+    description="An API token: `fleetfix tokens issue` or POST /api/v1/tokens (docs/api.md).",
+)
+"""Declares the scheme in the OpenAPI description, so /docs can send a token."""
 
 
 class Unauthenticated(FleetfixError):
@@ -46,7 +53,7 @@ def authenticate(request: Request, session: Session) -> Principal | None:
 def require(role: Role, *, hosts: bool = False) -> Callable[[Request], Principal]:
     """A dependency that admits principals of at least `role` (and hosts, if `hosts`)."""
 
-    def dependency(request: Request) -> Principal:
+    def dependency(request: Request, _: object = Depends(BEARER)) -> Principal:
         database = request.app.state.database
         with database.sessionmaker() as session:
             principal = authenticate(request, session)

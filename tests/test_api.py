@@ -10,14 +10,17 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from core.db import Database
+from core.models import Role
 from core.settings import load_settings
+from tests.api.helpers import bearer
 from tests.factories import edac_report, payload, storm_reports
 
 
 @pytest.fixture
 def client(db: Database) -> Iterator[TestClient]:
+    """A client with an operator's token: it may submit reports for any host and read everything."""
     app = create_app(load_settings(), db, None)
-    with TestClient(app) as test_client:
+    with TestClient(app, headers=bearer(db, Role.operator)) as test_client:
         yield test_client
 
 
@@ -36,7 +39,7 @@ def test_report_to_ticket_over_http(client: TestClient, db: Database) -> None:
     with db.session() as session:
         [remediation] = service.list_remediations(session)
         runner.advance(session, remediation.id, ruleset=get_registry().ruleset)
-    tickets = client.get("/api/v1/tickets").json()
+    tickets = client.get("/api/v1/tickets").json()["items"]
     assert [(t["hostname"], t["part_type"], t["state"]) for t in tickets] == [("web-001", "dimm", "open")]
     detail = client.get(f"/api/v1/tickets/{tickets[0]['id']}").json()
     assert detail["evidence"]["part"]["serial"] == "1A2B3C4D"
@@ -69,7 +72,7 @@ def test_batch_stores_good_reports_and_lists_refusals(client: TestClient) -> Non
     assert len(result["accepted"]) == 1
     assert result["refused"][0]["index"] == 1
     assert result["refused"][0]["errors"][0].startswith("host.hostname:")
-    assert [h["hostname"] for h in client.get("/api/v1/hosts").json()] == ["good-1"]
+    assert [h["hostname"] for h in client.get("/api/v1/hosts").json()["items"]] == ["good-1"]
 
 
 def test_not_found_has_the_one_error_shape(client: TestClient) -> None:

@@ -13,10 +13,11 @@ from sqlalchemy import select
 
 from api.app import create_app
 from core.db import Database
-from core.models import AuditEntry
+from core.models import AuditEntry, Role
 from core.settings import load_settings
 from remediator import planning
 from remediator.rules import RuleRegistry, set_registry
+from tests.api.helpers import bearer
 from tests.factories import T0, edac_report, payload
 
 PACK = """\
@@ -40,9 +41,23 @@ def client(db: Database, tmp_path: Path) -> Iterator[TestClient]:
     pack = tmp_path / "pack.yaml"
     pack.write_text(PACK)
     set_registry(RuleRegistry([pack]))
-    with TestClient(create_app(load_settings(), db, None)) as test_client:
+    with TestClient(create_app(load_settings(), db, None), headers=bearer(db, Role.operator)) as test_client:
         yield test_client
     set_registry(None)
+
+
+def change(client: TestClient, read: str, write: str, body: dict[str, object]) -> dict[str, object]:
+    """What a person does: read the object, then change it with the ETag they saw."""
+    etag = client.get(read).headers["ETag"]
+    response = client.post(write, json=body, headers={"If-Match": etag})
+    assert response.status_code == 200, response.text
+    assert response.headers["ETag"] != etag
+    result: dict[str, object] = response.json()
+    return result
+
+
+def set_mode(client: TestClient, rule: str, mode: str, reason: str) -> dict[str, object]:
+    return change(client, f"/api/v1/rules/{rule}", f"/api/v1/rules/{rule}/mode", {"mode": mode, "reason": reason})
 
 
 def storm(client: TestClient, hostname: str, at: dt.datetime = T0) -> dict[str, object]:
@@ -60,17 +75,15 @@ def test_rules_list_shows_pack_and_state(client: TestClient) -> None:
 
 
 def test_pause_shadow_and_resume_a_rule(client: TestClient, db: Database) -> None:
-    changed = client.post("/api/v1/rules/storm-reimage/mode", json={"mode": "paused", "reason": "noisy check"})
-    assert changed.json()["mode"] == "paused"
+    assert set_mode(client, "storm-reimage", "paused", "noisy check")["mode"] == "paused"
     assert storm(client, "h1")["remediations"] == []
-    [decision] = client.get("/api/v1/decisions", params={"hostname": "h1"}).json()
+    [decision] = client.get("/api/v1/decisions", params={"hostname": "h1"}).json()["items"]
     assert (decision["outcome"], decision["reason"]) == ("skipped", "rule paused")
-    client.post("/api/v1/rules/storm-reimage/mode", json={"mode": "shadow", "reason": "trial"})
+    set_mode(client, "storm-reimage", "shadow", "trial")
     storm(client, "h2")
-    [decision] = client.get("/api/v1/decisions", params={"hostname": "h2"}).json()
+    [decision] = client.get("/api/v1/decisions", params={"hostname": "h2"}).json()["items"]
     assert decision["outcome"] == "shadow"
-    back = client.post("/api/v1/rules/storm-reimage/mode", json={"mode": "pack", "reason": "fixed"})
-    assert back.json()["mode"] == "active"
+    assert set_mode(client, "storm-reimage", "pack", "fixed")["mode"] == "active"
     with db.session() as session:
         actions = [
             a.detail
@@ -79,11 +92,16 @@ def test_pause_shadow_and_resume_a_rule(client: TestClient, db: Database) -> Non
             )
         ]
     assert [a["to"] for a in actions] == ["paused", "shadow", None]
+    [entry] = client.get("/api/v1/audit", params={"action": "remediator.rule.mode_changed", "limit": 1}).json()["items"]
+    assert (entry["actor"], entry["object_id"], entry["reason"]) == ("token:test-operator", "storm-reimage", "fixed")
 
 
 def test_unknown_rule_and_bad_mode(client: TestClient) -> None:
     assert client.post("/api/v1/rules/nope/mode", json={"mode": "paused", "reason": "x"}).status_code == 404
-    bad = client.post("/api/v1/rules/storm-reimage/mode", json={"mode": "off", "reason": "x"})
+    assert client.get("/api/v1/rules/nope").status_code == 404
+    bad = client.post(
+        "/api/v1/rules/storm-reimage/mode", json={"mode": "off", "reason": "x"}, headers={"If-Match": "*"}
+    )
     assert bad.status_code == 422
     assert "mode" in bad.json()["error"]["message"]
 
@@ -94,9 +112,11 @@ def test_breaker_reset(client: TestClient, db: Database) -> None:
     rules = {r["id"]: r for r in client.get("/api/v1/rules").json()}
     assert rules["storm-reimage"]["breaker_open"] is True
     assert storm(client, "h1")["remediations"] == []
-    reset = client.post("/api/v1/rules/storm-reimage/breaker/reset", json={"reason": "check fixed"})
-    assert reset.json()["breaker_open"] is False
-    again = client.post("/api/v1/rules/storm-reimage/breaker/reset", json={"reason": "again"})
+    url = "/api/v1/rules/storm-reimage/breaker/reset"
+    reset = change(client, "/api/v1/rules/storm-reimage", url, {"reason": "check fixed"})
+    assert reset["breaker_open"] is False
+    etag = client.get("/api/v1/rules/storm-reimage").headers["ETag"]
+    again = client.post(url, json={"reason": "again"}, headers={"If-Match": etag})
     assert again.status_code == 409
     assert again.json()["error"]["code"] == "conflict"
 
@@ -111,11 +131,14 @@ def test_global_pause_holds_and_approval_admits(client: TestClient) -> None:
     [rid2] = storm(client, "h2")["remediations"]
     waiting = client.get("/api/v1/hosts/h2").json()["remediations"][0]
     assert waiting["state"] == "awaiting_approval"
-    approved = client.post(f"/api/v1/remediations/{rid2}/approve")
-    assert approved.json()["state"] == "planned"
-    assert client.post(f"/api/v1/remediations/{rid2}/approve").status_code == 409
-    cancelled = client.post(f"/api/v1/remediations/{rid}/cancel", json={"reason": "host retired"})
-    assert cancelled.json()["state"] == "cancelled"
+    url = f"/api/v1/remediations/{rid2}"
+    approved = change(client, url, f"{url}/approve", {"reason": "checked with the DC"})
+    assert approved["state"] == "planned"
+    etag = client.get(url).headers["ETag"]
+    assert client.post(f"{url}/approve", json={"reason": "again"}, headers={"If-Match": etag}).status_code == 409
+    url = f"/api/v1/remediations/{rid}"
+    cancelled = change(client, url, f"{url}/cancel", {"reason": "host retired"})
+    assert cancelled["state"] == "cancelled"
     assert client.get("/api/v1/hosts/h1").json()["state"] == "in_service"
 
 

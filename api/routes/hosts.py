@@ -1,22 +1,29 @@
-"""Hosts: list, detail with signals and remediations, inventory import."""
+"""Hosts: list and filter, detail with signals and remediations, inventory import, report interval."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from api.auth import require
 from api.deps import get_session
-from remediator import inventory
+from api.pagination import CURSOR_QUERY, Page, paginate
+from api.routes.remediations import RemediationView
+from core.auth import Principal
+from core.models import Role
+from remediator import inventory, operations
 from remediator import service as remediator
-from remediator.schemas import HostOut, RemediationOut, SignalOut
+from remediator.models import Host, HostState
+from remediator.schemas import HostOut, SignalOut
 
 router = APIRouter(prefix="/hosts", tags=["hosts"])
 
 
 class HostDetail(HostOut):
     signals: list[SignalOut]
-    remediations: list[RemediationOut]
+    remediations: list[RemediationView]
 
 
 class ImportResult(BaseModel):
@@ -24,28 +31,54 @@ class ImportResult(BaseModel):
     updated: int
 
 
-@router.get("", response_model=list[HostOut])
+@router.get("", response_model=Page[HostOut])
 def list_hosts(
     datacenter: str | None = None,
-    limit: int = Query(500, ge=1, le=5000),
+    rack: str | None = None,
+    state: HostState | None = None,
+    hardware_class: str | None = None,
+    cursor: str | None = CURSOR_QUERY,
+    limit: int = Query(100, ge=1, le=1000),
     session: Session = Depends(get_session),
-) -> list[HostOut]:
-    return [HostOut.model_validate(h) for h in remediator.list_hosts(session, datacenter=datacenter, limit=limit)]
+    _: Principal = Depends(require(Role.viewer)),
+) -> Page[HostOut]:
+    """Hosts in hostname order, filtered by location, state and hardware class."""
+    query = select(Host)
+    for column, value in (
+        (Host.datacenter, datacenter),
+        (Host.rack, rack),
+        (Host.state, state),
+        (Host.hardware_class, hardware_class),
+    ):
+        if value is not None:
+            query = query.where(column == value)
+    return paginate(
+        session, query, Host.hostname, cursor=cursor, limit=limit, convert=HostOut.model_validate, descending=False
+    )
 
 
 @router.get("/{hostname}", response_model=HostDetail)
-def get_host(hostname: str, session: Session = Depends(get_session)) -> HostDetail:
+def get_host(
+    hostname: str, session: Session = Depends(get_session), _: Principal = Depends(require(Role.viewer))
+) -> HostDetail:
     host = remediator.get_host(session, hostname)
     return HostDetail(
         **HostOut.model_validate(host).model_dump(),
         signals=[SignalOut.model_validate(s) for s in remediator.host_signals(session, host.id)],
-        remediations=[RemediationOut.model_validate(r) for r in remediator.list_remediations(session, host_id=host.id)],
+        remediations=[
+            RemediationView.model_validate(r) for r in remediator.list_remediations(session, host_id=host.id)
+        ],
     )
 
 
 @router.post("/inventory", response_model=ImportResult)
-def import_inventory(rows: list[inventory.HostInventory], session: Session = Depends(get_session)) -> ImportResult:
-    created, updated = inventory.apply_inventory(session, rows, actor="api")
+def import_inventory(
+    rows: list[inventory.HostInventory],
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(require(Role.operator)),
+) -> ImportResult:
+    """Create or update hosts' location, hardware class and labels."""
+    created, updated = inventory.apply_inventory(session, rows, actor=principal.actor)
     session.commit()
     return ImportResult(created=created, updated=updated)
 
@@ -56,10 +89,15 @@ class IntervalChange(BaseModel):
 
 
 @router.put("/{hostname}/report-interval", response_model=HostOut)
-def set_report_interval(hostname: str, change: IntervalChange, session: Session = Depends(get_session)) -> HostOut:
+def set_report_interval(
+    hostname: str,
+    change: IntervalChange,
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(require(Role.operator)),
+) -> HostOut:
     """Tell a host's agent how often to run its check cycle."""
-    from remediator import operations
-
-    host = operations.set_report_interval(session, hostname, change.interval_s, actor="api", reason=change.reason)
+    host = operations.set_report_interval(
+        session, hostname, change.interval_s, actor=principal.actor, reason=change.reason
+    )
     session.commit()
     return HostOut.model_validate(host)

@@ -1,36 +1,49 @@
-"""Remediations and their steps."""
+"""Remediations and their steps; the decision log.
+
+Changes (approve, cancel, abort) take the remediation's ETag in If-Match, so
+an operator acting on what they saw a minute ago learns that it moved on.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.orm import Session
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
 
+from api.auth import require
 from api.deps import get_session
+from api.pagination import CURSOR_QUERY, Page, paginate
+from api.versioning import check_if_match, set_etag
+from core.auth import Principal
+from core.errors import NotFound
+from core.models import Role
 from remediator import operations
 from remediator import service as remediator
+from remediator.models import Decision, Remediation, RemediationState
 from remediator.rules import get_registry
 from remediator.schemas import RemediationOut
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/remediations", tags=["remediations"])
+ETAG_KIND = "remediation"
 
 
-@router.get("", response_model=list[RemediationOut])
-def list_remediations(
-    limit: int = Query(100, ge=1, le=1000), session: Session = Depends(get_session)
-) -> list[RemediationOut]:
-    return [RemediationOut.model_validate(r) for r in remediator.list_remediations(session, limit=limit)]
+class RemediationView(RemediationOut):
+    version: int = Field(description="Bumped by every change; the ETag is built from it.")
 
 
 class Reason(BaseModel):
-    reason: str = Field(min_length=1, max_length=1000)
+    reason: str = Field(min_length=1, max_length=1000, description="Why: kept in the audit log.")
 
 
 class DecisionOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
+    id: int
     at: dt.datetime
     host_id: int
     rule_id: str
@@ -41,30 +54,135 @@ class DecisionOut(BaseModel):
     value: float | None
 
 
-@router.post("/{remediation_id}/approve", response_model=RemediationOut)
-def approve(remediation_id: int, session: Session = Depends(get_session)) -> RemediationOut:
-    remediation = operations.approve(session, get_registry().ruleset, remediation_id, actor="api")
-    session.commit()
-    return RemediationOut.model_validate(remediation)
+def _view(response: Response, remediation: Remediation) -> RemediationView:
+    view = RemediationView.model_validate(remediation)
+    set_etag(response, ETAG_KIND, view.id, view.version)
+    return view
 
 
-@router.post("/{remediation_id}/cancel", response_model=RemediationOut)
-def cancel(remediation_id: int, body: Reason, session: Session = Depends(get_session)) -> RemediationOut:
-    remediation = operations.cancel(session, remediation_id, actor="api", reason=body.reason)
+def locked_for_change(session: Session, request: Request, remediation_id: int) -> Remediation:
+    """The remediation, row-locked, if the client's If-Match names its current version."""
+    remediation = session.get(Remediation, remediation_id, with_for_update=True)
+    if remediation is None:
+        raise NotFound(f"remediation {remediation_id} does not exist")
+    check_if_match(request, ETAG_KIND, remediation_id, remediation.version)
+    return remediation
+
+
+@router.get("", response_model=Page[RemediationView])
+def list_remediations(
+    state: RemediationState | None = None,
+    rule_id: str | None = None,
+    hostname: str | None = None,
+    cursor: str | None = CURSOR_QUERY,
+    limit: int = Query(100, ge=1, le=1000),
+    session: Session = Depends(get_session),
+    _: Principal = Depends(require(Role.viewer)),
+) -> Page[RemediationView]:
+    """Remediations, newest first, with their steps."""
+    query = select(Remediation).options(selectinload(Remediation.steps))
+    if state is not None:
+        query = query.where(Remediation.state == state)
+    if rule_id is not None:
+        query = query.where(Remediation.rule_id == rule_id)
+    if hostname is not None:
+        query = query.where(Remediation.host_id == remediator.get_host(session, hostname).id)
+    return paginate(session, query, Remediation.id, cursor=cursor, limit=limit, convert=RemediationView.model_validate)
+
+
+@router.get("/{remediation_id}", response_model=RemediationView)
+def get_remediation(
+    remediation_id: int,
+    response: Response,
+    session: Session = Depends(get_session),
+    _: Principal = Depends(require(Role.viewer)),
+) -> RemediationView:
+    """One remediation; its ETag is what approve, cancel and abort take in If-Match."""
+    remediation = session.get(Remediation, remediation_id)
+    if remediation is None:
+        raise NotFound(f"remediation {remediation_id} does not exist")
+    return _view(response, remediation)
+
+
+@router.post("/{remediation_id}/approve", response_model=RemediationView)
+def approve(
+    remediation_id: int,
+    body: Reason,
+    request: Request,
+    response: Response,
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(require(Role.operator)),
+) -> RemediationView:
+    """Approve one awaiting approval (it then passes the other gates); 409 if it is not waiting."""
+    locked_for_change(session, request, remediation_id)
+    remediation = operations.approve(
+        session, get_registry().ruleset, remediation_id, actor=principal.actor, reason=body.reason
+    )
     session.commit()
-    return RemediationOut.model_validate(remediation)
+    return _view(response, remediation)
+
+
+@router.post("/{remediation_id}/cancel", response_model=RemediationView)
+def cancel(
+    remediation_id: int,
+    body: Reason,
+    request: Request,
+    response: Response,
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(require(Role.operator)),
+) -> RemediationView:
+    """Cancel an active remediation; 409 if it has finished."""
+    locked_for_change(session, request, remediation_id)
+    remediation = operations.cancel(session, remediation_id, actor=principal.actor, reason=body.reason)
+    session.commit()
+    return _view(response, remediation)
+
+
+@router.post("/{remediation_id}/abort", response_model=RemediationView)
+def abort(
+    remediation_id: int,
+    body: Reason,
+    request: Request,
+    response: Response,
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(require(Role.operator)),
+) -> RemediationView:
+    """Stop a plan between steps: nothing more starts; an action already on its host finishes there (its
+    report is kept) and one not yet started is revoked. 409 if it has finished."""
+    from core.db import utcnow
+    from remediator import runner
+
+    locked_for_change(session, request, remediation_id)
+    revoke = runner.abort(session, remediation_id, actor=principal.actor, reason=body.reason, now=utcnow())
+    session.commit()
+    celery = request.app.state.celery
+    if revoke and celery is not None:
+        try:
+            celery.control.revoke(revoke)
+        except Exception:  # the abort stands; a host that still runs it sends a report that is kept as late
+            log.warning("remediator.abort.revoke_failed", extra={"fields": {"remediation": remediation_id}})
+    return _view(response, session.get_one(Remediation, remediation_id))
 
 
 decisions_router = APIRouter(prefix="/decisions", tags=["remediations"])
 
 
-@decisions_router.get("", response_model=list[DecisionOut])
+@decisions_router.get("", response_model=Page[DecisionOut])
 def list_decisions(
     hostname: str | None = None,
     rule_id: str | None = None,
+    outcome: str | None = None,
+    cursor: str | None = CURSOR_QUERY,
     limit: int = Query(200, ge=1, le=1000),
     session: Session = Depends(get_session),
-) -> list[DecisionOut]:
-    host_id = remediator.get_host(session, hostname).id if hostname else None
-    found = operations.decisions(session, host_id=host_id, rule_id=rule_id, limit=limit)
-    return [DecisionOut.model_validate(d) for d in found]
+    _: Principal = Depends(require(Role.viewer)),
+) -> Page[DecisionOut]:
+    """The decision log, newest first: planned, admitted, held, skipped, shadow, escalated, each with its reason."""
+    query = select(Decision)
+    if hostname is not None:
+        query = query.where(Decision.host_id == remediator.get_host(session, hostname).id)
+    if rule_id is not None:
+        query = query.where(Decision.rule_id == rule_id)
+    if outcome is not None:
+        query = query.where(Decision.outcome == outcome)
+    return paginate(session, query, Decision.id, cursor=cursor, limit=limit, convert=DecisionOut.model_validate)

@@ -1,26 +1,52 @@
-"""Report submission over HTTP, for tools that do not speak Celery."""
+"""Report submission over HTTP, for tools that do not speak Celery, and the stored reports.
+
+A host's own credential may submit only reports whose `host.hostname` is its
+own; operator tokens (tools, importers) may submit for any host.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body, Depends, Query
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from api.auth import Forbidden, require
 from api.deps import get_session
+from api.pagination import CURSOR_QUERY, Page, paginate
 from checker.schemas import Report
+from core.auth import Principal
 from core.db import utcnow
-from core.errors import InvalidInput
+from core.errors import InvalidInput, NotFound
+from core.models import Role
+from remediator import service as remediator
 from remediator.ingest import from_the_future, ingest, parse_reports
+from remediator.models import Report as StoredReport
 from remediator.rules import get_registry
-from remediator.schemas import IngestResult
+from remediator.schemas import IngestResult, Refusal
 
 router = APIRouter(prefix="/reports", tags=["reports"])
+submitter = require(Role.operator, hosts=True)
+
+
+def _not_its_own(principal: Principal, hostname: str) -> str | None:
+    if principal.is_host and principal.hostname != hostname:
+        return f"{principal.name} may only submit its own reports, not {hostname}'s"
+    return None
 
 
 @router.post("", response_model=IngestResult)
-def submit_report(report: Report, session: Session = Depends(get_session)) -> IngestResult:
-    """One report; a malformed one is refused with a 422 naming the field."""
+def submit_report(
+    report: Report, session: Session = Depends(get_session), principal: Principal = Depends(submitter)
+) -> IngestResult:
+    """One report; a malformed one is refused with a 422 naming the field, another host's with a 403."""
+    refusal = _not_its_own(principal, report.host.hostname)
+    if refusal is not None:
+        raise Forbidden(refusal, detail={"credential": principal.hostname, "report": report.host.hostname})
     problem = from_the_future(report, utcnow())
     if problem is not None:
         raise InvalidInput(problem, detail=[{"field": "body.captured_at", "message": problem}])
@@ -31,11 +57,71 @@ def submit_report(report: Report, session: Session = Depends(get_session)) -> In
 
 @router.post("/batch", response_model=IngestResult)
 def submit_batch(
-    payloads: list[dict[str, Any]] = Body(..., max_length=5000), session: Session = Depends(get_session)
+    payloads: list[dict[str, Any]] = Body(..., max_length=5000),
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(submitter),
 ) -> IngestResult:
-    """Many reports; each malformed one is listed in `refused`, the rest are stored."""
-    reports, refused = parse_reports(payloads)
+    """Many reports; each malformed one, or one of another host, is listed in `refused`; the rest are stored."""
+    parsed, refused = parse_reports(payloads)
+    refused_at = {r.index for r in refused}
+    indexes = (i for i in range(len(payloads)) if i not in refused_at)
+    reports = []
+    for report, index in zip(parsed, indexes, strict=True):
+        refusal = _not_its_own(principal, report.host.hostname)
+        if refusal is None:
+            reports.append(report)
+        else:
+            refused.append(Refusal(index=index, report_id=str(report.report_id), errors=[f"host.hostname: {refusal}"]))
     result = ingest(session, reports, ruleset=get_registry().ruleset)
     session.commit()
-    result.refused = refused
+    result.refused = sorted(refused, key=lambda r: r.index)
     return result
+
+
+class StoredReportOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    host_id: int
+    captured_at: dt.datetime
+    last_captured_at: dt.datetime
+    repeats: int
+    received_at: dt.datetime
+    schema_version: int
+
+
+class StoredReportDetail(StoredReportOut):
+    body: dict[str, Any]
+
+
+@router.get("", response_model=Page[StoredReportOut])
+def list_reports(
+    hostname: str | None = None,
+    cursor: str | None = CURSOR_QUERY,
+    limit: int = Query(100, ge=1, le=1000),
+    session: Session = Depends(get_session),
+    _: Principal = Depends(require(Role.viewer)),
+) -> Page[StoredReportOut]:
+    """Stored reports, newest capture first: one row per distinct observation state of a host."""
+    query = select(StoredReport)
+    if hostname is not None:
+        query = query.where(StoredReport.host_id == remediator.get_host(session, hostname).id)
+    return paginate(
+        session,
+        query,
+        (StoredReport.captured_at, StoredReport.id),
+        cursor=cursor,
+        limit=limit,
+        convert=StoredReportOut.model_validate,
+    )
+
+
+@router.get("/{report_id}", response_model=StoredReportDetail)
+def get_report(
+    report_id: uuid.UUID, session: Session = Depends(get_session), _: Principal = Depends(require(Role.viewer))
+) -> StoredReportDetail:
+    """One stored report with its body as the host sent it."""
+    stored = session.scalars(select(StoredReport).where(StoredReport.id == report_id)).first()
+    if stored is None:
+        raise NotFound(f"report {report_id} is not stored (a repeat of an earlier state is kept in that row)")
+    return StoredReportDetail.model_validate(stored)
