@@ -8,9 +8,12 @@ stage package. JSON is the only serialisation; pickle is refused.
 from __future__ import annotations
 
 import re
+import ssl
+import threading
 from typing import Any
 
-from celery import Celery
+from celery import Celery, Signature
+from kombu.connection import Connection
 from kombu.entity import Exchange, Queue
 
 INGEST_QUEUE = "ingest"
@@ -36,9 +39,102 @@ def host_queue(hostname: str) -> str:
     return f"{HOST_QUEUE_PREFIX}{hostname}"
 
 
-def send_to_host(app: Celery, hostname: str, task: str, *, args: list[Any] | None = None) -> None:
-    """Send a task to one host's agent; it expires unstarted after HOST_TASK_EXPIRES_S."""
-    app.send_task(task, args=args or [], queue=host_queue(hostname), expires=HOST_TASK_EXPIRES_S)
+_broker_apps: dict[str, Celery] = {}
+_broker_apps_lock = threading.Lock()
+
+
+def app_for_broker(app: Celery, broker_url: str) -> Celery:
+    """A sending app on another broker (a datacenter's), with `app`'s settings; one per URL per process."""
+    if broker_url == app.conf.broker_url:
+        return app
+    with _broker_apps_lock:
+        other = _broker_apps.get(broker_url)
+        if other is None:
+            other = create_celery(
+                broker_url, name=f"{app.main}-dc", tls=app.conf.get("fleetfix_broker_tls"), make_current=False
+            )
+            _broker_apps[broker_url] = other
+        return other
+
+
+def host_signature(
+    app: Celery, hostname: str, task: str, *, args: list[Any] | None = None, datacenter: str | None = None
+) -> Signature:
+    """A task for one host's agent, bound to the broker its agent listens on (its datacenter's, when
+    DATACENTER_BROKERS names one); it expires unstarted after HOST_TASK_EXPIRES_S. Hand it to
+    core.dispatch.send_after_commit, or call apply_async()."""
+    brokers: dict[str, str] = app.conf.get("fleetfix_datacenter_brokers") or {}
+    target = app_for_broker(app, brokers[datacenter]) if datacenter in brokers else app
+    return target.signature(task, args=args or [], queue=host_queue(hostname), expires=HOST_TASK_EXPIRES_S)
+
+
+def send_to_host(
+    app: Celery, hostname: str, task: str, *, args: list[Any] | None = None, datacenter: str | None = None
+) -> None:
+    """Send a task to one host's agent now (see host_signature)."""
+    host_signature(app, hostname, task, args=args, datacenter=datacenter).apply_async()
+
+
+def broker_use_ssl(broker_url: str, tls: dict[str, str] | None) -> dict[str, Any] | None:
+    """kombu's TLS options for a rediss:// or amqps:// broker from CA/cert/key file paths.
+
+    The certificate is always verified; the two transports name the same files differently."""
+    if not broker_url.startswith(("rediss://", "amqps://")):
+        return None
+    tls = tls or {}
+    if broker_url.startswith("rediss://"):
+        options: dict[str, Any] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+        options.update({f"ssl_{key}": value for key, value in tls.items()})
+        return options
+    return {"cert_reqs": ssl.CERT_REQUIRED, **tls}
+
+
+def _connection(url: str, tls: dict[str, str] | None, timeout: float) -> Connection:
+    return Connection(
+        url,
+        ssl=broker_use_ssl(url, tls) or False,
+        connect_timeout=timeout,
+        transport_options={"socket_timeout": timeout, "socket_connect_timeout": timeout, "max_retries": 0},
+    )
+
+
+def check_broker(broker_url: str, *, tls: dict[str, str] | None = None, timeout: float = 2.0) -> None:
+    """Raise unless the broker accepts a connection within `timeout`."""
+    with _connection(broker_url, tls, timeout) as conn:
+        conn.ensure_connection(max_retries=1, timeout=timeout)
+
+
+def queue_depths(
+    broker_url: str,
+    queues: tuple[str, ...] = CENTRAL_QUEUES,
+    *,
+    tls: dict[str, str] | None = None,
+    timeout: float = 2.0,
+) -> dict[str, int]:
+    """Messages waiting in each queue, read from the broker (a queue nobody declared yet holds 0).
+
+    With a Redis broker the ingest stream's length and its entries read but not yet
+    acknowledged are included as `stream:ingest` and `stream:ingest:pending`. Raises
+    when the broker cannot be reached."""
+    depths: dict[str, int] = {}
+    with _connection(broker_url, tls, timeout) as conn:
+        conn.ensure_connection(max_retries=1, timeout=timeout)
+        for name in queues:
+            with conn.channel() as channel:
+                try:
+                    _, count, _ = channel.queue_declare(queue=name, passive=True)
+                except conn.channel_errors:  # not declared yet (Redis: an empty list has no key)
+                    count = 0
+                depths[name] = int(count)
+        if broker_url.startswith(("redis://", "rediss://")):
+            client = conn.default_channel.client
+            depths["stream:ingest"] = int(client.xlen(INGEST_STREAM))
+            try:
+                pending = client.xpending(INGEST_STREAM, INGEST_GROUP)
+            except Exception:  # no group yet: nothing was ever read
+                pending = {"pending": 0}
+            depths["stream:ingest:pending"] = int(pending["pending"])
+    return depths
 
 
 def create_celery(
@@ -47,7 +143,12 @@ def create_celery(
     include: list[str] | tuple[str, ...] = (),
     name: str = "fleetfix",
     extra_queues: tuple[str, ...] = (),
+    tls: dict[str, str] | None = None,
+    datacenter_brokers: dict[str, str] | None = None,
+    make_current: bool = True,
 ) -> Celery:
+    """The Celery app. `tls`: CA/cert/key files for rediss:// and amqps:// brokers;
+    `datacenter_brokers`: where host tasks of each datacenter go (see host_signature)."""
     app = Celery(name, broker=broker_url, include=list(include))
     exchange = Exchange("fleetfix", type="direct")
     queues = [Queue(q, exchange, routing_key=q) for q in (*CENTRAL_QUEUES, *extra_queues)]
@@ -69,7 +170,11 @@ def create_celery(
         worker_hijack_root_logger=False,
         timezone="UTC",
         enable_utc=True,
+        broker_use_ssl=broker_use_ssl(broker_url, tls),
+        fleetfix_broker_tls=tls or {},
+        fleetfix_datacenter_brokers=dict(datacenter_brokers or {}),
     )
-    app.set_current()
-    app.set_default()
+    if make_current:
+        app.set_current()
+        app.set_default()
     return app

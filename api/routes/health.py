@@ -1,12 +1,38 @@
-"""Liveness and readiness."""
+"""Liveness, readiness and Prometheus metrics.
+
+/healthz says the process answers; /readyz that the database and every broker (the central one and
+each datacenter's) can be reached; /metrics adds to the counters of this box's processes
+(core.metrics) the state read at this scrape: remediations, tickets and hosts by state, rule
+breakers, and queue depths read from the brokers.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
-from sqlalchemy import text
+from fastapi.responses import JSONResponse, Response
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from sqlalchemy import func, select, text
+
+from core import metrics
+from core.db import Database
+from core.queue import check_broker, queue_depths
+from core.settings import Settings
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 2.0
+CENTRAL = "central"
+
+
+def brokers(settings: Settings) -> dict[str, str]:
+    """Every broker this deployment uses, by name: `central` and one per datacenter."""
+    named = {CENTRAL: settings.broker_url}
+    named.update(settings.datacenter_brokers)
+    return named
 
 
 @router.get("/healthz")
@@ -16,6 +42,7 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 def readyz(request: Request) -> JSONResponse:
+    settings: Settings = request.app.state.settings
     checks: dict[str, str] = {}
     try:
         with request.app.state.database.sessionmaker() as session:
@@ -23,15 +50,101 @@ def readyz(request: Request) -> JSONResponse:
         checks["database"] = "ok"
     except Exception as error:
         checks["database"] = f"error: {type(error).__name__}"
-    celery_app = request.app.state.celery
-    if celery_app is not None:
-        try:
-            with celery_app.connection_for_write() as conn:
-                conn.ensure_connection(max_retries=1, timeout=2)
-            checks["broker"] = "ok"
-        except Exception as error:
-            checks["broker"] = f"error: {type(error).__name__}"
+    if request.app.state.celery is not None and not settings.embedded:
+        for name, url in brokers(settings).items():
+            key = "broker" if name == CENTRAL else f"broker:{name}"
+            try:
+                check_broker(url, tls=settings.broker_tls, timeout=PROBE_TIMEOUT_S)
+                checks[key] = "ok"
+            except Exception as error:
+                checks[key] = f"error: {type(error).__name__}"
     ready = all(v == "ok" for v in checks.values())
+    if not ready:
+        log.warning("api.readiness.failed", extra={"fields": checks})
     return JSONResponse(
         {"status": "ok" if ready else "unavailable", "checks": checks}, status_code=200 if ready else 503
     )
+
+
+class StateCollector:
+    """Gauges read at scrape time: cheap COUNT … GROUP BY queries and the brokers' queue depths."""
+
+    def __init__(self, database: Database, settings: Settings) -> None:
+        self.database = database
+        self.settings = settings
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._database_state()
+        if not self.settings.embedded:
+            yield from self._queues()
+
+    def _database_state(self) -> Iterator[Metric]:
+        from remediator.models import Host, HostState, Remediation, RemediationState, RuleState
+        from remediator.rules import get_registry
+        from ticketing.models import Ticket, TicketState
+
+        up = GaugeMetricFamily("fleetfix_database_up", "1 when the database answered this scrape.")
+        try:
+            with self.database.sessionmaker() as session:
+                counted: dict[str, dict[object, int]] = {
+                    "remediations": dict(
+                        session.execute(select(Remediation.state, func.count()).group_by(Remediation.state)).all()
+                    ),
+                    "tickets": dict(session.execute(select(Ticket.state, func.count()).group_by(Ticket.state)).all()),
+                    "hosts": dict(session.execute(select(Host.state, func.count()).group_by(Host.state)).all()),
+                }
+                breakers = dict(session.execute(select(RuleState.rule_id, RuleState.breaker_open)).all())
+        except Exception as error:
+            log.warning("api.metrics.database_failed", extra={"fields": {"error": f"{type(error).__name__}: {error}"}})
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        states = {"remediations": RemediationState, "tickets": TicketState, "hosts": HostState}
+        for what, enum in states.items():
+            family = GaugeMetricFamily(f"fleetfix_{what}", f"{what.capitalize()} by state.", labels=["state"])
+            for state in enum:
+                family.add_metric([state.value], counted[what].get(state, 0))
+            yield family
+        breaker = GaugeMetricFamily(
+            "fleetfix_rule_breaker_open",
+            "1 while a rule's circuit breaker is open (it plans nothing).",
+            labels=["rule"],
+        )
+        for rule in get_registry().ruleset.rules:
+            breakers.setdefault(rule.id, False)
+        for rule_id, is_open in sorted(breakers.items()):
+            breaker.add_metric([rule_id], 1 if is_open else 0)
+        yield breaker
+
+    def _queues(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("fleetfix_broker_up", "1 when the broker answered this scrape.", labels=["broker"])
+        depth = GaugeMetricFamily(
+            "fleetfix_queue_messages",
+            "Messages waiting in a queue (stream:ingest: the Redis ingest stream's entries; "
+            "stream:ingest:pending: read but not yet acknowledged).",
+            labels=["broker", "queue"],
+        )
+        for name, url in brokers(self.settings).items():
+            try:
+                depths = queue_depths(url, tls=self.settings.broker_tls, timeout=PROBE_TIMEOUT_S)
+            except Exception as error:
+                log.warning(
+                    "api.metrics.broker_failed",
+                    extra={"fields": {"broker": name, "error": f"{type(error).__name__}: {error}"}},
+                )
+                up.add_metric([name], 0)
+                continue
+            up.add_metric([name], 1)
+            for queue, count in depths.items():
+                depth.add_metric([name, queue], count)
+        yield up
+        yield depth
+
+
+@router.get("/metrics", include_in_schema=False)
+def prometheus_metrics(request: Request) -> Response:
+    """Prometheus text exposition (scrape it from inside the network; it carries no secrets)."""
+    body = metrics.exposition(StateCollector(request.app.state.database, request.app.state.settings))
+    return Response(body, media_type=metrics.CONTENT_TYPE)

@@ -1,0 +1,1 @@
+"""Deployment and operations: compose topology, health, metrics, logs, brokers."""
