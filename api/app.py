@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from celery import Celery
 from fastapi import APIRouter, FastAPI
-from fastapi.staticfiles import StaticFiles
 
 from api.errors import install_error_handlers
-from api.routes import controls, health, hosts, remediations, reports, rules, tickets
+from api.routes import audit, controls, health, hosts, remediations, reports, rules, tickets, users
 from api.web import pages
 from core.db import Database
 from core.settings import Settings
@@ -29,8 +28,10 @@ def create_app(settings: Settings, database: Database, celery_app: Celery | None
     for module in (hosts, tickets, remediations, reports, rules, controls):
         v1.include_router(module.router)
     v1.include_router(remediations.decisions_router)
+    v1.include_router(tickets.repairs_router)
+    for router in (audit.router, users.users_router, users.tokens_router, users.me_router):
+        v1.include_router(router)
     app.include_router(v1)
     app.include_router(health.router)
-    app.include_router(pages.router)
-    app.mount("/static", StaticFiles(directory=pages.STATIC_DIR), name="static")
+    pages.install(app, settings)  # pages, static files, session cookie, CSRF (api/web, docs/ui.md)
     return app

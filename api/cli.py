@@ -8,12 +8,14 @@ Each command imports what it runs only when it runs: `fleetfix agent` and
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from api.cli_users import tokens_app, users_app
 from core.settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(
@@ -29,6 +31,10 @@ hosts_app = typer.Typer(help="Host inventory.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(rules_app, name="rules")
 app.add_typer(hosts_app, name="hosts")
+app.add_typer(users_app, name="users")
+app.add_typer(tokens_app, name="tokens")
+keys_app = typer.Typer(help="The key that signs host action envelopes (docs/cyborg.md).", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -47,6 +53,27 @@ def _settings(**overrides: object) -> Settings:
     return settings
 
 
+def _central(settings: Settings, datacenter: str | None = None) -> Settings:
+    """Settings of a central process: on its datacenter's broker if one is named, metrics shared on the box."""
+    if datacenter is not None:
+        if datacenter not in settings.datacenter_brokers:
+            known = ", ".join(sorted(settings.datacenter_brokers)) or "none"
+            raise _fail(f"--datacenter {datacenter}: FLEETFIX_DATACENTER_BROKERS names no such datacenter ({known})")
+        settings = settings.model_copy(update={"broker_url": settings.datacenter_brokers[datacenter]})
+    # prometheus_client picks multiprocess mode from this variable when the first metric is made,
+    # so it is set before the command imports what counts (core.metrics).
+    settings.effective_metrics_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(settings.effective_metrics_dir.resolve()))
+    return settings
+
+
+def _serve_metrics(settings: Settings) -> None:
+    if settings.metrics_port:
+        from core import metrics
+
+        metrics.serve(settings.metrics_port)
+
+
 @app.command()
 def up(
     simulate: Annotated[int, typer.Option(help="Also run a simulated fleet of this many virtual hosts.", min=0)] = 0,
@@ -61,7 +88,7 @@ def up(
         overrides["api_host"] = host
     if port:
         overrides["api_port"] = port
-    settings = _settings(**overrides)
+    settings = _central(_settings(**overrides))
     if not settings.embedded:
         raise _fail("`up` runs on the in-process broker; unset FLEETFIX_BROKER_URL, or run api/worker/scheduler")
     from api.embedded import run_up
@@ -75,7 +102,7 @@ def api(
     workers: Annotated[int, typer.Option(help="uvicorn worker processes.", min=1)] = 1,
 ) -> None:
     """Serve the REST API and web UI (production: PostgreSQL and a real broker)."""
-    settings = _settings()
+    settings = _central(_settings())
     import uvicorn
 
     uvicorn.run(
@@ -84,6 +111,7 @@ def api(
         port=settings.api_port,
         workers=workers,
         log_level=settings.log_level.lower(),
+        log_config=None,  # uvicorn's logs go through fleetfix's handler (JSON in production)
     )
 
 
@@ -97,15 +125,22 @@ def worker(
             help="Messages reserved per process. Default: the ingest batch size if it consumes ingest, else 1."
         ),
     ] = None,
+    datacenter: Annotated[
+        str | None, typer.Option(help="Consume this datacenter's broker (FLEETFIX_DATACENTER_BROKERS) instead.")
+    ] = None,
 ) -> None:
     """Run a central Celery worker (ingest, remediate, notify queues)."""
-    settings = _settings()
+    settings = _central(_settings(), datacenter)
     from api.runtime import boot_central
     from remediator.tasks import INGEST_BATCH
 
     if prefetch is None:
         prefetch = INGEST_BATCH if "ingest" in queues.split(",") else 1
     _, celery_app = boot_central(settings)
+    from core.process import tune_gc
+
+    tune_gc()  # before the pool forks: the children inherit the frozen heap and the thresholds
+    _serve_metrics(settings)
     celery_app.worker_main(
         [
             "worker",
@@ -125,9 +160,12 @@ def worker(
 @app.command()
 def ingester(
     batch: Annotated[int, typer.Option(help="Reports per transaction at most.", min=1, max=5000)] = 500,
+    datacenter: Annotated[
+        str | None, typer.Option(help="Read this datacenter's broker (FLEETFIX_DATACENTER_BROKERS) instead.")
+    ] = None,
 ) -> None:
     """Consume agents' reports from the Redis ingest stream, a batch per transaction (run one per core)."""
-    settings = _settings()
+    settings = _central(_settings(), datacenter)
     if not settings.broker_url.startswith(("redis://", "rediss://")):
         raise _fail(
             "the ingest stream needs a Redis broker (FLEETFIX_BROKER_URL=redis://…); agents on other "
@@ -140,7 +178,13 @@ def ingester(
     from remediator.stream import StreamIngester
 
     database, _ = boot_central(settings)
-    consumer = StreamIngester(settings.broker_url, database, get_registry(), batch=batch)
+    consumer = StreamIngester(
+        settings.broker_url, database, get_registry(), batch=batch, require_signed=settings.signed_reports_required
+    )
+    from core.process import tune_gc
+
+    tune_gc()
+    _serve_metrics(settings)
     signal.signal(signal.SIGTERM, lambda *_: consumer.stop())
     signal.signal(signal.SIGINT, lambda *_: consumer.stop())
     consumer.run()
@@ -149,11 +193,13 @@ def ingester(
 @app.command()
 def scheduler() -> None:
     """Run the periodic-task scheduler (Celery beat): staleness checks and other timers."""
-    settings = _settings()
+    settings = _central(_settings())
     from api.runtime import boot_central
 
     _, celery_app = boot_central(settings)
-    celery_app.start(["beat", "-l", settings.log_level, "-s", str(settings.data_dir / "celerybeat-schedule")])
+    _serve_metrics(settings)
+    quiet = ["--quiet"] if settings.log_format == "json" else []  # no free-text banner among JSON lines
+    celery_app.start([*quiet, "beat", "-l", settings.log_level, "-s", str(settings.data_dir / "celerybeat-schedule")])
 
 
 @app.command()
@@ -300,6 +346,32 @@ def db_check() -> None:
     typer.echo("schema matches the models")
 
 
+@db_app.command("prune")
+def db_prune(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would go; change nothing.")] = False,
+    days: Annotated[
+        int | None, typer.Option(min=1, help="Keep this many days (default FLEETFIX_REPORT_RETENTION_DAYS).")
+    ] = None,
+) -> None:
+    """Create the coming days' report partitions and prune raw reports and signals past the retention window."""
+    settings = _settings()
+    from core.db import configure_database, utcnow
+    from remediator import retention
+
+    database = configure_database(settings.effective_database_url, pool_size=1)
+    with database.session() as session:
+        pruned = retention.maintain(
+            session, now=utcnow(), retention_days=days or settings.report_retention_days, dry_run=dry_run
+        )
+        if dry_run:
+            session.rollback()
+    verb = "would" if dry_run else "did"
+    typer.echo(f"cutoff {pruned.cutoff.isoformat()} ({verb}):")
+    typer.echo(f"  partitions created: {', '.join(pruned.partitions_created) or 'none'}")
+    typer.echo(f"  partitions dropped: {', '.join(pruned.partitions_dropped) or 'none'}")
+    typer.echo(f"  report rows deleted: {pruned.rows_deleted}; signals deleted: {pruned.signals_deleted}")
+
+
 @rules_app.command("validate")
 def rules_validate(files: Annotated[list[Path], typer.Argument(help="Rule-pack YAML files.")]) -> None:
     """Check rule packs; each problem is printed with file, line and reason."""
@@ -382,6 +454,26 @@ def hosts_import(
     with database.session() as session:
         created, updated = apply_inventory(session, rows, actor="cli")
     typer.echo(f"{len(rows)} hosts: {created} created, {updated} updated")
+
+
+@keys_app.command("generate")
+def keys_generate(
+    path: Annotated[
+        Path | None, typer.Argument(help="Private key file to create (default FLEETFIX_ACTION_KEY_FILE).")
+    ] = None,
+) -> None:
+    """Create the Ed25519 key pair that signs host actions: PATH (private, mode 0600) and PATH.pub for agents."""
+    from cyborg.envelope import generate_keypair
+
+    target = path or _settings().effective_action_key_file
+    try:
+        signer = generate_keypair(target, target.with_suffix(".pub"))
+    except FileExistsError:
+        raise _fail(f"{target} exists; a new key would orphan every agent's public key (remove it first)") from None
+    except OSError as error:
+        raise _fail(f"{target}: {error.strerror}") from None
+    typer.echo(f"private key {target} (key id {signer.key_id}); give agents {target.with_suffix('.pub')}")
+    typer.echo("agents: FLEETFIX_AGENT_ACTION_PUBLIC_KEY=<that file>; central: FLEETFIX_ACTION_KEY_FILE=" + str(target))
 
 
 def main() -> None:

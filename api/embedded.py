@@ -2,7 +2,11 @@
 fleet in one process, on the in-process broker.
 
 The worker is Celery's own WorkController run in a thread (as Celery's test
-harness does), so tasks take exactly the path they take in production.
+harness does), so tasks take exactly the path they take in production. With a
+simulated fleet the same worker also consumes every virtual host's
+host.<hostname> queue and runs cyborg's executor there with the simulated
+driver: plans of host actions are signed, sent, verified and carried out on the
+virtual hosts, and power cycles go through their simulated BMCs.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from celery import Celery, beat
 from celery.worker import WorkController
 
 from api.app import create_app
+from api.bootstrap import bootstrap_admin
 from api.runtime import boot_central
+from api.web.demo import demo_accounts
 from checker.sim import SimulatedFleet
-from core.queue import CENTRAL_QUEUES, INGEST_QUEUE
+from core.queue import CENTRAL_QUEUES, INGEST_QUEUE, host_queue
 from core.settings import Settings
 from migrations import upgrade
 from remediator.inventory import HostInventory, apply_inventory
@@ -35,13 +41,20 @@ class EmbeddedWorker:
     it into a child process, where the in-process broker is a different one.
     """
 
-    def __init__(self, app: Celery, *, concurrency: int = 2, schedule_file: str | None = None) -> None:
+    def __init__(
+        self,
+        app: Celery,
+        *,
+        concurrency: int = 2,
+        schedule_file: str | None = None,
+        host_queues: tuple[str, ...] = (),
+    ) -> None:
         self.beat = beat.EmbeddedService(app, thread=True, schedule_filename=schedule_file)
         self.controller = WorkController(
             app=app,
             pool="threads",
             concurrency=concurrency,
-            queues=list(CENTRAL_QUEUES),
+            queues=[*CENTRAL_QUEUES, *host_queues],
             prefetch_multiplier=INGEST_BATCH,  # so single-report messages fill an ingest batch
             without_heartbeat=True,
             without_mingle=True,
@@ -62,16 +75,26 @@ class EmbeddedWorker:
 class FleetSimulator:
     """Sends the simulated fleet's reports through the ingest queue every `interval_s`."""
 
-    def __init__(self, app: Celery, fleet: SimulatedFleet, *, interval_s: float, batch: int = 100) -> None:
+    def __init__(
+        self,
+        app: Celery,
+        fleet: SimulatedFleet,
+        *,
+        interval_s: float,
+        batch: int = 100,
+        lock: threading.RLock | None = None,
+    ) -> None:
         self.app = app
         self.fleet = fleet
+        self.lock = lock or threading.RLock()  # shared with the simulated driver: actions and reports never interleave
         self.interval_s = interval_s
         self.batch = batch
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="simulated-fleet", daemon=True)
 
     def tick(self, now: dt.datetime) -> int:
-        reports = self.fleet.reports(now, interval_s=max(1, round(self.interval_s)))
+        with self.lock:
+            reports = self.fleet.reports(now, interval_s=max(1, round(self.interval_s)))
         for start in range(0, len(reports), self.batch):
             chunk: list[dict[str, Any]] = [r.model_dump(mode="json") for r in reports[start : start + self.batch]]
             self.app.send_task("remediator.ingest_reports", args=[chunk], queue=INGEST_QUEUE)
@@ -90,20 +113,52 @@ class FleetSimulator:
         self._stop.set()
 
 
+def simulated_hosts(settings: Settings, app: Celery, fleet: SimulatedFleet, lock: threading.RLock) -> tuple[str, ...]:
+    """Cyborg on every virtual host: an executor with the simulated driver (holding the central key's
+    public half, as a real agent would), and the fleet's simulated BMCs for power cycles and reimages.
+    Returns the hosts' queues for the worker to consume."""
+    import cyborg.host.tasks  # noqa: F401 - registers cyborg.run_action on this process's app
+    from cyborg.central import signer_for
+    from cyborg.drivers.bmc import SimulatedBmc
+    from cyborg.drivers.simulated import SimulatedDriver
+    from cyborg.host import runtime
+    from cyborg.host.executor import CeleryReporter, HostExecutor
+    from cyborg.host.journal import Journal
+    from remediator import runner
+
+    verifier = signer_for(settings).verifier()
+    reporter = CeleryReporter(app)
+    for host in fleet.hosts:
+        driver = SimulatedDriver(host, lock=lock)
+        runtime.install(
+            HostExecutor(host.hostname, verifier=verifier, driver=driver, journal=Journal(None), reporter=reporter)
+        )
+
+    def boot(hostname: str) -> None:  # the agent of a host that came back finishes what it left
+        runtime.executor_for(host_queue(hostname)).resume()
+
+    runner.install_cyborg(bmc=SimulatedBmc({h.hostname: h for h in fleet.hosts}, lock=lock, on_boot=boot))
+    return tuple(host_queue(h.hostname) for h in fleet.hosts)
+
+
 def run_up(settings: Settings, *, simulate: int = 0, sim_interval: float = 5.0, seed: int = 1) -> None:
     database, app = boot_central(settings)
     upgrade(settings.effective_database_url)
-    worker = EmbeddedWorker(app, schedule_file=str(settings.data_dir / "celerybeat-schedule"))
+    bootstrap_admin(database, settings)
+    fleet = SimulatedFleet(simulate, seed=seed) if simulate else None
+    lock = threading.RLock()
+    host_queues = simulated_hosts(settings, app, fleet, lock) if fleet else ()
+    worker = EmbeddedWorker(app, schedule_file=str(settings.data_dir / "celerybeat-schedule"), host_queues=host_queues)
     worker.start()
     simulator = None
-    if simulate:
-        fleet = SimulatedFleet(simulate, seed=seed)
+    if fleet is not None:
         with database.session() as session:
             apply_inventory(session, [HostInventory(**row) for row in fleet.inventory()], actor="system:simulator")
-        simulator = FleetSimulator(app, fleet, interval_s=sim_interval)
+        simulator = FleetSimulator(app, fleet, interval_s=sim_interval, lock=lock)
         simulator.start()
         faulty = [h.hostname for h in fleet.hosts if h.faults]
         log.info("checker.sim.started", extra={"fields": {"hosts": simulate, "faulty": len(faulty)}})
+    demo_accounts(database, settings)  # a technician per datacenter and an operator, for the web UI
     api = create_app(settings, database, app)
     try:
         uvicorn.run(api, host=settings.api_host, port=settings.api_port, log_level=settings.log_level.lower())

@@ -8,16 +8,48 @@ from core.db import Database, configure_database
 from core.queue import create_celery
 from core.settings import Settings
 
-CENTRAL_TASK_MODULES = ("remediator.tasks",)
+CENTRAL_TASK_MODULES = ("remediator.tasks", "ticketing.alerts.tasks", "ticketing.tasks")
 
 
 def boot_central(settings: Settings) -> tuple[Database, Celery]:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     database = configure_database(settings.effective_database_url, pool_size=settings.database_pool_size)
-    app = create_celery(settings.broker_url, include=CENTRAL_TASK_MODULES)
+    app = create_celery(
+        settings.broker_url,
+        include=CENTRAL_TASK_MODULES,
+        tls=settings.broker_tls,
+        datacenter_brokers=settings.datacenter_brokers,
+    )
     import remediator.tasks as remediator_tasks  # registers the tasks on the new app
+    import ticketing.alerts.tasks as alert_tasks
 
-    app.conf.beat_schedule = remediator_tasks.beat_schedule(settings.report_interval_s)
+    app.conf.beat_schedule = {
+        **remediator_tasks.beat_schedule(settings.report_interval_s),
+        **alert_tasks.beat_schedule(settings),
+    }
+    wire_alerts(settings)
     app.conf.beat_schedule_filename = str(settings.data_dir / "celerybeat-schedule")
     app.loader.import_default_modules()
     return database, app
+
+
+def wire_alerts(settings: Settings) -> None:
+    """Slack alerts (ticketing.alerts): turn the outbox on or off, and hand it the look-ups that find the
+    host and datacenter of a host or a remediation (ticketing may not import the remediator)."""
+    from sqlalchemy import String, cast, select
+
+    from remediator.models import Host, Remediation
+    from ticketing import alerts
+
+    alerts.register_subject(
+        "host", lambda names: select(Host.hostname, Host.hostname, Host.datacenter).where(Host.hostname.in_(names))
+    )
+    alerts.register_subject(
+        "remediation",
+        lambda ids: (
+            select(cast(Remediation.id, String), Host.hostname, Remediation.datacenter)
+            .join(Host, Host.id == Remediation.host_id)
+            .where(Remediation.id.in_([int(i) for i in ids if i.isdigit()]))
+        ),
+    )
+    alerts.configure(settings)

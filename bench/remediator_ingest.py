@@ -2,15 +2,16 @@
 
     .venv/bin/python bench/remediator_ingest.py [--hosts 10000] [--rounds 3]
 
-Needs the machine's PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379, db 13).
+Needs the machine's PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379, db 8).
 Prints figures; asserts nothing. Every figure is measured in this run:
 
 1. service:   remediator.ingest.ingest() in batches of 256, steady state (hosts known),
               against a bare COPY of the same report rows into a scratch table (the ceiling).
 2. celery:    single-report Celery messages pre-loaded into Redis, drained by a real
               `fleetfix worker --queues ingest,remediate --concurrency 2`, against the same ceiling.
-3. stream:    the same reports pre-loaded into the Redis ingest stream, drained by two
-              `fleetfix ingester` processes (one per core), against the same ceiling.
+3. stream:    the same reports pre-loaded into the Redis ingest stream, each signed with its
+              host's credential as agents do, drained by two `fleetfix ingester` processes (one
+              per core) that require signatures, against the same ceiling.
 4. latency:   reports published to the stream at a steady rate while some hosts have a DIMM CE
               storm (ingesters + a remediate worker running); time from publishing the report that
               crosses the threshold to the ticket's creation.
@@ -38,8 +39,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from checker.sim import SimulatedFleet  # noqa: E402
+from core.auth import hash_token, new_token  # noqa: E402
 from core.db import Database, use_database  # noqa: E402
+from core.models import ApiToken  # noqa: E402
+from core.process import tune_gc  # noqa: E402
 from core.queue import INGEST_QUEUE, INGEST_STREAM, create_celery  # noqa: E402
+from core.signing import report_key, sign_report  # noqa: E402
 from migrations import upgrade  # noqa: E402
 from remediator.ingest import ingest, parse_reports  # noqa: E402
 from remediator.inventory import HostInventory, apply_inventory  # noqa: E402
@@ -47,7 +52,7 @@ from remediator.rules import load_ruleset  # noqa: E402
 from ticketing.models import Ticket  # noqa: E402
 
 ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-REDIS = "redis://127.0.0.1:6379/13"
+REDIS = "redis://127.0.0.1:6379/8"
 BATCH = 256
 
 
@@ -115,6 +120,33 @@ def register_inventory(url: str, fleet: SimulatedFleet) -> None:
     database.dispose()
 
 
+_credentials: dict[str, bytes] = {}
+
+
+def host_credentials(url: str, fleet: SimulatedFleet) -> dict[str, bytes]:
+    """A credential per host, as `fleetfix tokens issue --host` makes them; returns each host's signing key."""
+    if _credentials:
+        return _credentials
+    rows = []
+    for host in fleet.hosts:
+        token = new_token()
+        _credentials[host.hostname] = report_key(token)
+        rows.append(
+            {
+                "name": f"{host.hostname} agent",
+                "prefix": token[4:12],
+                "token_hash": hash_token(token),
+                "hostname": host.hostname,
+                "role": "viewer",
+            }
+        )
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(ApiToken.__table__.insert(), rows)
+    engine.dispose()
+    return _credentials
+
+
 def service_throughput(url: str, fleet: SimulatedFleet, rounds: int, start: dt.datetime) -> tuple[float, int]:
     database = Database(url, pool_size=2)
     use_database(database)
@@ -126,6 +158,7 @@ def service_throughput(url: str, fleet: SimulatedFleet, rounds: int, start: dt.d
         for i in range(0, len(reports), BATCH):
             with database.session() as session:
                 ingest(session, reports[i : i + BATCH], ruleset=ruleset)
+    tune_gc()  # as `fleetfix ingester` and `fleetfix worker` do at start-up
     total = 0
     elapsed = 0.0
     for n in range(2, rounds + 2):
@@ -144,13 +177,16 @@ def service_throughput(url: str, fleet: SimulatedFleet, rounds: int, start: dt.d
 CELERY_WORKER = ("worker", "--queues", "ingest,remediate", "--concurrency", "2")
 
 
-def start_worker(url: str, log: Path, args: tuple[str, ...] = CELERY_WORKER) -> subprocess.Popen[bytes]:
+def start_worker(
+    url: str, log: Path, args: tuple[str, ...] = CELERY_WORKER, **settings: str
+) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETFIX_")}
     env.update(
         FLEETFIX_DATABASE_URL=url,
         FLEETFIX_BROKER_URL=REDIS,
         FLEETFIX_DATA_DIR=str(log.parent),
         FLEETFIX_LOG_LEVEL="WARNING",
+        **settings,
     )
     return subprocess.Popen(
         [sys.executable, "-m", "api", *args],
@@ -189,7 +225,7 @@ def drain(url: str, expected: int, baseline: int) -> float:
             began, first = time.perf_counter(), done
         if done >= expected:
             break
-        time.sleep(0.05)
+        time.sleep(0.2)
     elapsed = time.perf_counter() - (began or time.perf_counter())
     return (expected - first) / elapsed if elapsed else float("nan")
 
@@ -215,13 +251,19 @@ def stream_throughput(url: str, fleet: SimulatedFleet, start: dt.datetime, workd
     client.flushdb()
     baseline = count_reports(url)
     texts = round_texts(fleet, start)
+    keys = host_credentials(url, fleet)
     pipe = client.pipeline(transaction=False)
     for i, text_ in enumerate(texts):
-        pipe.xadd(INGEST_STREAM, {"report": text_})
+        hostname = text_[text_.index('"hostname":"') + 12 :].split('"', 1)[0]
+        sig = sign_report(keys[hostname], text_.encode())
+        pipe.xadd(INGEST_STREAM, {"report": text_, "host": hostname, "sig": sig})
         if i % 500 == 499:
             pipe.execute()
     pipe.execute()
-    ingesters = [start_worker(url, workdir / f"ingester-{n}.log", ("ingester",)) for n in range(2)]
+    ingesters = [
+        start_worker(url, workdir / f"ingester-{n}.log", ("ingester",), FLEETFIX_REQUIRE_SIGNED_REPORTS="true")
+        for n in range(2)
+    ]
     try:
         rate = drain(url, len(texts), baseline)
     finally:
@@ -241,8 +283,14 @@ def latency(url: str, fleet: SimulatedFleet, start: dt.datetime, workdir: Path, 
     storm_names = {h.hostname for h in storm}
     processes = [
         start_worker(url, workdir / "latency-worker.log", ("worker", "--queues", "remediate", "--concurrency", "1")),
-        *[start_worker(url, workdir / f"latency-ingester-{n}.log", ("ingester",)) for n in range(2)],
+        *[
+            start_worker(
+                url, workdir / f"latency-ingester-{n}.log", ("ingester",), FLEETFIX_REQUIRE_SIGNED_REPORTS="true"
+            )
+            for n in range(2)
+        ],
     ]
+    keys = host_credentials(url, fleet)
     sent_at: dict[str, float] = {}
     try:
         time.sleep(3)
@@ -258,7 +306,8 @@ def latency(url: str, fleet: SimulatedFleet, start: dt.datetime, workdir: Path, 
                 if n == 1 and hostname in storm_names:
                     # the report that causes the ticket: the second at >= 10 CE/s (dimm-ce-storm's for: 30s)
                     sent_at[hostname] = time.time()
-                client.xadd(INGEST_STREAM, {"report": text_})
+                sig = sign_report(keys[hostname], text_.encode())
+                client.xadd(INGEST_STREAM, {"report": text_, "host": hostname, "sig": sig})
         engine = create_engine(url)
         deadline = time.monotonic() + 60
         found: list = []
@@ -282,7 +331,13 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=float, default=2000.0, help="reports/s for the latency run")
+    parser.add_argument(
+        "--only",
+        default="service,celery,stream,latency",
+        help="comma-separated parts to run (the COPY ceiling always runs): service, celery, stream, latency",
+    )
     args = parser.parse_args()
+    parts = set(args.only.split(","))
     print(f"$ {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"machine: {os.cpu_count()} cores; hosts {args.hosts}; batch {BATCH}")
     name = f"fleetfix_bench_{uuid.uuid4().hex[:8]}"
@@ -297,24 +352,29 @@ def main() -> None:
         print(f"report size: {size / 1024:.1f} KiB of JSON (mean of {len(sample)})")
         ceiling = copy_ceiling(url, sample * max(1, min(args.hosts, 10_000) // len(sample)))
         print(f"ceiling  bare COPY of the same rows:            {ceiling:8.0f} reports/s")
-        service, n = service_throughput(url, fleet, args.rounds, start)
-        print(
-            f"service  ingest() in batches, steady state:    {service:8.0f} reports/s  ({n} reports)"
-            f"  = {service / ceiling:.2f} x ceiling"
-        )
+        if "service" in parts:
+            service, n = service_throughput(url, fleet, args.rounds, start)
+            print(
+                f"service  ingest() in batches, steady state:    {service:8.0f} reports/s  ({n} reports)"
+                f"  = {service / ceiling:.2f} x ceiling"
+            )
         later = start + dt.timedelta(minutes=args.rounds + 2)
-        celery, n = celery_throughput(url, fleet, later, workdir)
-        print(
-            f"celery   Redis -> worker (2 procs) -> PostgreSQL: {celery:8.0f} reports/s  ({n} reports)"
-            f"  = {celery / ceiling:.2f} x ceiling"
-        )
-        stream, n = stream_throughput(url, fleet, later + dt.timedelta(minutes=1), workdir)
-        print(
-            f"stream   Redis stream -> 2 ingesters -> PostgreSQL: {stream:8.0f} reports/s  ({n} reports)"
-            f"  = {stream / ceiling:.2f} x ceiling"
-        )
-        lat = latency(url, fleet, later + dt.timedelta(minutes=5), workdir, args.rate)
-        if lat:
+        if "celery" in parts:
+            celery, n = celery_throughput(url, fleet, later, workdir)
+            print(
+                f"celery   Redis -> worker (2 procs) -> PostgreSQL: {celery:8.0f} reports/s  ({n} reports)"
+                f"  = {celery / ceiling:.2f} x ceiling"
+            )
+        if "stream" in parts:
+            stream, n = stream_throughput(url, fleet, later + dt.timedelta(minutes=1), workdir)
+            print(
+                f"stream   Redis stream -> 2 ingesters -> PostgreSQL: {stream:8.0f} reports/s  ({n} reports)"
+                f"  = {stream / ceiling:.2f} x ceiling"
+            )
+        lat = latency(url, fleet, later + dt.timedelta(minutes=5), workdir, args.rate) if "latency" in parts else None
+        if lat is None:
+            pass
+        elif lat:
             lat.sort()
             p50 = lat[len(lat) // 2]
             p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]

@@ -8,6 +8,7 @@ importing SQLAlchemy.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import Signature
@@ -15,6 +16,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, SessionTransaction
 
 _PENDING = "fleetfix.pending_tasks"
+log = logging.getLogger(__name__)
 
 
 def send_after_commit(session: Session, signature: Signature) -> None:
@@ -36,7 +38,15 @@ def _send_pending(session: Session) -> None:
         return  # a SAVEPOINT was released; the transaction goes on
     pending: list[tuple[Any, Signature]] = session.info.pop(_PENDING, [])
     for _savepoint, signature in pending:
-        signature.apply_async()
+        try:
+            signature.apply_async()
+        except Exception as error:  # kombu's OperationalError, redis-py's, sockets' OSError
+            # The change is committed and stays so; failing the caller now would report an error
+            # for work that was done. The periodic sweeps pick up what the task would have started.
+            log.error(
+                "core.dispatch.send_failed",
+                extra={"fields": {"task": signature.task, "args": _short(signature.args), "error": repr(error)}},
+            )
 
 
 @event.listens_for(Session, "after_soft_rollback")
@@ -48,6 +58,11 @@ def _drop_pending(session: Session, previous_transaction: SessionTransaction) ->
         session.info[_PENDING] = [(sp, sig) for sp, sig in pending if sp is not previous_transaction]
     elif session.get_nested_transaction() is None:
         session.info.pop(_PENDING, None)
+
+
+def _short(args: Any) -> str:
+    text = repr(args)
+    return text if len(text) <= 200 else text[:200] + "…"
 
 
 def pending_tasks(session: Session) -> list[Any]:

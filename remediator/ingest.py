@@ -16,6 +16,7 @@ import datetime as dt
 import functools
 import hashlib
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, cast
@@ -27,11 +28,12 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from checker.schemas import Report
-from core import audit
+from core import audit, metrics
 from core.db import Database, insert_ignoring_conflicts, utcnow
 from remediator.baselines import FirmwareBaselines, load_baselines
 from remediator.derive import HostFacts, derive
 from remediator.evaluate import Firing, evaluate
+from remediator.hostauth import HostKeys, SignedPayload, about_the_signer, authenticate
 from remediator.models import Host, HostState, Signal
 from remediator.models import Report as ReportRow
 from remediator.planning import decide
@@ -65,29 +67,34 @@ def parse_reports(payloads: Iterable[object], *, now: dt.datetime | None = None)
     refused: list[Refusal] = []
     now = now or utcnow()
     for index, payload in enumerate(payloads):
-        try:
-            if isinstance(payload, str | bytes):
-                report = Report.model_validate_json(payload)
-            else:
-                report = Report.model_validate(payload)
-            problem = from_the_future(report, now)
-            if problem is not None:
-                refused.append(Refusal(index=index, report_id=str(report.report_id), errors=[problem]))
-            else:
-                reports.append(report)
-        except ValidationError as error:
-            report_id = payload.get("report_id") if isinstance(payload, dict) else None
-            refused.append(
-                Refusal(
-                    index=index,
-                    report_id=str(report_id) if report_id is not None else None,
-                    errors=[
-                        f"{'.'.join(str(p) for p in item['loc']) or 'report'}: {item['msg']}"
-                        for item in error.errors()[:20]
-                    ],
-                )
-            )
+        parsed = parse_one(payload, now)
+        if isinstance(parsed, Report):
+            reports.append(parsed)
+        else:
+            refused.append(parsed.model_copy(update={"index": index}))
     return reports, refused
+
+
+def parse_one(payload: object, now: dt.datetime) -> Report | Refusal:
+    """One payload validated: the report, or why it is refused (index 0; the caller sets it)."""
+    try:
+        if isinstance(payload, str | bytes):
+            report = Report.model_validate_json(payload)
+        else:
+            report = Report.model_validate(payload)
+    except ValidationError as error:
+        report_id = payload.get("report_id") if isinstance(payload, dict) else None
+        return Refusal(
+            index=0,
+            report_id=str(report_id) if report_id is not None else None,
+            errors=[
+                f"{'.'.join(str(p) for p in item['loc']) or 'report'}: {item['msg']}" for item in error.errors()[:20]
+            ],
+        )
+    problem = from_the_future(report, now)
+    if problem is not None:
+        return Refusal(index=0, report_id=str(report.report_id), errors=[problem])
+    return report
 
 
 def report_digest(report: Report) -> str:
@@ -115,6 +122,14 @@ def report_digest(report: Report) -> str:
         },
     )
     return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _same_stored_day(host: Host, report: Report) -> bool:
+    """Whether a repeat of the host's stored state may extend that row: only within its UTC day,
+    so that no row outlives the day it was stored in (remediator.retention prunes by day)."""
+    if host.last_stored_report_id is None or host.last_stored_at is None:
+        return False
+    return host.last_stored_at.astimezone(dt.UTC).date() == report.captured_at.astimezone(dt.UTC).date()
 
 
 def lock_hosts(session: Session, reports: list[Report]) -> dict[str, Host]:
@@ -231,8 +246,8 @@ def ingest(
             result.duplicates.append(report.report_id)
             continue
         digest = report_digest(report)
-        if digest == host.last_digest and host.last_stored_report_id is not None:
-            entry = repeats[host.last_stored_report_id]
+        if digest == host.last_digest and _same_stored_day(host, report):
+            entry = repeats[(host.last_stored_report_id, host.last_stored_at)]
             entry[0] += 1
             entry[1] = report.captured_at
         else:
@@ -250,6 +265,7 @@ def ingest(
                 }
             )
             host.last_stored_report_id = report.report_id
+            host.last_stored_at = report.captured_at
             host.last_digest = digest
         memory = dict(host.memory or {})
         signals = report_signals(host, report, memory)
@@ -277,17 +293,21 @@ def ingest(
         if firings:
             fired.append((host, report, firings))
 
-    insert_ignoring_conflicts(session, ReportRow.__table__, new_rows, keys=["id"])
+    insert_ignoring_conflicts(session, ReportRow.__table__, new_rows, keys=["id", "captured_at"])
     if repeats:
         table = cast(Table, ReportRow.__table__)
         session.execute(
             table.update()
-            .where(table.c.id == bindparam("row_id"))
+            .where(table.c.id == bindparam("row_id"), table.c.captured_at == bindparam("row_at"))
             .values(repeats=table.c.repeats + bindparam("count"), last_captured_at=bindparam("at")),
-            [{"row_id": row_id, "count": count, "at": at} for row_id, (count, at) in repeats.items()],
+            [
+                {"row_id": row_id, "row_at": row_at, "count": count, "at": at}
+                for (row_id, row_at), (count, at) in repeats.items()
+            ],
         )
     if signal_rows:
         session.execute(cast(Table, Signal.__table__).insert(), signal_rows)
+        metrics.count_signals(row["kind"] for row in signal_rows)
     session.flush()
     for host, report, firings in fired:
         for firing in firings:  # highest priority first; once one is planned the rest are held
@@ -298,15 +318,39 @@ def ingest(
     return result
 
 
-def ingest_batch(payloads: list[Any], *, database: Database, ruleset: RuleSet) -> IngestResult:
-    """Validate, then store and evaluate in one transaction; malformed reports are refused one by one.
+def ingest_batch(
+    payloads: list[Any],
+    *,
+    database: Database,
+    ruleset: RuleSet,
+    host_keys: HostKeys | None = None,
+    require_signed: bool = False,
+) -> IngestResult:
+    """Authenticate, validate, then store and evaluate in one transaction; refusals are one by one.
+
+    A payload is a report (JSON text or object) or a SignedPayload from the
+    broker (remediator.hostauth): a bad signature, or a host reporting for
+    another, is refused like a malformed report.
 
     An unreachable database raises OperationalError to the caller, whose
     transport keeps the batch for later. If the batch fails for any other
     reason, each report is retried in its own transaction, so one report that
     trips a bug fails alone (logged with its id) and the rest are stored.
     """
-    reports, refused = parse_reports(payloads)
+    now, started = utcnow(), time.perf_counter()
+    entries = [p if isinstance(p, SignedPayload) else SignedPayload(body=p) for p in payloads]
+    passed, refused = authenticate(entries, host_keys, required=require_signed)
+    reports: list[Report] = []
+    for index, entry in passed:
+        parsed = parse_one(entry.body, now)
+        if isinstance(parsed, Report) and (problem := about_the_signer(parsed, entry)) is not None:
+            parsed = Refusal(index=index, report_id=str(parsed.report_id), errors=[problem])
+        if isinstance(parsed, Report):
+            reports.append(parsed)
+        else:
+            refused.append(parsed.model_copy(update={"index": index}))
+    refused.sort(key=lambda r: r.index)
+    metrics.REPORTS.labels("refused").inc(len(refused))
     for refusal in refused:
         log.warning(
             "remediator.report.refused",
@@ -315,6 +359,7 @@ def ingest_batch(payloads: list[Any], *, database: Database, ruleset: RuleSet) -
     try:
         with database.session() as session:
             result = ingest(session, reports, ruleset=ruleset)
+        metrics.observe_ingest(result, reports, time.perf_counter() - started)
     except OperationalError:
         raise
     except Exception:  # a bug tripped by one report must not sink the others: isolate it

@@ -8,7 +8,7 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, literal_column
 from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 
 from core.db import Base, utcnow
@@ -43,6 +43,9 @@ class Host(Base):
     last_stored_report_id: Mapped[uuid.UUID | None] = mapped_column(
         default=None, doc="The reports row that holds the latest observation state."
     )
+    last_stored_at: Mapped[dt.datetime | None] = mapped_column(
+        default=None, doc="captured_at of that row (its partition key)."
+    )
     last_digest: Mapped[str | None] = mapped_column(String(64), default=None)
     boot_id: Mapped[str | None] = mapped_column(String(64), default=None)
     report_interval_s: Mapped[int] = mapped_column(default=60)
@@ -57,9 +60,16 @@ class Report(Base):
     """A raw report, stored once per distinct observation state of a host.
 
     Most reports say nothing new: one whose observations match the host's
-    previous report only moves that row's `last_captured_at` and `repeats`.
-    Rows are kept for a window (pruned by age) for audit and backtest; on
-    PostgreSQL the large `body` is TOASTed, which compresses it.
+    previous report only moves that row's `last_captured_at` and `repeats`,
+    within one UTC day; the first report of a day is stored again even if it
+    says the same, so no row spans more than a day and pruning by age never
+    removes a host's current state.
+
+    Rows are kept for `report_retention_days` (remediator.retention). On
+    PostgreSQL the table is partitioned by day on `captured_at`, so pruning
+    drops whole partitions, and `body` is compressed with LZ4 when it is
+    TOASTed. The primary key includes `captured_at` because a partitioned
+    table's unique keys must include the partition key.
     """
 
     __tablename__ = "reports"
@@ -67,7 +77,7 @@ class Report(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, doc="The report_id of the first report of this state.")
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))
-    captured_at: Mapped[dt.datetime] = mapped_column()
+    captured_at: Mapped[dt.datetime] = mapped_column(primary_key=True)
     last_captured_at: Mapped[dt.datetime] = mapped_column(index=True)
     repeats: Mapped[int] = mapped_column(default=0, doc="Later reports that said the same.")
     digest: Mapped[str] = mapped_column(String(64))
@@ -153,6 +163,12 @@ class Remediation(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    version: Mapped[int] = mapped_column(
+        default=1,
+        server_default="1",
+        onupdate=literal_column("version", Integer) + 1,
+        doc="Bumped by every update (ETag).",
+    )
 
     steps: Mapped[list[RemediationStep]] = relationship(
         back_populates="remediation", order_by="RemediationStep.index", cascade="all, delete-orphan"
@@ -210,6 +226,12 @@ class RuleState(Base):
     breaker_opened_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     updated_by: Mapped[str] = mapped_column(String(128), default="")
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    version: Mapped[int] = mapped_column(
+        default=1,
+        server_default="1",
+        onupdate=literal_column("version", Integer) + 1,
+        doc="Bumped by every update (ETag).",
+    )
 
 
 class Decision(Base):

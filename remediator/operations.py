@@ -136,10 +136,10 @@ def set_global_pause(session: Session, paused: bool, *, actor: str, reason: str)
     return global_pause(session)
 
 
-def approve(session: Session, ruleset: RuleSet, remediation_id: int, *, actor: str) -> Remediation:
+def approve(session: Session, ruleset: RuleSet, remediation_id: int, *, actor: str, reason: str = "") -> Remediation:
     if session.get(Remediation, remediation_id) is None:
         raise NotFound(f"remediation {remediation_id} does not exist")
-    return planning.approve(session, remediation_id, actor=actor, ruleset=ruleset, now=utcnow())
+    return planning.approve(session, remediation_id, actor=actor, ruleset=ruleset, now=utcnow(), reason=reason)
 
 
 def cancel(session: Session, remediation_id: int, *, actor: str, reason: str) -> Remediation:
@@ -221,7 +221,7 @@ def set_report_interval(session: Session, hostname: str, interval_s: int, *, act
     from celery import current_app
 
     from core.dispatch import send_after_commit
-    from core.queue import HOST_TASK_EXPIRES_S, host_queue
+    from core.queue import host_signature
 
     if not 5 <= interval_s <= 3600:
         raise InvalidInput(f"interval_s: {interval_s} is outside 5..3600 seconds")
@@ -241,8 +241,8 @@ def set_report_interval(session: Session, hostname: str, interval_s: int, *, act
     )
     send_after_commit(
         session,
-        current_app.signature(
-            "checker.set_report_interval", args=[interval_s], queue=host_queue(hostname), expires=HOST_TASK_EXPIRES_S
+        host_signature(
+            current_app, hostname, "checker.set_report_interval", args=[interval_s], datacenter=host.datacenter
         ),
     )
     session.flush()

@@ -24,11 +24,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from checker.schemas import Report
-from core import audit
+from core import audit, metrics
 from core.db import serialize_on, utcnow
 from core.dispatch import send_after_commit
 from core.queue import REMEDIATE_QUEUE
-from remediator import safety
+from remediator import repairs, safety
 from remediator.actions import ACTIONS
 from remediator.evaluate import Firing
 from remediator.models import (
@@ -117,6 +117,7 @@ def decide(
     session: Session, host: Host, firing: Firing, ruleset: RuleSet, report: Report | None, now: dt.datetime
 ) -> Remediation | None:
     rule, signal = firing.rule, firing.signal
+    metrics.RULE_FIRINGS.labels(rule.id).inc()
     note: dict[str, Any] = {"subject": signal.subject, "value": signal.value, "now": now}
     state = safety.rule_state(session, rule.id)
     mode = safety.effective_mode(rule, state)
@@ -126,6 +127,11 @@ def decide(
     if state is not None and state.breaker_open:
         record(session, host, rule.id, "skipped", f"breaker open: {state.breaker_reason}", **note)
         return None
+    if mode != RuleMode.shadow:  # a part with a ticket: the detection goes to its ticket
+        ticketed = repairs.route_detection(session, host, firing, now)
+        if ticketed is not None:
+            record(session, host, rule.id, "held", ticketed, **note)
+            return None
     active = active_remediation(session, host.id)
     if active is not None:
         if active.state == RemediationState.verifying and active.rule_id == rule.id:
@@ -275,6 +281,15 @@ def admit(session: Session, remediation: Remediation, ruleset: RuleSet, now: dt.
         remediation.state = RemediationState.awaiting_approval
         remediation.held_reason = "waiting for approval: the plan includes a destructive action"
         record(session, host, remediation.rule_id, "held", remediation.held_reason, remediation_id=remediation.id)
+        audit.record(
+            session,
+            actor=SYSTEM,
+            action="remediator.remediation.awaiting_approval",
+            object_type="remediation",
+            object_id=remediation.id,
+            reason=remediation.held_reason,
+            detail={"rule_id": remediation.rule_id, "hostname": host.hostname},
+        )
         return False
     if reason is not None:
         if remediation.held_reason != reason:
@@ -305,7 +320,9 @@ def _needs_approval(rule: Rule | None, remediation: Remediation) -> bool:
     return any(ACTIONS[s.action].destructive for s in remediation.steps if s.action in ACTIONS)
 
 
-def approve(session: Session, remediation_id: int, *, actor: str, ruleset: RuleSet, now: dt.datetime) -> Remediation:
+def approve(
+    session: Session, remediation_id: int, *, actor: str, ruleset: RuleSet, now: dt.datetime, reason: str = ""
+) -> Remediation:
     remediation = session.get_one(Remediation, remediation_id)
     if remediation.state != RemediationState.awaiting_approval:
         from core.errors import Conflict
@@ -319,6 +336,7 @@ def approve(session: Session, remediation_id: int, *, actor: str, ruleset: RuleS
         action="remediator.remediation.approved",
         object_type="remediation",
         object_id=remediation_id,
+        reason=reason,
     )
     admit(session, remediation, ruleset, now)
     return remediation

@@ -6,6 +6,13 @@ is run again only if its action is idempotent, otherwise the remediation is
 escalated. After the last step the host must stay healthy for the rule's
 settle period (`verifying`); the same fault firing meanwhile escalates it.
 A ticket step hands the host to a technician (`escalated`).
+
+Host actions go to cyborg (docs/cyborg.md): `dispatch_to_host` signs an envelope and sends it on
+host.<hostname> when the transaction commits; the step stays `running`, awaiting the host, until
+the host's result (`record_host_result`) or refusal (`record_refusal`) comes back, or its deadline
+passes (`check_deadlines`: a cold power cycle through the BMC for an action that restarts the
+host, else a ticket). Power cycle and reimage run here through the BMC, drain and undrain through
+the cluster's scheduler hooks. `abort` stops a plan between steps.
 """
 
 from __future__ import annotations
@@ -15,15 +22,26 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from celery import current_app
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core import audit
 from core.db import utcnow
-from core.errors import NotFound
-from remediator import planning
+from core.dispatch import send_after_commit
+from core.errors import Conflict, NotFound
+from core.queue import REMEDIATE_QUEUE, host_signature
+from core.settings import get_settings
+from cyborg import central as cyborg
+from cyborg.actions import ACTIONS as CYBORG_ACTIONS
+from cyborg.actions import ActionRefused, timeout_of
+from cyborg.commands import ActionContext, ActionFailed
+from cyborg.drivers.bmc import Bmc, IpmitoolBmc
+from cyborg.envelope import KeyMaterialError
+from remediator import draining, planning
 from remediator.actions import ACTIONS
 from remediator.models import Host, HostState, Remediation, RemediationState, RemediationStep, StepState
-from remediator.rules import RuleSet
+from remediator.rules import RuleSet, Step
 from remediator.service import evidence_bundle
 from ticketing import service as tickets
 from ticketing.schemas import TicketRequest
@@ -35,17 +53,22 @@ StepExecutor = Callable[[Session, Host, Remediation, RemediationStep], dict[str,
 or None when it was handed to the host and will report back (cyborg)."""
 
 
-def _scheduler_hook(_session: Session, host: Host, _remediation: Remediation, step: RemediationStep) -> dict[str, Any]:
-    """drain/undrain call the cluster's scheduler hook; with none configured there is nothing to drain."""
-    return {"skipped": f"no {step.action} hook configured for cluster {host.cluster or '(none)'}"}
+class StepFailed(Exception):
+    def __init__(self, message: str, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail or {}
+
+
+def _scheduler_hook(_session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> dict[str, Any]:
+    """drain/undrain steps call the cluster's scheduler hook; with none configured there is nothing to drain."""
+    try:
+        return draining.run_scheduler_hook(host, remediation.id, step.action, step.params)
+    except draining.DrainFailed as error:
+        raise StepFailed(str(error), error.detail) from None
 
 
 EXECUTORS: dict[str, StepExecutor] = {"drain": _scheduler_hook, "undrain": _scheduler_hook}
-"""Central executors by action; cyborg registers the host actions and the configured drain hooks."""
-
-
-class StepFailed(Exception):
-    pass
+"""Central executors by action; `install_cyborg` registers the host actions, power cycle and reimage."""
 
 
 def advance(
@@ -63,6 +86,8 @@ def advance(
     step = next((s for s in remediation.steps if s.state in (StepState.pending, StepState.running)), None)
     if step is None:
         return _verify(session, remediation, ruleset, now)
+    if step.state == StepState.running and awaiting(step):
+        return remediation.state  # handed to the host (or waiting for its first report): it reports back
     if step.state == StepState.running and not ACTIONS[step.action].idempotent:
         step.state = StepState.failed
         step.result = {"error": "interrupted while running; not safe to run twice"}
@@ -86,11 +111,15 @@ def advance(
     try:
         if executor is None:
             raise StepFailed(f"no executor for action {step.action!r}")
+        try:
+            draining.ensure_drained(host, remediation, step, now)
+        except draining.DrainFailed as error:
+            raise StepFailed(str(error), error.detail) from None
         result = executor(session, host, remediation, step)
     except StepFailed as error:
         step.state = StepState.failed
         step.finished_at = now
-        step.result = {"error": str(error)}
+        step.result = {**error.detail, "error": str(error)}
         planning.escalate(session, remediation, f"step {step.index} ({step.action}) failed: {error}", ruleset, now)
         return remediation.state
     if result is not None:
@@ -125,6 +154,7 @@ def settle_if_due(session: Session, remediation: Remediation, now: dt.datetime) 
     planning.finish(session, remediation, RemediationState.succeeded, "healthy through the settle period", now)
     host = session.get_one(Host, remediation.host_id)
     host.state = HostState.in_service
+    draining.undrain(session, host, remediation, now)
     return remediation.state
 
 
@@ -143,3 +173,403 @@ def _open_ticket(session: Session, host: Host, remediation: Remediation, step: R
     )
     ticket, created = tickets.open_ticket(session, request, actor=planning.SYSTEM)
     return ticket.id, created
+
+
+# -- cyborg: host actions ---------------------------------------------------------------------
+
+AWAITING = "awaiting"
+
+
+def deadline_grace(timeout_s: int) -> dt.timedelta:
+    """Beyond the action's budget: time for the host's report to arrive (5-60 s)."""
+    return dt.timedelta(seconds=min(60.0, max(5.0, timeout_s / 10)))
+
+
+_bmc: Bmc | None = None
+
+
+def awaiting(step: RemediationStep) -> bool:
+    """The step was handed over (to a host, or to a reinstall) and waits for its report."""
+    return bool((step.result or {}).get(AWAITING))
+
+
+def has_next(remediation: Remediation) -> bool:
+    """Whether run_remediation should run again now: a step is pending next, or every step is done and
+    verification is due — not while a step waits on its host (the host's result queues the next run)."""
+    if remediation.state not in (RemediationState.planned, RemediationState.running):
+        return False
+    step = next((s for s in remediation.steps if s.state in (StepState.pending, StepState.running)), None)
+    return step is None or step.state == StepState.pending
+
+
+def install_cyborg(bmc: Bmc | None = None) -> None:
+    """Register cyborg's actions (at worker start). `bmc`: the out-of-band power control to use;
+    default: ipmitool with the BMC settings (the demo passes the simulated fleet's)."""
+    global _bmc
+    if bmc is not None:
+        _bmc = bmc
+    for name, action in CYBORG_ACTIONS.items():
+        if action.site == "host":
+            EXECUTORS[name] = dispatch_to_host
+    EXECUTORS["power_cycle"] = _power_cycle
+    EXECUTORS["reimage"] = _reimage
+
+
+def bmc() -> Bmc:
+    global _bmc
+    if _bmc is None:
+        settings = get_settings()
+        _bmc = IpmitoolBmc(settings.bmc_username, settings.bmc_password_file)
+    return _bmc
+
+
+def bmc_address(host: Host) -> str | None:
+    label = (host.labels or {}).get("bmc_address")
+    if label:
+        return str(label)
+    template = get_settings().bmc_address_template
+    return template.replace("{hostname}", host.hostname) if template else None
+
+
+def _central_context(step: RemediationStep, system: Any) -> ActionContext:
+    action = CYBORG_ACTIONS[step.action]
+    return ActionContext(system, timeout_s=timeout_of(action, step.params), dry_run=bool(step.params.get("dry_run")))
+
+
+def dispatch_to_host(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> None:
+    """Sign the step's envelope and send it on host.<hostname> when this transaction commits."""
+    settings = get_settings()
+    action = CYBORG_ACTIONS[step.action]
+    now = utcnow()
+    try:
+        params = cyborg.resolve_params(action, step.params, remediation.evidence or {})
+        envelope, message = cyborg.issue(
+            cyborg.signer_for(settings),
+            hostname=host.hostname,
+            remediation_id=remediation.id,
+            step=step.index,
+            attempt=step.attempts,
+            action=action,
+            params=params,
+            step_params=step.params,
+            expires_s=settings.action_expires_s,
+            now=now,
+        )
+    except (ActionRefused, cyborg.SigningKeyMissing, KeyMaterialError) as error:
+        raise StepFailed(str(error)) from None
+    # Until the host says it started: the envelope's expiry (unstarted, it is dropped). Then: its budget.
+    deadline = envelope.expires_at + deadline_grace(envelope.timeout_s)
+    step.result = {
+        AWAITING: "host",
+        "envelope_id": str(envelope.id),
+        "attempt": envelope.attempt,
+        "params": params,
+        "timeout_s": envelope.timeout_s,
+        "sent_at": now.isoformat(),
+        "expires_at": envelope.expires_at.isoformat(),
+        "deadline": deadline.isoformat(),
+    }
+    signature = host_signature(
+        current_app, host.hostname, "cyborg.run_action", args=[message.model_dump()], datacenter=host.datacenter
+    ).set(task_id=str(envelope.id), expires=settings.action_expires_s)
+    send_after_commit(session, signature)
+    audit.record(
+        session,
+        actor=planning.SYSTEM,
+        action="cyborg.action.dispatched",
+        object_type="remediation",
+        object_id=remediation.id,
+        detail={"host": host.hostname, "step": step.index, "action": step.action, "envelope_id": str(envelope.id)},
+    )
+
+
+def _power_cycle(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> dict[str, Any]:
+    control = bmc()
+    ctx = _central_context(step, getattr(control, "system", None))
+    try:
+        done = control.power_cycle(host.hostname, bmc_address(host), ctx)
+    except ActionFailed as error:
+        raise StepFailed(f"power cycle through the BMC: {error}", {"commands": ctx.log.as_json()}) from None
+    return {"outcome": "succeeded", "changed": done, "commands": ctx.log.as_json()}
+
+
+def _reimage(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> None:
+    """PXE boot and power cycle through the BMC; the step finishes at the host's first report from the new image."""
+    control = bmc()
+    ctx = _central_context(step, getattr(control, "system", None))
+    address = bmc_address(host)
+    now = utcnow()
+    try:
+        control.boot_device(host.hostname, address, "pxe", ctx)
+        control.power_cycle(host.hostname, address, ctx)
+    except ActionFailed as error:
+        raise StepFailed(f"reimage through the BMC: {error}", {"commands": ctx.log.as_json()}) from None
+    timeout = timeout_of(CYBORG_ACTIONS["reimage"], step.params)
+    step.result = {
+        AWAITING: "first_report",
+        "boot_id_before": host.boot_id,
+        "since": now.isoformat(),
+        "deadline": (now + dt.timedelta(seconds=timeout)).isoformat(),
+        "commands": ctx.log.as_json(),
+    }
+
+
+def _locked(session: Session, remediation_id: Any) -> Remediation | None:
+    if not isinstance(remediation_id, int):
+        return None
+    return session.scalars(select(Remediation).where(Remediation.id == remediation_id).with_for_update()).one_or_none()
+
+
+def _host_step(remediation: Remediation | None, index: Any, envelope_id: Any) -> RemediationStep | None:
+    """The step this envelope was issued for: the same index and the envelope id it was sent with."""
+    if remediation is None:
+        return None
+    step = next((s for s in remediation.steps if s.index == index), None)
+    if step is None or envelope_id is None or (step.result or {}).get("envelope_id") != envelope_id:
+        return None
+    return step
+
+
+def _continue(session: Session, remediation: Remediation) -> None:
+    send_after_commit(
+        session, current_app.signature("remediator.run_remediation", args=[remediation.id], queue=REMEDIATE_QUEUE)
+    )
+
+
+def _release_host(session: Session, remediation: Remediation) -> None:
+    host = session.get_one(Host, remediation.host_id)
+    if host.state == HostState.remediating and remediation.state not in (
+        RemediationState.planned,
+        RemediationState.running,
+        RemediationState.verifying,
+    ):
+        host.state = HostState.in_service
+
+
+def record_host_result(session: Session, report: dict[str, Any], ruleset: RuleSet, now: dt.datetime) -> str:
+    """A host's result for a step it was sent: the step succeeds (the plan goes on) or fails (escalation)."""
+    remediation = _locked(session, report.get("remediation_id"))
+    step = _host_step(remediation, report.get("step"), report.get("envelope_id"))
+    summary = {k: report.get(k) for k in ("hostname", "envelope_id", "remediation_id", "step", "action", "outcome")}
+    if remediation is None or step is None:
+        audit.record(
+            session,
+            actor=f"host:{report.get('hostname')}",
+            action="cyborg.result.unmatched",
+            object_type="host",
+            object_id=report.get("hostname"),
+            reason="a result for no step that was sent this envelope",
+            detail=summary,
+        )
+        return "unmatched"
+    outcome = str(report.get("outcome"))
+    kept = {k: report.get(k) for k in ("outcome", "error", "changed", "verified", "commands", "driver", "runs")}
+    dispatched = {k: v for k, v in (step.result or {}).items() if k != AWAITING}
+    audit.record(
+        session,
+        actor=f"host:{report.get('hostname')}",
+        action=f"cyborg.action.{outcome}",
+        object_type="remediation",
+        object_id=remediation.id,
+        reason=str(report.get("error") or ""),
+        detail=summary,
+    )
+    if step.state != StepState.running or not awaiting(step):
+        step.result = {**dispatched, "late_report": kept}  # after an abort or a timeout: kept for the record
+        return "late"
+    step.result = {**dispatched, **kept, "finished_at": report.get("finished_at")}
+    step.finished_at = now
+    if outcome == "succeeded":
+        step.state = StepState.succeeded
+        if remediation.state == RemediationState.running:
+            _continue(session, remediation)
+        return outcome
+    step.state = StepState.failed
+    if remediation.state == RemediationState.running:
+        reason = f"step {step.index} ({step.action}) {outcome} on the host: {report.get('error')}"
+        planning.escalate(session, remediation, reason, ruleset, now)
+    return outcome
+
+
+def record_host_started(session: Session, report: dict[str, Any], now: dt.datetime) -> str:
+    """The host began the step: from now its deadline is the action's time budget."""
+    remediation = _locked(session, report.get("remediation_id"))
+    step = _host_step(remediation, report.get("step"), report.get("envelope_id"))
+    if step is None or step.state != StepState.running or (step.result or {}).get(AWAITING) != "host":
+        return "ignored"  # a late notice (the result came first) or not ours
+    timeout = int(step.result.get("timeout_s", 900))
+    step.result = {
+        **step.result,
+        "accepted_at": report.get("accepted_at"),
+        "deadline": (now + dt.timedelta(seconds=timeout) + deadline_grace(timeout)).isoformat(),
+    }
+    return "started"
+
+
+def record_refusal(session: Session, report: dict[str, Any], ruleset: RuleSet, now: dt.datetime) -> str:
+    """A host refused an envelope. Always audited; it fails a step only if it names the envelope that
+    step was sent (a forged envelope refused by a host says nothing about the real plan)."""
+    hostname = report.get("hostname")
+    audit.record(
+        session,
+        actor=f"host:{hostname}",
+        action="cyborg.envelope.refused",
+        object_type="host",
+        object_id=hostname,
+        reason=f"{report.get('code')}: {report.get('reason')}",
+        detail={k: report.get(k) for k in ("code", "envelope_id", "remediation_id", "step", "action", "at")},
+    )
+    log.warning("cyborg.envelope.refused", extra={"fields": {"host": hostname, "code": report.get("code")}})
+    remediation = _locked(session, report.get("remediation_id"))
+    step = _host_step(remediation, report.get("step"), report.get("envelope_id"))
+    if remediation is None or step is None or step.state != StepState.running or not awaiting(step):
+        return "recorded"
+    if report.get("code") == "replayed":
+        return "recorded"  # the host ran it before: its result is (or was) on its way
+    step.state = StepState.failed
+    step.finished_at = now
+    step.result = {
+        **{k: v for k, v in step.result.items() if k != AWAITING},
+        "error": f"refused: {report.get('reason')}",
+    }
+    if remediation.state == RemediationState.running:
+        reason = f"step {step.index} ({step.action}) refused by the host: {report.get('code')}"
+        planning.escalate(session, remediation, reason, ruleset, now)
+    return "failed"
+
+
+def escalate_to_ticket(
+    session: Session, remediation: Remediation, reason: str, ruleset: RuleSet, now: dt.datetime
+) -> Remediation | None:
+    """The host is gone: no automated rung will reach it. A person, with the evidence."""
+    rule = ruleset.get(remediation.rule_id)
+    if rule is None:
+        return planning.escalate(session, remediation, reason, ruleset, now)
+    planning.finish(session, remediation, RemediationState.failed, reason, now)
+    host = session.get_one(Host, remediation.host_id)
+    host.state = HostState.in_service
+    session.flush()
+    steps = [Step(action="ticket", params={"part_type": "host", "title": f"{host.hostname}: {reason}"})]
+    ticket = planning.create(
+        session, host, rule, steps, remediation.evidence, f"{remediation.reason}; {reason}",
+        remediation.rung + 1, remediation, now,
+    )  # fmt: skip
+    if ticket is not None:
+        planning.record(session, host, rule.id, "escalated", reason, remediation_id=ticket.id, now=now)
+        planning.admit(session, ticket, ruleset, now)
+    return ticket
+
+
+def check_deadlines(session: Session, ruleset: RuleSet, now: dt.datetime) -> int:
+    """Steps waiting on a host past their deadline; reinstalls whose host reported from the new image."""
+    waiting = session.scalars(
+        select(RemediationStep.remediation_id)
+        .join(Remediation)
+        .where(Remediation.state == RemediationState.running, RemediationStep.state == StepState.running)
+    ).all()
+    handled = 0
+    for remediation_id in sorted(set(waiting)):
+        remediation = _locked(session, remediation_id)
+        step = next((s for s in remediation.steps if s.state == StepState.running), None) if remediation else None
+        if remediation is None or step is None or not awaiting(step):
+            continue
+        handled += _check_step(session, remediation, step, ruleset, now)
+    return handled
+
+
+def _check_step(
+    session: Session, remediation: Remediation, step: RemediationStep, ruleset: RuleSet, now: dt.datetime
+) -> int:
+    result = dict(step.result)
+    host = session.get_one(Host, remediation.host_id)
+    if result[AWAITING] == "first_report":
+        since = dt.datetime.fromisoformat(result["since"])
+        if host.last_report_at is not None and host.last_report_at > since and host.boot_id != result["boot_id_before"]:
+            control = bmc()
+            ctx = _central_context(step, getattr(control, "system", None))
+            try:
+                control.boot_device(host.hostname, bmc_address(host), "disk", ctx)
+            except ActionFailed as error:  # the host runs; the next reinstall would PXE again: say so
+                result["warning"] = f"boot device not reset: {error}"
+            result.pop(AWAITING)
+            result.update(
+                outcome="succeeded", reports_from=host.boot_id, commands=result["commands"] + ctx.log.as_json()
+            )
+            complete_step(session, remediation, step, result, now)
+            _continue(session, remediation)
+            return 1
+    if now < dt.datetime.fromisoformat(result["deadline"]):
+        return 0
+    action = CYBORG_ACTIONS[step.action]
+    control = bmc()
+    address = bmc_address(host)
+    can_cycle = address is not None or control.name == "simulated"
+    if result[AWAITING] == "host" and action.restarts and "power_cycled" not in result and can_cycle:
+        ctx = _central_context(step, getattr(control, "system", None))
+        try:
+            done = control.power_cycle(host.hostname, address, ctx)
+        except ActionFailed as error:
+            done = {"error": str(error)}
+        result["power_cycled"] = {"at": now.isoformat(), **done, "commands": ctx.log.as_json()}
+        timeout = int(result.get("timeout_s", 900))
+        result["deadline"] = (now + dt.timedelta(seconds=timeout) + deadline_grace(timeout)).isoformat()
+        step.result = result
+        audit.record(
+            session,
+            actor=planning.SYSTEM,
+            action="cyborg.host.power_cycled",
+            object_type="remediation",
+            object_id=remediation.id,
+            reason=f"no report from {host.hostname} for step {step.index} ({step.action}) by its deadline",
+            detail={"host": host.hostname, **done},
+        )
+        if "error" not in done:
+            return 1
+    result.pop(AWAITING)
+    what = "first report from the new image" if step.action == "reimage" else "result"
+    step.result = {**result, "error": f"no {what} from {host.hostname} by {result['deadline']}"}
+    step.state = StepState.failed
+    step.finished_at = now
+    escalate_to_ticket(session, remediation, f"did not come back after {step.action} (step {step.index})", ruleset, now)
+    return 1
+
+
+def abort(session: Session, remediation_id: int, *, actor: str, reason: str, now: dt.datetime) -> list[str]:
+    """Stop a plan between steps: nothing more starts. A step already on the host finishes there (its
+    report is kept); an envelope not yet started is revoked. Returns the task ids to revoke after commit."""
+    remediation = _locked(session, remediation_id)
+    if remediation is None:
+        raise NotFound(f"remediation {remediation_id} does not exist")
+    if remediation.state not in (
+        RemediationState.detected,
+        RemediationState.planned,
+        RemediationState.awaiting_approval,
+        RemediationState.running,
+        RemediationState.verifying,
+    ):
+        raise Conflict(f"remediation {remediation_id} is {remediation.state.value}; only an active one can be aborted")
+    revoke = []
+    for step in remediation.steps:
+        if step.state == StepState.pending:
+            step.state = StepState.skipped
+            step.result = {"skipped": f"aborted by {actor}"}
+        elif step.state == StepState.running:
+            result = {k: v for k, v in (step.result or {}).items() if k != AWAITING}
+            if result.get("envelope_id"):
+                revoke.append(str(result["envelope_id"]))
+            step.state = StepState.failed
+            step.finished_at = now
+            step.result = {**result, "error": f"aborted by {actor} while in flight; the host's report is kept"}
+    planning.finish(session, remediation, RemediationState.cancelled, f"aborted by {actor}: {reason}", now)
+    _release_host(session, remediation)
+    audit.record(
+        session,
+        actor=actor,
+        action="remediator.remediation.aborted",
+        object_type="remediation",
+        object_id=remediation_id,
+        reason=reason,
+        detail={"revoked": revoke},
+    )
+    session.flush()
+    return revoke

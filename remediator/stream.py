@@ -10,6 +10,9 @@ consumer hundreds of reports in one call. Delivery is at least once:
 - entries left pending by a consumer that died are claimed by another after
   `claim_idle_s`;
 - ingest is idempotent by report id, so an entry read twice is stored once.
+
+Entries from agents with a credential carry `host` and `sig` beside `report`
+(remediator.hostauth checks them).
 """
 
 from __future__ import annotations
@@ -25,15 +28,27 @@ from sqlalchemy.exc import OperationalError
 
 from core.db import Database
 from core.queue import INGEST_GROUP, INGEST_STREAM
+from remediator.hostauth import HostKeys, SignedPayload
 from remediator.ingest import ingest_batch
 from remediator.rules import RuleRegistry
 
 log = logging.getLogger(__name__)
 
 
-def publish_report(client: redis.Redis, report_json: str) -> str:
-    """Add one report (JSON text) to the ingest stream; returns the entry id."""
-    return str(client.xadd(INGEST_STREAM, {"report": report_json}))
+def publish_report(client: redis.Redis, report_json: str, *, host: str | None = None, sig: str | None = None) -> str:
+    """Add one report (JSON text) to the ingest stream, signed if `sig` is given; returns the entry id."""
+    fields = {"report": report_json, **({"host": host, "sig": sig} if host and sig else {})}
+    return str(client.xadd(INGEST_STREAM, fields))  # type: ignore[arg-type]
+
+
+def signed_payload(fields: dict[bytes, bytes]) -> SignedPayload:
+    """A stream entry's fields: `report` (JSON text) and, from agents with a credential, `host` and `sig`."""
+    host, sig = fields.get(b"host"), fields.get(b"sig")
+    return SignedPayload(
+        body=fields.get(b"report", b"").decode(),
+        host=host.decode() if host else None,
+        sig=sig.decode() if sig else None,
+    )
 
 
 class StreamIngester:
@@ -47,6 +62,7 @@ class StreamIngester:
         batch: int = 500,
         block_ms: int = 1000,
         claim_idle_s: float = 60.0,
+        require_signed: bool = False,
     ) -> None:
         self.client = redis.Redis.from_url(redis_url)
         self.database = database
@@ -58,6 +74,8 @@ class StreamIngester:
         self.backlog = True  # first read our own pending entries (left by a crash or an outage)
         self._last_claim = 0.0
         self.stopping = threading.Event()
+        self.host_keys = HostKeys(database)
+        self.require_signed = require_signed
 
     def ensure_group(self) -> None:
         try:
@@ -101,9 +119,15 @@ class StreamIngester:
         if not entries:
             return 0
         ids = [entry_id for entry_id, _ in entries]
-        payloads = [fields.get(b"report", b"").decode() for _, fields in entries]
+        payloads = [signed_payload(fields) for _, fields in entries]
         try:
-            ingest_batch(payloads, database=self.database, ruleset=self.rules.ruleset)
+            ingest_batch(
+                payloads,
+                database=self.database,
+                ruleset=self.rules.ruleset,
+                host_keys=self.host_keys,
+                require_signed=self.require_signed,
+            )
         except OperationalError as error:
             log.warning(
                 "remediator.stream.deferred", extra={"fields": {"entries": len(ids), "error": str(error)[:200]}}

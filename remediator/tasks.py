@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
 from celery_batches import Batches, SimpleRequest
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
@@ -20,8 +20,9 @@ from core.dispatch import send_after_commit
 from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
 from remediator import planning, runner
+from remediator.hostauth import HostKeys, SignedPayload
 from remediator.ingest import evaluate_host, ingest_batch
-from remediator.models import ACTIVE_REMEDIATION_STATES, Host, HostState, Remediation, RemediationState
+from remediator.models import Host, HostState, Remediation, RemediationState
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult
 from remediator.signals import SignalValue
@@ -40,9 +41,36 @@ INGEST_BATCH = 256
 INGEST_FLUSH_S = 0.2
 
 
-def ingest_payloads(payloads: list[Any]) -> IngestResult:
+_host_keys: HostKeys | None = None
+
+
+def host_keys() -> HostKeys:
+    """This process's cache of host credentials' signing keys."""
+    global _host_keys
+    if _host_keys is None or _host_keys.database is not get_database():
+        _host_keys = HostKeys(get_database())
+    return _host_keys
+
+
+def with_signatures(payloads: list[Any], signatures: list[Any] | None) -> list[Any]:
+    """Pair each payload with its signature ({"host", "sig"}, or None for an unsigned one)."""
+    if not signatures:
+        return payloads
+    return [
+        SignedPayload(body=p, host=s.get("host"), sig=s.get("sig")) if isinstance(s, dict) else p
+        for p, s in zip(payloads, signatures, strict=False)
+    ] + payloads[len(signatures) :]
+
+
+def ingest_payloads(payloads: list[Any], signatures: list[Any] | None = None) -> IngestResult:
     """Ingest a batch with this process's database and rules (see remediator.ingest.ingest_batch)."""
-    return ingest_batch(payloads, database=get_database(), ruleset=get_registry().ruleset)
+    return ingest_batch(
+        with_signatures(payloads, signatures),
+        database=get_database(),
+        ruleset=get_registry().ruleset,
+        host_keys=host_keys(),
+        require_signed=get_settings().signed_reports_required,
+    )
 
 
 @shared_task(
@@ -53,12 +81,14 @@ def ingest_payloads(payloads: list[Any]) -> IngestResult:
     retry_backoff_max=300,
     max_retries=None,
 )
-def ingest_reports(payloads: list[dict[str, Any]]) -> dict[str, Any]:
-    """A list of reports in one message (bulk senders, and batches handed over after a database outage).
+def ingest_reports(payloads: list[Any], signatures: list[Any] | None = None) -> dict[str, Any]:
+    """A list of reports in one message (agents' sends and catch-up batches, bulk senders, and batches
+    handed over after a database outage). Agents with a credential send each report as JSON text
+    with `signatures[i] = {"host": …, "sig": …}` (remediator.hostauth).
 
     While the database is unreachable the task is retried with backoff, for as long as it takes.
     """
-    return ingest_payloads(payloads).model_dump(mode="json")
+    return ingest_payloads(payloads, signatures).model_dump(mode="json")
 
 
 @shared_task(
@@ -69,17 +99,18 @@ def ingest_reports(payloads: list[dict[str, Any]]) -> dict[str, Any]:
     flush_interval=INGEST_FLUSH_S,
 )
 def ingest_report(requests: list[SimpleRequest]) -> None:
-    """One report per message (what agents send), consumed in batches: one transaction per batch.
+    """One report per message, consumed in batches: one transaction per batch.
 
     Messages are acknowledged after the batch returns. A batch that meets an
     unreachable database is handed to `ingest_reports`, which retries it.
     """
     payloads = [r.args[0] if r.args else r.kwargs.get("payload") for r in requests]
+    signatures = [r.args[1] if len(r.args) > 1 else r.kwargs.get("signature") for r in requests]
     try:
-        ingest_payloads(payloads)
+        ingest_payloads(payloads, signatures)
     except OperationalError:
         log.warning("remediator.ingest.deferred", extra={"fields": {"reports": len(payloads)}})
-        ingest_reports.apply_async(args=[payloads], countdown=2)
+        ingest_reports.apply_async(args=[payloads, signatures], countdown=2)
 
 
 @shared_task(name="remediator.run_remediation", queue=REMEDIATE_QUEUE)
@@ -88,8 +119,8 @@ def run_remediation(remediation_id: int) -> str:
     with get_database().session() as session:
         state = runner.advance(session, remediation_id, ruleset=get_registry().ruleset)
         remediation = session.get_one(Remediation, remediation_id)
-        more = state in ACTIVE_REMEDIATION_STATES and any(s.state.value == "pending" for s in remediation.steps)
-        if more:
+        # Not while a step waits on its host: the host's result queues the next run.
+        if runner.has_next(remediation):
             send_after_commit(session, run_remediation.s(remediation_id).set(queue=REMEDIATE_QUEUE))
     return state.value
 
@@ -163,10 +194,81 @@ def settle_verifications() -> int:
     return settled
 
 
+@shared_task(name="remediator.settle_repairs", queue=REMEDIATE_QUEUE)
+def settle_repairs() -> dict[str, int]:
+    """Repair tickets: close those whose host reported without the fault through the settle period."""
+    from remediator import repairs
+
+    with get_database().session() as session:
+        return repairs.settle_repairs(session, now=utcnow())
+
+
+@shared_task(name="remediator.maintain_reports", queue=REMEDIATE_QUEUE)
+def maintain_reports() -> dict[str, Any]:
+    """Create the coming days' report partitions and prune reports and signals past the retention window."""
+    from remediator import retention
+
+    with get_database().session() as session:
+        pruned = retention.maintain(session, now=utcnow(), retention_days=get_settings().report_retention_days)
+    return {
+        "cutoff": pruned.cutoff.isoformat(),
+        "created": pruned.partitions_created,
+        "dropped": pruned.partitions_dropped,
+        "rows_deleted": pruned.rows_deleted,
+        "signals_deleted": pruned.signals_deleted,
+    }
+
+
+@worker_init.connect
+def _install_cyborg(**_: Any) -> None:
+    """A central worker runs host actions through cyborg (registered here, not on import, so a test
+    process that imports this module keeps the runner's executors as it set them)."""
+    runner.install_cyborg()
+
+
+@shared_task(name="remediator.step_result", queue=REMEDIATE_QUEUE)
+def step_result(report: dict[str, Any]) -> str:
+    """A host's result for a cyborg action (sent by the host's agent, by name)."""
+    if not isinstance(report, dict):
+        log.warning("cyborg.result.malformed", extra={"fields": {"type": type(report).__name__}})
+        return "malformed"
+    with get_database().session() as session:
+        return runner.record_host_result(session, report, get_registry().ruleset, utcnow())
+
+
+@shared_task(name="remediator.step_started", queue=REMEDIATE_QUEUE)
+def step_started(report: dict[str, Any]) -> str:
+    """A host began a cyborg action: its deadline now counts from here."""
+    if not isinstance(report, dict):
+        return "malformed"
+    with get_database().session() as session:
+        return runner.record_host_started(session, report, utcnow())
+
+
+@shared_task(name="remediator.action_refused", queue=REMEDIATE_QUEUE)
+def action_refused(report: dict[str, Any]) -> str:
+    """A host refused an action envelope (forged, tampered, replayed, expired, not allowed)."""
+    if not isinstance(report, dict):
+        log.warning("cyborg.refusal.malformed", extra={"fields": {"type": type(report).__name__}})
+        return "malformed"
+    with get_database().session() as session:
+        return runner.record_refusal(session, report, get_registry().ruleset, utcnow())
+
+
+@shared_task(name="remediator.check_step_deadlines", queue=REMEDIATE_QUEUE)
+def check_step_deadlines() -> int:
+    """Host actions past their deadline (power cycle, then a ticket), reinstalls that reported back."""
+    with get_database().session() as session:
+        return runner.check_deadlines(session, get_registry().ruleset, utcnow())
+
+
 def beat_schedule(report_interval_s: int) -> dict[str, dict[str, Any]]:
     """Periodic tasks; staleness is measured in report intervals, so it is checked once per interval."""
     return {
         "mark-unreachable": {"task": "remediator.mark_unreachable", "schedule": float(report_interval_s)},
         "admit-waiting": {"task": "remediator.admit_waiting", "schedule": 15.0},
+        "check-step-deadlines": {"task": "remediator.check_step_deadlines", "schedule": 10.0},
         "settle-verifications": {"task": "remediator.settle_verifications", "schedule": 30.0},
+        "settle-repairs": {"task": "remediator.settle_repairs", "schedule": 30.0},
+        "maintain-reports": {"task": "remediator.maintain_reports", "schedule": 3600.0},
     }

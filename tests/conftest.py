@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -84,6 +85,15 @@ RUN_ID = uuid.uuid4().hex[:8]
 def celery_app():  # type: ignore[no-untyped-def]
     """An app on the in-process broker, so code under test that sends tasks after a commit can."""
     return create_celery("memory://", include=("remediator.tasks",))
+
+
+@pytest.fixture(autouse=True)
+def _current_celery_app_restored(celery_app: Any) -> Iterator[None]:
+    """Whatever app a test made current (a dead broker's, a real Redis'), the next test starts
+    from the in-process one: code that sends after a commit uses the current app."""
+    yield
+    celery_app.set_current()
+    celery_app.set_default()
 
 
 @pytest.fixture(scope="session")

@@ -65,3 +65,18 @@ def test_batch_ingest_sends_remediation_tasks_only_at_its_commit(session: Sessio
     assert sent == []
     session.commit()
     assert sorted(a[0] for a in sent) == sorted(result.remediations)
+
+
+def test_an_unreachable_broker_after_commit_is_logged_not_raised(db: Database, caplog: Any) -> None:
+    """The change is committed; the caller must not see an error for work that was done, and the
+    other tasks of the transaction still go."""
+    from core.queue import create_celery
+
+    dead = create_celery("redis://127.0.0.1:1/0", make_current=False)  # nothing listens on port 1
+    sent: list[str] = []
+    with db.sessionmaker() as session, session.begin():
+        send_after_commit(session, dead.signature("remediator.run_remediation", args=[7]).set(retry=False))
+        send_after_commit(session, Recorded("after-the-failed-one", sent))  # type: ignore[arg-type]
+    assert sent == ["after-the-failed-one"]
+    [record] = [r for r in caplog.records if r.getMessage() == "core.dispatch.send_failed"]
+    assert record.fields["task"] == "remediator.run_remediation"  # type: ignore[attr-defined]

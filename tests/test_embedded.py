@@ -16,22 +16,31 @@ def test_up_with_a_simulated_fleet_shows_a_ticket(tmp_path: Path) -> None:
     args = ["up", "--simulate", "30", "--sim-interval", "2", "--port", str(port)]
     with FleetfixProcess(args, env, tmp_path / "up.log") as up:
         base = f"http://127.0.0.1:{port}"
+        # First start: an admin and an admin token, each printed once and kept in the data directory.
+        token_file = tmp_path / "data" / "admin-token"
+        wait_until(lambda: token_file.is_file() or None, 30, "the admin token file", up)
+        token = token_file.read_text().strip()
+        assert token in up.output()
+        assert (tmp_path / "data" / "admin-password").read_text().strip() in up.output()
+        api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=5)
 
         def tickets() -> list[dict[str, object]] | None:
             try:
-                return httpx.get(f"{base}/api/v1/tickets", timeout=2).json() or None
+                found: list[dict[str, object]] = api.get("/api/v1/tickets").json()["items"]
             except httpx.TransportError:
                 return None
+            return found or None
 
         found = wait_until(tickets, 60, "a ticket from the simulated fleet", up)
         assert found[0]["part_type"] == "dimm"
         assert found[0]["state"] == "open"
-        hosts = httpx.get(f"{base}/api/v1/hosts").json()
+        hosts = api.get("/api/v1/hosts").json()["items"]
         assert len(hosts) == 30
         assert {h["datacenter"] for h in hosts} == {"ams1", "sjc2", "fra3"}
-        remediations = httpx.get(f"{base}/api/v1/remediations").json()
+        remediations = api.get("/api/v1/remediations").json()["items"]
         assert any(r["state"] == "escalated" for r in remediations)
-        page = httpx.get(f"{base}/").text
+        assert httpx.get(f"{base}/api/v1/hosts").status_code == 401
+        page = api.get("/").text
         assert f'href="/tickets/{found[0]["id"]}"' in page
         # the scheduler runs in the same process: its staleness check fires every report interval
         up.wait_for_output("Task remediator.mark_unreachable", timeout=30)

@@ -180,6 +180,13 @@ def test_destructive_plan_waits_for_approval(session: Session) -> None:
     fire(session, "h0", rs)
     waiting = remediation_of(session, "h0")
     assert waiting.state == RemediationState.awaiting_approval
+    # The wait is on the audit log too (what Slack's approval alert is made from).
+    from core.models import AuditEntry
+
+    [entry] = session.scalars(
+        select(AuditEntry).where(AuditEntry.action == "remediator.remediation.awaiting_approval")
+    ).all()
+    assert (entry.object_id, entry.reason) == (str(waiting.id), waiting.held_reason)
     planning.approve(session, waiting.id, actor="user:bob", ruleset=rs, now=T0 + dt.timedelta(minutes=2))
     assert waiting.state == RemediationState.planned
     assert waiting.approved_by == "user:bob"

@@ -123,7 +123,7 @@ def test_report_ids_are_uuids_on_both_dialects(session: Session) -> None:
     )
     session.flush()
     session.expire_all()
-    assert session.get_one(Report, rid).body == {"a": [1]}
+    assert session.get_one(Report, (rid, now)).body == {"a": [1]}
 
 
 @pytest.mark.parametrize("dialect", ["postgresql", "sqlite"])
@@ -155,14 +155,25 @@ def test_upgrades_keep_existing_rows(dialect: str, tmp_path: object) -> None:
                 ),
                 {"id": uuid.UUID(int=1).hex if dialect == "sqlite" else str(uuid.UUID(int=1))},
             )
+        upgrade(url, "0003")
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE hosts SET last_stored_report_id = (SELECT id FROM reports)"))
         upgrade(url)
         check(url)
         with engine.begin() as conn:
             rows = conn.execute(text("SELECT repeats, digest FROM reports")).all()
-            memory = conn.execute(text("SELECT memory FROM hosts")).scalar_one()
+            memory, stored_at = conn.execute(text("SELECT memory, last_stored_at FROM hosts")).one()
+            where = (
+                conn.execute(text("SELECT tableoid::regclass::text FROM reports")).scalar_one()
+                if dialect == "postgresql"
+                else "reports"
+            )
         engine.dispose()
         assert [tuple(r) for r in rows] == [(0, "")]
         assert memory in ({}, "{}")
+        assert str(stored_at).startswith("2026-01-01 00:00:00")  # the stored row's captured_at, filled in
+        # On PostgreSQL the old row went into a partition made for its day, not the DEFAULT one.
+        assert where == ("reports_20260101" if dialect == "postgresql" else "reports")
     finally:
         if dialect == "postgresql":
             _drop_database(name)

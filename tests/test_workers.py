@@ -228,6 +228,14 @@ def test_api_process_serves_against_postgresql_and_redis(it_db: str, redis_url: 
 
         body = wait_until(ready, 30, "/readyz", api)
         assert body["checks"] == {"database": "ok", "broker": "ok"}
-        posted = httpx.post(f"{base}/api/v1/reports", json=payload(edac_report("api-1")))
+        from core.auth import issue_token
+        from core.models import Role
+
+        with Session(make_engine(it_db)) as session, session.begin():
+            _, raw = issue_token(session, name="it", role=Role.operator)
+        auth = {"Authorization": f"Bearer {raw}"}
+        assert httpx.post(f"{base}/api/v1/reports", json=payload(edac_report("api-1"))).status_code == 401
+        posted = httpx.post(f"{base}/api/v1/reports", json=payload(edac_report("api-1")), headers=auth)
         assert posted.status_code == 200
-        assert [h["hostname"] for h in httpx.get(f"{base}/api/v1/hosts").json()] == ["api-1"]
+        hosts = httpx.get(f"{base}/api/v1/hosts", headers=auth).json()["items"]
+        assert [h["hostname"] for h in hosts] == ["api-1"]

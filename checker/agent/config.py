@@ -10,13 +10,26 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from checker.parsers.common import parse_cpu_list
 
 ENV_PREFIX = "FLEETFIX_AGENT_"
+HOST_ACTIONS_DEFAULT = (
+    "reboot",
+    "reflash_firmware",
+    "install_kernel",
+    "hard_ppr",
+    "tune_error_reporting",
+    "repair_irq_affinity",
+    "enable_demotion",
+    "set_interleave_weights",
+    "clear_sel",
+)
+"""Cyborg's host actions (cyborg.actions.HOST_ACTIONS; the agent does not import cyborg to say so)."""
 
 
 class AgentConfigError(Exception):
@@ -38,6 +51,16 @@ class AgentConfig(BaseSettings):
         ),
     )
     http_timeout_s: float = Field(10.0, gt=0, le=300, description="Timeout of one HTTP fallback request.")
+    token: SecretStr = Field(
+        SecretStr(""),
+        description=(
+            "This host's own API token (`fleetfix tokens issue --host HOSTNAME`), sent with the HTTP fallback; "
+            "it may submit only this host's reports. Prefer TOKEN_FILE: the environment is easier to leak."
+        ),
+    )
+    token_file: Path | None = Field(
+        None, description="A file holding this host's API token (mode 0600); used when TOKEN is empty."
+    )
     spool_max_reports: int = Field(
         1440,
         ge=1,
@@ -61,6 +84,39 @@ class AgentConfig(BaseSettings):
     )
     max_report_bytes: int = Field(
         1_000_000, ge=50_000, le=50_000_000, description="Largest report sent; older log events are cut first."
+    )
+    # -- cyborg: actions on this host (docs/cyborg.md) --
+    action_public_key: Path | None = Field(
+        None,
+        description="PEM file of the central service's action-signing public key. Unset: every action is refused.",
+    )
+    allowed_actions: list[str] = Field(
+        default_factory=lambda: list(HOST_ACTIONS_DEFAULT),
+        description="The host's own allow-list: actions outside it are refused even when signed.",
+    )
+    driver: Literal["linux", "simulated"] = Field(
+        "linux", description="linux: the real tools; simulated: act on (and report) a virtual host."
+    )
+    warm_reboot: bool = Field(True, description="Reboot through kexec where the kernel allows it.")
+    firmware_tools: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description=(
+            'Vendor flash tools as argv templates by component kind (bios, bmc, nic, disk): {"bmc": '
+            '["/opt/vendor/flash", "--file", "{image}"]}. Placeholders: {image} {version} {component} {device}. '
+            "Unset kinds use fwupdmgr."
+        ),
+    )
+    ppr_tool: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description=(
+            "The vendor/BMC tool of the hard-PPR flow as argv templates: firmware_first, cmci (switch memory error "
+            "reporting), schedule (one per address: {address} {dimm}). Unset: hard_ppr fails its precondition."
+        ),
+    )
+    simulate_hardware_class: str = Field("", description="driver=simulated: the virtual host's hardware class.")
+    simulate_faults: list[str] = Field(default_factory=list, description="driver=simulated: faults it starts with.")
+    simulate_time_scale: float = Field(
+        1.0, ge=0, le=10, description="driver=simulated: restart downtime multiplier (0: restarts take no time)."
     )
 
     @field_validator("fallback_url")
@@ -88,6 +144,35 @@ class AgentConfig(BaseSettings):
                 raise ValueError(f"no collector {name!r} (collectors: {', '.join(COLLECTORS)})")
             if not 0 < seconds <= 600:
                 raise ValueError(f"{name}: a budget is 0-600 seconds, not {seconds}")
+        return value
+
+    @field_validator("token_file")
+    @classmethod
+    def _token_file_readable(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            try:
+                text = value.read_text(encoding="utf-8").strip()
+            except OSError as error:
+                raise ValueError(f"cannot read {str(value)!r}: {error.strerror}") from None
+            if not text:
+                raise ValueError(f"{str(value)!r} is empty")
+        return value
+
+    @property
+    def http_token(self) -> str:
+        """The bearer token for the HTTP fallback: TOKEN, else the contents of TOKEN_FILE, else none."""
+        if self.token.get_secret_value():
+            return self.token.get_secret_value()
+        if self.token_file is not None:
+            return self.token_file.read_text(encoding="utf-8").strip()
+        return ""
+
+    @field_validator("allowed_actions")
+    @classmethod
+    def _host_actions(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in HOST_ACTIONS_DEFAULT]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not a host action ({', '.join(HOST_ACTIONS_DEFAULT)})")
         return value
 
     @property

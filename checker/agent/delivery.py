@@ -4,8 +4,11 @@ With a Redis broker, reports go to the ingest stream (core.queue.INGEST_STREAM, 
 per entry) that `fleetfix ingester` reads in batches; with any other broker, to the `ingest`
 queue as the task remediator.ingest_reports, by name (the agent has no central code). When the
 broker does not take them and a fallback URL is set, each is POSTed to {url}/api/v1/reports.
-When neither works, the report is spooled; spooled reports are sent first, oldest first, as
-soon as delivery works again, so the central side sees them in capture order.
+The POST carries the host's own token (FLEETFIX_AGENT_TOKEN or _TOKEN_FILE), with which the
+API takes only this host's reports; through the broker, each report's JSON text is signed with
+a key derived from that token (core.signing; remediator.hostauth checks it). When neither
+works, the report is spooled; spooled reports are sent first, oldest first, as soon as delivery
+works again, so the central side sees them in capture order.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from celery import Celery
 
 from checker.agent.spool import Spool
 from core.queue import INGEST_QUEUE, INGEST_STREAM
+from core.signing import report_key, sign_report
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +36,20 @@ Outcome = Literal["broker", "http", "spool", "dropped"]
 
 class Delivery:
     def __init__(
-        self, app: Celery, *, spool: Spool | None, fallback_url: str = "", http_timeout_s: float = 10.0
+        self,
+        app: Celery,
+        *,
+        spool: Spool | None,
+        fallback_url: str = "",
+        http_timeout_s: float = 10.0,
+        token: str = "",
     ) -> None:
         self.app = app
         self.spool = spool
         self.fallback_url = fallback_url
         self.http_timeout_s = http_timeout_s
+        self.token = token  # the host's own credential: the API takes only this host's reports with it
+        self._key: bytes | None = None  # its report-signing key, for the broker (core.signing)
         self.dropped_without_spool = 0
         self._redis: redis.Redis | None = None
 
@@ -54,15 +66,37 @@ class Delivery:
         options = self.app.conf.broker_transport_options or {}
         return str(options.get("global_keyprefix", ""))
 
+    def _signed(self, payload: dict[str, Any]) -> tuple[bytes, dict[str, str] | None]:
+        """The report's JSON text and, with a credential, who signs it and the signature (core.signing)."""
+        body = orjson.dumps(payload)
+        if not self.token:
+            return body, None
+        if self._key is None:
+            self._key = report_key(self.token)
+        return body, {"host": str(payload.get("host", {}).get("hostname", "")), "sig": sign_report(self._key, body)}
+
     def _broker(self, payloads: list[dict[str, Any]]) -> bool:
         try:
             client = self._stream_client()
+            signed = [self._signed(payload) for payload in payloads]
             if client is not None:
                 stream = f"{self._key_prefix()}{INGEST_STREAM}"
                 pipe = client.pipeline(transaction=False)
-                for payload in payloads:
-                    pipe.xadd(stream, {"report": orjson.dumps(payload)})
+                for body, signature in signed:
+                    fields: dict[str | bytes, str | bytes] = {"report": body}
+                    fields.update(signature or {})
+                    pipe.xadd(stream, fields)  # type: ignore[arg-type]
                 pipe.execute()
+            elif self.token:
+                texts = [body.decode() for body, _ in signed]
+                signatures = [signature for _, signature in signed]
+                self.app.send_task(
+                    INGEST_TASK,
+                    args=[texts, signatures],
+                    queue=INGEST_QUEUE,
+                    retry=True,
+                    retry_policy=PUBLISH_RETRY,
+                )
             else:
                 self.app.send_task(
                     INGEST_TASK, args=[payloads], queue=INGEST_QUEUE, retry=True, retry_policy=PUBLISH_RETRY
@@ -77,10 +111,18 @@ class Delivery:
             return False
         import httpx
 
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
-            with httpx.Client(timeout=self.http_timeout_s) as client:
+            with httpx.Client(timeout=self.http_timeout_s, headers=headers) as client:
                 for payload in payloads:
                     response = client.post(f"{self.fallback_url}/api/v1/reports", json=payload)
+                    if response.status_code in (401, 403):
+                        # A missing, revoked or wrong credential: keep the report (spooled) until it is fixed.
+                        log.error(
+                            "checker.report.unauthorized",
+                            extra={"fields": {"status": response.status_code, "detail": response.text[:500]}},
+                        )
+                        return False
                     if response.status_code == 422:
                         # Refused as malformed: sending it again cannot help; keep the reason in the log.
                         log.error(

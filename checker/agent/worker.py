@@ -4,10 +4,14 @@ It consumes the host's own queue (host.<hostname>) for actions, and runs the che
 interval in a background thread that sleeps between cycles (no polling), sending each report to
 the central `ingest` queue by task name (the agent never imports central code). Collector cursors
 and the report spool live in the state directory; the process can be pinned to housekeeping cores.
+Cyborg's host tasks (`cyborg.host.tasks`) run in the same worker. With FLEETFIX_AGENT_DRIVER=simulated
+the agent stands in for a virtual host (checker/sim): it reports that host's state, and cyborg's
+simulated driver acts on it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import logging
 import os
@@ -15,6 +19,7 @@ import socket
 import threading
 import time
 import uuid
+import zlib
 from pathlib import Path
 from typing import IO
 
@@ -28,6 +33,8 @@ from checker.collectors.base import HostAccess, LiveHost
 from checker.collectors.context import CollectorState
 from checker.cycle import run_cycle
 from checker.schemas import AgentStatus, CollectorRun, CollectorStatus, Report
+from checker.sim.host import VirtualHost
+from checker.sim.standalone import load_host, standalone_host
 from core.queue import create_celery, host_queue
 from core.settings import Settings
 
@@ -93,6 +100,7 @@ class CheckLoop:
         interval_s: int,
         config: AgentConfig | None = None,
         host: HostAccess | None = None,
+        simulated: VirtualHost | None = None,
     ) -> None:
         self.app = app
         self.hostname = hostname
@@ -101,10 +109,18 @@ class CheckLoop:
         self.config = config or AgentConfig()
         self.host = host if host is not None else LiveHost()
         self.state_dir, self._lock_file, self.state_problem = open_state_dir(self.config.state_dir)
+        self.simulated = simulated  # a virtual host this agent stands in for (cyborg's simulated driver acts on it)
+        self.sim_lock = threading.RLock()
+        if simulated is not None and self.state_dir is not None:
+            load_host(self.state_dir, simulated)  # what earlier actions changed on it
         self.cursors = CollectorState(self.state_dir / "cursors.json" if self.state_dir else None)
         self.spool = Spool(self.state_dir / "spool", self.config.spool_max_reports) if self.state_dir else None
         self.delivery = Delivery(
-            app, spool=self.spool, fallback_url=self.config.fallback_url, http_timeout_s=self.config.http_timeout_s
+            app,
+            spool=self.spool,
+            fallback_url=self.config.fallback_url,
+            http_timeout_s=self.config.http_timeout_s,
+            token=self.config.http_token,
         )
         self.last_delivery: Outcome | None = None
         self._dropped_reported = self.spool.dropped_total if self.spool else 0
@@ -112,8 +128,13 @@ class CheckLoop:
         self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="check-cycle", daemon=True)
 
-    def build(self) -> Report:
+    def build(self) -> Report | None:
         config = self.config
+        if self.simulated is not None:
+            with self.sim_lock:
+                if self.simulated.down:  # a host that is down (or restarting) sends nothing
+                    return None
+                return self.simulated.report(dt.datetime.now(dt.UTC), interval_s=self.interval_s)
         report = run_cycle(
             self.host,
             hostname=self.hostname,
@@ -146,9 +167,11 @@ class CheckLoop:
         )
         return report
 
-    def once(self) -> uuid.UUID:
+    def once(self) -> uuid.UUID | None:
         with self._lock:  # the timer and a run_check_now task never overlap
             report = self.build()
+            if report is None:
+                return None
             outcome = self.delivery.deliver(report.model_dump(mode="json"))
             # Sent, spooled, or dropped and counted: either way these records were handled.
             self.cursors.commit()
@@ -198,8 +221,24 @@ def run_agent(
     pin_to_cpus(config.cpu_set)  # before any thread starts, so all of them inherit it
     name = hostname or settings.hostname or socket.gethostname()
     queue = host_queue(name)
-    app = create_celery(settings.broker_url, extra_queues=(queue,), include=("checker.agent.tasks",))
-    loop = CheckLoop(app, name, settings.report_interval_s, config)
+    app = create_celery(
+        settings.broker_url,
+        extra_queues=(queue,),
+        include=("checker.agent.tasks", "cyborg.host.tasks"),
+        tls=settings.broker_tls,
+    )
+    simulated = None
+    if config.driver == "simulated":
+        try:
+            simulated = standalone_host(
+                name,
+                hardware_class=config.simulate_hardware_class,
+                faults=config.simulate_faults,
+                seed=zlib.crc32(name.encode()),  # the same host every start
+            )
+        except ValueError as error:
+            raise AgentStartError(f"FLEETFIX_AGENT_SIMULATE_*: {error}") from None
+    loop = CheckLoop(app, name, settings.report_interval_s, config, simulated=simulated)
     state.check_loop = loop
     loop.start()
     try:

@@ -137,7 +137,7 @@ def test_delivery_goes_to_the_ingest_queue_on_real_redis(broker: Broker, tmp_pat
 
 def test_unreachable_broker_spools_and_the_spool_is_sent_oldest_first(broker: Broker, tmp_path: Path) -> None:
     spool = Spool(tmp_path / "spool", 10)
-    down = Delivery(create_celery(DEAD_BROKER), spool=spool)
+    down = Delivery(create_celery(DEAD_BROKER, make_current=False), spool=spool)
     assert [down.deliver(payload(n)) for n in (1, 2, 3)] == ["spool"] * 3
     assert len(spool) == 3
     up = Delivery(broker.app(), spool=spool)
@@ -174,7 +174,7 @@ def central() -> Iterator[str]:
 
 
 def test_http_is_the_fallback_when_the_broker_is_down(central: str, tmp_path: Path) -> None:
-    delivery = Delivery(create_celery(DEAD_BROKER), spool=Spool(tmp_path, 10), fallback_url=central)
+    delivery = Delivery(create_celery(DEAD_BROKER, make_current=False), spool=Spool(tmp_path, 10), fallback_url=central)
     assert delivery.deliver(payload(7)) == "http"
     assert Central.received == [("/api/v1/reports", payload(7))]
     Central.status = 503
@@ -233,7 +233,7 @@ def test_check_loop_sends_reports_with_its_own_status_and_moves_cursors(broker: 
 def test_check_loop_reports_what_its_full_spool_dropped(tmp_path: Path) -> None:
     snap = rich_snapshot(tmp_path / "snap")
     config = AgentConfig(state_dir=tmp_path / "state", spool_max_reports=1)
-    loop = CheckLoop(create_celery(DEAD_BROKER), "offline-1", 60, config, host=snap.host())
+    loop = CheckLoop(create_celery(DEAD_BROKER, make_current=False), "offline-1", 60, config, host=snap.host())
     try:
         for _ in range(3):
             loop.once()
@@ -251,7 +251,13 @@ def test_check_loop_reports_what_its_full_spool_dropped(tmp_path: Path) -> None:
 def test_an_unusable_state_directory_is_said_in_every_report(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     config = AgentConfig(state_dir=tmp_path / "a-file" / "state")
-    loop = CheckLoop(create_celery(DEAD_BROKER), "no-state-1", 60, config, host=rich_snapshot(tmp_path / "s").host())
+    loop = CheckLoop(
+        create_celery(DEAD_BROKER, make_current=False),
+        "no-state-1",
+        60,
+        config,
+        host=rich_snapshot(tmp_path / "s").host(),
+    )
     try:
         report = loop.build()
         assert loop.spool is None

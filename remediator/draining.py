@@ -1,0 +1,114 @@
+"""The host leaves its workload scheduler before the first disruptive action of a plan, and comes
+back once the fix is verified.
+
+A plan may name `drain` and `undrain` steps itself (to place them); when it does not, `advance`
+drains the host through the cluster's hook just before the first disruptive step, and the host is
+undrained when the remediation has stayed healthy through its settle period — or, for a plan that
+ended in a ticket, when the repair's verification returns the host to service. What each hook ran
+is kept in the remediation's evidence (`drain`, `undrain`), next to the steps' own logs. A cluster
+with no hook records a no-op. A drain that fails fails the step it guarded (nothing disruptive ran);
+an undrain that fails is an audit entry and an error log for a person, the host stays as it is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core import audit
+from core.settings import get_settings
+from cyborg.actions import ACTIONS as CYBORG_ACTIONS
+from cyborg.actions import timeout_of
+from cyborg.commands import ActionContext, ActionFailed, LiveSystem
+from cyborg.drivers import hooks
+from remediator.actions import ACTIONS
+from remediator.models import Host, Remediation, RemediationStep, StepState
+
+log = logging.getLogger(__name__)
+SYSTEM = "system:remediator"
+
+
+class DrainFailed(Exception):
+    def __init__(self, message: str, detail: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+def run_scheduler_hook(
+    host: Host, remediation_id: int, action: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run the cluster's `action` hook (drain or undrain); raises DrainFailed with the log on failure."""
+    hook = hooks.hook_for(get_settings().scheduler_hooks, host.cluster, action)
+    if hook is None:
+        return {"skipped": f"no {action} hook configured for cluster {host.cluster or '(none)'}"}
+    params = params or {}
+    ctx = ActionContext(
+        LiveSystem(), timeout_s=timeout_of(CYBORG_ACTIONS[action], params), dry_run=bool(params.get("dry_run"))
+    )
+    try:
+        done = hooks.run_hook(
+            hook, ctx, hostname=host.hostname, cluster=host.cluster, remediation_id=remediation_id, action=action
+        )
+    except ActionFailed as error:
+        raise DrainFailed(str(error), {"commands": ctx.log.as_json()}) from None
+    return {"outcome": "succeeded", **done, "commands": ctx.log.as_json()}
+
+
+def _plan_has(remediation: Remediation, action: str) -> bool:
+    return any(s.action == action for s in remediation.steps)
+
+
+def ensure_drained(host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime) -> None:
+    """Drain before the plan's first disruptive step, unless the plan drains by itself or already did."""
+    if not ACTIONS[step.action].disruptive or _plan_has(remediation, "drain"):
+        return
+    evidence = dict(remediation.evidence or {})
+    if "drain" in evidence:
+        return
+    try:
+        outcome = run_scheduler_hook(host, remediation.id, "drain")
+    except DrainFailed as error:
+        raise DrainFailed(f"drain before {step.action} failed: {error}", error.detail) from None
+    evidence["drain"] = {"at": now.isoformat(), "before_step": step.index, **outcome}
+    remediation.evidence = evidence
+
+
+def undrain(session: Session, host: Host, remediation: Remediation, now: dt.datetime) -> bool:
+    """Put a host that this remediation drained back into its scheduler; True if there was anything to do."""
+    evidence = dict(remediation.evidence or {})
+    drained = evidence.get("drain")
+    if not drained or "skipped" in drained or "undrain" in evidence:
+        return False
+    if any(s.action == "undrain" and s.state == StepState.succeeded for s in remediation.steps):
+        return False
+    try:
+        outcome = run_scheduler_hook(host, remediation.id, "undrain")
+    except DrainFailed as error:
+        evidence["undrain"] = {"at": now.isoformat(), "error": str(error), **error.detail}
+        remediation.evidence = evidence
+        audit.record(
+            session,
+            actor=SYSTEM,
+            action="remediator.host.undrain_failed",
+            object_type="host",
+            object_id=host.hostname,
+            reason=str(error),
+            detail={"remediation_id": remediation.id},
+        )
+        log.error("remediator.host.undrain_failed", extra={"fields": {"host": host.hostname, "error": str(error)}})
+        return True
+    evidence["undrain"] = {"at": now.isoformat(), **outcome}
+    remediation.evidence = evidence
+    return True
+
+
+def undrain_after_repair(session: Session, host: Host, now: dt.datetime) -> bool:
+    """A repaired host back in service: undrain what its last remediation drained."""
+    last = session.scalars(
+        select(Remediation).where(Remediation.host_id == host.id).order_by(Remediation.id.desc()).limit(1)
+    ).first()
+    return last is not None and undrain(session, host, last, now)

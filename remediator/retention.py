@@ -1,0 +1,150 @@
+"""Keeping raw reports and signals for a window, and no longer.
+
+On PostgreSQL the reports table is partitioned by UTC day on captured_at
+(migration 0004): `maintain()` creates the partitions for the coming days
+and drops those wholly older than the window — dropping a partition frees
+its space at once, where DELETE leaves dead rows for VACUUM. Rows in the
+DEFAULT partition (a report dated outside every partition, e.g. replayed
+from an agent's spool after a long outage) are moved into the partition
+that is created for their day, and deleted by age like SQLite's rows.
+
+On SQLite, rows older than the window are deleted.
+
+A row never spans more than one UTC day (remediator.ingest stores the first
+report of each day again), so a host's current state is never pruned.
+Signals are deleted by age on both. Tickets, remediations, decisions and
+the audit log are kept: they are the record of what was done and why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from sqlalchemy import delete, func, select, text, tuple_
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.orm import Session
+
+from remediator.models import Report as ReportRow
+from remediator.models import Signal
+
+log = logging.getLogger(__name__)
+
+DAYS_AHEAD = 7
+DELETE_CHUNK = 10_000
+_PARTITION = re.compile(r"^reports_(\d{8})$")
+
+
+@dataclass
+class Pruned:
+    cutoff: dt.datetime
+    partitions_created: list[str] = field(default_factory=list)
+    partitions_dropped: list[str] = field(default_factory=list)
+    rows_deleted: int = 0
+    signals_deleted: int = 0
+    rows_moved: int = 0
+
+
+def cutoff_for(now: dt.datetime, retention_days: int) -> dt.datetime:
+    """Rows captured before the start of this UTC day are past the window."""
+    day = (now - dt.timedelta(days=retention_days)).astimezone(dt.UTC).date()
+    return dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+
+
+def partition_name(day: dt.date) -> str:
+    return f"reports_{day:%Y%m%d}"
+
+
+def partitions(session: Session) -> dict[str, dt.date]:
+    """The reports table's daily partitions, by name (empty on SQLite)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return {}
+    names = session.execute(
+        text(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+            " JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'reports'"
+        )
+    ).scalars()
+    found = {}
+    for name in names:
+        match = _PARTITION.match(name)
+        if match:
+            found[name] = dt.datetime.strptime(match.group(1), "%Y%m%d").date()
+    return found
+
+
+def create_partition(session: Session, day: dt.date) -> int:
+    """Make the partition for `day`, moving in any rows of that day that the DEFAULT partition holds.
+
+    Returns the number of rows moved. Runs in the caller's transaction: the
+    new table is filled before it is attached, so no report is ever without
+    a place to go.
+    """
+    name = partition_name(day)
+    low = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+    high = low + dt.timedelta(days=1)
+    session.execute(text(f"CREATE TABLE {name} (LIKE reports INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"))
+    # `name` and the bounds are built from a date above, never from input.
+    moved_rows = "DELETE FROM reports_default WHERE captured_at >= :low AND captured_at < :high RETURNING *"
+    move = f"WITH moved AS ({moved_rows}) INSERT INTO {name} SELECT * FROM moved"  # noqa: S608
+    moved = cast(CursorResult[Any], session.execute(text(move), {"low": low, "high": high})).rowcount
+    bounds = f"FROM ('{low.isoformat()}') TO ('{high.isoformat()}')"
+    session.execute(text(f"ALTER TABLE reports ATTACH PARTITION {name} FOR VALUES {bounds}"))
+    return max(moved or 0, 0)
+
+
+def maintain(session: Session, *, now: dt.datetime, retention_days: int, dry_run: bool = False) -> Pruned:
+    """Create the coming days' partitions and prune what is older than the window."""
+    cutoff = cutoff_for(now, retention_days)
+    result = Pruned(cutoff=cutoff)
+    postgres = session.get_bind().dialect.name == "postgresql"
+    if postgres:
+        existing = partitions(session)
+        today = now.astimezone(dt.UTC).date()
+        for offset in range(DAYS_AHEAD + 1):
+            day = today + dt.timedelta(days=offset)
+            if partition_name(day) not in existing:
+                result.partitions_created.append(partition_name(day))
+                if not dry_run:
+                    result.rows_moved += create_partition(session, day)
+        for name, day in sorted(existing.items(), key=lambda item: item[1]):
+            if dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC) <= cutoff:
+                result.partitions_dropped.append(name)
+                if not dry_run:
+                    session.execute(text(f"ALTER TABLE reports DETACH PARTITION {name}"))
+                    session.execute(text(f"DROP TABLE {name}"))
+    # What is left past the window: SQLite's rows, and on PostgreSQL the DEFAULT partition's.
+    result.rows_deleted = _delete_older(session, ReportRow, ReportRow.captured_at, cutoff, dry_run=dry_run)
+    result.signals_deleted = _delete_older(session, Signal, Signal.observed_at, cutoff, dry_run=dry_run)
+    log.info(
+        "remediator.retention.pruned",
+        extra={
+            "fields": {
+                "cutoff": cutoff.isoformat(),
+                "created": result.partitions_created,
+                "dropped": result.partitions_dropped,
+                "rows_deleted": result.rows_deleted,
+                "signals_deleted": result.signals_deleted,
+                "rows_moved": result.rows_moved,
+                "dry_run": dry_run,
+            }
+        },
+    )
+    return result
+
+
+def _delete_older(session: Session, model: type[Any], column: Any, cutoff: dt.datetime, *, dry_run: bool) -> int:
+    if dry_run:
+        return int(session.scalar(select(func.count()).select_from(model).where(column < cutoff)) or 0)
+    keys = list(model.__table__.primary_key.columns)
+    total = 0
+    while True:
+        # In chunks, so a first prune of a large table does not hold one huge transaction's locks.
+        chunk = select(*keys).where(column < cutoff).limit(DELETE_CHUNK)
+        deleted = cast(CursorResult[Any], session.execute(delete(model).where(tuple_(*keys).in_(chunk)))).rowcount
+        total += deleted
+        if deleted < DELETE_CHUNK:
+            return total
