@@ -9,6 +9,7 @@ numbers and words, never as text or floats.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Literal
@@ -44,6 +45,7 @@ def version_key(text: str | None) -> tuple[VersionToken, ...] | None:
     return tuple(tokens)
 
 
+@functools.lru_cache(maxsize=65_536)  # a fleet has few distinct versions; every report compares them all
 def compare_versions(a: str | None, b: str | None) -> int | None:
     """-1, 0 or 1 as a is older than, equal to or newer than b; None when either is not a version.
 

@@ -70,7 +70,7 @@ def ensure_drained(host: Host, remediation: Remediation, step: RemediationStep, 
     if "drain" in evidence:
         return
     try:
-        outcome = run_scheduler_hook(host, remediation.id, "drain")
+        outcome = run_scheduler_hook(host, remediation.id, "drain", {"dry_run": step.params.get("dry_run", False)})
     except DrainFailed as error:
         raise DrainFailed(f"drain before {step.action} failed: {error}", error.detail) from None
     evidence["drain"] = {"at": now.isoformat(), "before_step": step.index, **outcome}

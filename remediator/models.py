@@ -90,7 +90,10 @@ class Signal(Base):
     """A derived fact about a host: a rate, a delta, a match. Stored when it says something."""
 
     __tablename__ = "signals"
-    __table_args__ = (Index("ix_signals_host_kind_at", "host_id", "kind", "observed_at"),)
+    __table_args__ = (
+        Index("ix_signals_host_kind_at", "host_id", "kind", "observed_at"),
+        Index("ix_signals_observed_at", "observed_at"),  # pruning by age
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id", ondelete="CASCADE"))

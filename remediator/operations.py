@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from core import audit
 from core.db import utcnow
 from core.errors import Conflict, InvalidInput, NotFound
-from remediator import planning, safety
+from remediator import draining, planning, safety
 from remediator.models import (
     ACTIVE_REMEDIATION_STATES,
     Control,
@@ -154,6 +154,7 @@ def cancel(session: Session, remediation_id: int, *, actor: str, reason: str) ->
     host = session.get_one(Host, remediation.host_id)
     if host.state == HostState.remediating:
         host.state = HostState.in_service
+        draining.undrain(session, host, remediation, utcnow())
     audit.record(
         session,
         actor=actor,

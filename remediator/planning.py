@@ -28,7 +28,7 @@ from core import audit, metrics
 from core.db import serialize_on, utcnow
 from core.dispatch import send_after_commit
 from core.queue import REMEDIATE_QUEUE
-from remediator import repairs, safety
+from remediator import draining, repairs, safety
 from remediator.actions import ACTIONS
 from remediator.evaluate import Firing
 from remediator.models import (
@@ -354,6 +354,7 @@ def escalate(
     if steps is None:
         steps = _ladder_end(rule) if rule is not None else [Step(action="ticket", params={"part_type": "host"})]
     if rule is None:
+        draining.undrain(session, host, remediation, now)
         return None
     session.flush()
     next_one = create(
@@ -370,6 +371,8 @@ def escalate(
     if next_one is not None:
         record(session, host, rule.id, "escalated", reason, remediation_id=next_one.id, now=now)
         admit(session, next_one, ruleset, now)
+    else:
+        draining.undrain(session, host, remediation, now)  # nothing goes on with the host: it goes back
     return next_one
 
 

@@ -10,8 +10,11 @@ that is created for their day, and deleted by age like SQLite's rows.
 
 On SQLite, rows older than the window are deleted.
 
-A row never spans more than one UTC day (remediator.ingest stores the first
-report of each day again), so a host's current state is never pruned.
+Kept past the window: a row seen again within it (rows stored before the
+one-row-a-day rule may span days; a partition holding one is pruned row by
+row instead of dropped), and every host's current state — a host silent
+for longer than the window (powered off, waiting for a part) keeps its last
+report, so its evidence and its next repeat have something to refer to.
 Signals are deleted by age on both. Tickets, remediations, decisions and
 the audit log are kept: they are the record of what was done and why.
 """
@@ -28,8 +31,9 @@ from sqlalchemy import delete, func, select, text, tuple_
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
+from core.db import Database
+from remediator.models import Host, Signal
 from remediator.models import Report as ReportRow
-from remediator.models import Signal
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +90,9 @@ def create_partition(session: Session, day: dt.date) -> int:
     name = partition_name(day)
     low = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
     high = low + dt.timedelta(days=1)
-    session.execute(text(f"CREATE TABLE {name} (LIKE reports INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"))
+    session.execute(
+        text(f"CREATE TABLE {name} (LIKE reports INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING COMPRESSION)")
+    )
     # `name` and the bounds are built from a date above, never from input.
     moved_rows = "DELETE FROM reports_default WHERE captured_at >= :low AND captured_at < :high RETURNING *"
     move = f"WITH moved AS ({moved_rows}) INSERT INTO {name} SELECT * FROM moved"  # noqa: S608
@@ -96,29 +102,39 @@ def create_partition(session: Session, day: dt.date) -> int:
     return max(moved or 0, 0)
 
 
-def maintain(session: Session, *, now: dt.datetime, retention_days: int, dry_run: bool = False) -> Pruned:
-    """Create the coming days' partitions and prune what is older than the window."""
+def maintain(database: Database, *, now: dt.datetime, retention_days: int, dry_run: bool = False) -> Pruned:
+    """Create the coming days' partitions and prune what is older than the window.
+
+    Each partition created or dropped, and each chunk of deleted rows, is its
+    own short transaction: dropping a partition locks the whole reports table,
+    so the lock must not be held through the rest of the work.
+    """
     cutoff = cutoff_for(now, retention_days)
     result = Pruned(cutoff=cutoff)
-    postgres = session.get_bind().dialect.name == "postgresql"
-    if postgres:
+    with database.session() as session:
+        postgres = session.get_bind().dialect.name == "postgresql"
         existing = partitions(session)
+    if postgres:
         today = now.astimezone(dt.UTC).date()
         for offset in range(DAYS_AHEAD + 1):
             day = today + dt.timedelta(days=offset)
             if partition_name(day) not in existing:
                 result.partitions_created.append(partition_name(day))
                 if not dry_run:
-                    result.rows_moved += create_partition(session, day)
+                    with database.session() as session:
+                        result.rows_moved += create_partition(session, day)
         for name, day in sorted(existing.items(), key=lambda item: item[1]):
-            if dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC) <= cutoff:
+            if dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC) > cutoff:
+                continue
+            with database.session() as session:
+                if _holds_what_is_kept(session, name, cutoff):
+                    continue  # its rows are pruned one by one below, the kept ones stay
                 result.partitions_dropped.append(name)
                 if not dry_run:
                     session.execute(text(f"ALTER TABLE reports DETACH PARTITION {name}"))
                     session.execute(text(f"DROP TABLE {name}"))
-    # What is left past the window: SQLite's rows, and on PostgreSQL the DEFAULT partition's.
-    result.rows_deleted = _delete_older(session, ReportRow, ReportRow.captured_at, cutoff, dry_run=dry_run)
-    result.signals_deleted = _delete_older(session, Signal, Signal.observed_at, cutoff, dry_run=dry_run)
+    result.rows_deleted = _delete_reports(database, cutoff, dry_run=dry_run)
+    result.signals_deleted = _delete_signals(database, cutoff, dry_run=dry_run)
     log.info(
         "remediator.retention.pruned",
         extra={
@@ -136,15 +152,58 @@ def maintain(session: Session, *, now: dt.datetime, retention_days: int, dry_run
     return result
 
 
-def _delete_older(session: Session, model: type[Any], column: Any, cutoff: dt.datetime, *, dry_run: bool) -> int:
+def _current_row() -> Any:
+    """A report row that is some host's current state (what its next repeat would extend)."""
+    return (
+        select(Host.id)
+        .where(Host.last_stored_report_id == ReportRow.id, Host.last_stored_at == ReportRow.captured_at)
+        .exists()
+    )
+
+
+def _prunable() -> Any:
+    return ~_current_row()
+
+
+def _holds_what_is_kept(session: Session, partition: str, cutoff: dt.datetime) -> bool:
+    """Whether a partition past the window still holds a row to keep: one seen again within the
+    window (a row from before the one-day rule may span days), or a host's current state (a host
+    silent for longer than the window keeps its last report)."""
+    query = text(
+        f"SELECT EXISTS (SELECT 1 FROM {partition} r WHERE r.last_captured_at >= :cutoff"  # noqa: S608
+        " OR EXISTS (SELECT 1 FROM hosts h WHERE h.last_stored_report_id = r.id AND h.last_stored_at = r.captured_at))"
+    )
+    return bool(session.execute(query, {"cutoff": cutoff}).scalar())
+
+
+def _delete_reports(database: Database, cutoff: dt.datetime, *, dry_run: bool) -> int:
+    """Rows last seen before the window that are no host's current state, in committed chunks."""
+    old = (ReportRow.last_captured_at < cutoff) & _prunable()
     if dry_run:
-        return int(session.scalar(select(func.count()).select_from(model).where(column < cutoff)) or 0)
-    keys = list(model.__table__.primary_key.columns)
+        with database.session() as session:
+            return int(session.scalar(select(func.count()).select_from(ReportRow).where(old)) or 0)
     total = 0
     while True:
-        # In chunks, so a first prune of a large table does not hold one huge transaction's locks.
-        chunk = select(*keys).where(column < cutoff).limit(DELETE_CHUNK)
-        deleted = cast(CursorResult[Any], session.execute(delete(model).where(tuple_(*keys).in_(chunk)))).rowcount
+        with database.session() as session:
+            chunk = select(ReportRow.id, ReportRow.captured_at).where(old).limit(DELETE_CHUNK)
+            deleted = cast(
+                CursorResult[Any],
+                session.execute(delete(ReportRow).where(tuple_(ReportRow.id, ReportRow.captured_at).in_(chunk))),
+            ).rowcount
+        total += deleted
+        if deleted < DELETE_CHUNK:
+            return total
+
+
+def _delete_signals(database: Database, cutoff: dt.datetime, *, dry_run: bool) -> int:
+    if dry_run:
+        with database.session() as session:
+            return int(session.scalar(select(func.count()).select_from(Signal).where(Signal.observed_at < cutoff)) or 0)
+    total = 0
+    while True:
+        with database.session() as session:
+            chunk = select(Signal.id).where(Signal.observed_at < cutoff).limit(DELETE_CHUNK)
+            deleted = cast(CursorResult[Any], session.execute(delete(Signal).where(Signal.id.in_(chunk)))).rowcount
         total += deleted
         if deleted < DELETE_CHUNK:
             return total

@@ -177,3 +177,45 @@ def test_upgrades_keep_existing_rows(dialect: str, tmp_path: object) -> None:
     finally:
         if dialect == "postgresql":
             _drop_database(name)
+
+
+def test_partitioning_survives_a_server_in_a_daylight_saving_time_zone() -> None:
+    """Partition bounds are whole UTC days whatever the server's time zone: reports on both sides of
+    New York's autumn clock change (2025-11-02) each land in their own day's partition."""
+    from sqlalchemy import create_engine
+
+    from tests.conftest import PG_ADMIN_URL, _create_database, _drop_database
+
+    name = f"fleetfix_tz_{uuid.uuid4().hex[:8]}"
+    url = _create_database(name)
+    try:
+        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f"ALTER DATABASE \"{name}\" SET timezone TO 'America/New_York'"))
+        admin.dispose()
+        upgrade(url, "0003")
+        engine = create_engine(url)
+        days = ["2025-11-01 12:00:00+00", "2025-11-02 12:00:00+00", "2025-11-03 03:30:00+00"]
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO hosts (hostname, hardware_class, datacenter, row, rack, slot, cluster, labels, "
+                    "state, report_interval_s, created_at, updated_at, memory) VALUES ('h1', 'c', 'dc', '', '', '', "
+                    "'', '{}', 'in_service', 60, now(), now(), '{}')"
+                )
+            )
+            for n, at in enumerate(days, start=1):
+                conn.execute(
+                    text(
+                        "INSERT INTO reports (id, host_id, captured_at, last_captured_at, repeats, digest, "
+                        "received_at, schema_version, body) VALUES (:id, 1, :at, :at, 0, '', :at, 1, '{}')"
+                    ),
+                    {"id": str(uuid.UUID(int=n)), "at": at},
+                )
+        upgrade(url)
+        with engine.begin() as conn:
+            where = conn.execute(text("SELECT tableoid::regclass::text FROM reports ORDER BY captured_at")).all()
+        engine.dispose()
+        assert [w for (w,) in where] == ["reports_20251101", "reports_20251102", "reports_20251103"]
+    finally:
+        _drop_database(name)

@@ -13,6 +13,7 @@ outside every partition (remediator.retention creates partitions ahead and
 moves such rows when it does).
 """
 
+import datetime as dt
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -37,6 +38,8 @@ def _json() -> sa.types.TypeEngine:
 def upgrade() -> None:
     with op.batch_alter_table("hosts") as batch:
         batch.add_column(sa.Column("last_stored_at", core.db.UTCDateTime(timezone=True), nullable=True))
+    # Pruning finds old signals by time alone.
+    op.create_index("ix_signals_observed_at", "signals", ["observed_at"], unique=False)
     if op.get_bind().dialect.name == "postgresql":
         _upgrade_postgresql()
     else:
@@ -93,9 +96,12 @@ def _upgrade_postgresql() -> None:
     ]
     for day in days:
         name = f"reports_{day:%Y%m%d}"
+        # Both bounds are literal UTC instants: `+ interval '1 day'` would be added in the session's
+        # time zone, which makes a 23- or 25-hour day across a daylight-saving change.
+        after = day + dt.timedelta(days=1)
         op.execute(
             f"CREATE TABLE {name} PARTITION OF reports FOR VALUES"
-            f" FROM ('{day.isoformat()} 00:00:00+00') TO ('{day.isoformat()} 00:00:00+00'::timestamptz + interval '1 day')"
+            f" FROM ('{day.isoformat()} 00:00:00+00') TO ('{after.isoformat()} 00:00:00+00')"
         )
     op.execute(f"INSERT INTO reports ({COLUMNS}) SELECT {COLUMNS} FROM reports_unpartitioned")
     op.execute("DROP TABLE reports_unpartitioned")
@@ -153,5 +159,6 @@ def downgrade() -> None:
     op.execute("DROP TABLE reports_by_day" + (" CASCADE" if op.get_bind().dialect.name == "postgresql" else ""))
     op.create_index("ix_reports_host_captured", "reports", ["host_id", "captured_at"], unique=False)
     op.create_index("ix_reports_last_captured_at", "reports", ["last_captured_at"], unique=False)
+    op.drop_index("ix_signals_observed_at", table_name="signals")
     with op.batch_alter_table("hosts") as batch:
         batch.drop_column("last_stored_at")
