@@ -17,7 +17,9 @@ import datetime as dt
 import logging
 
 from celery import current_app
+from sqlalchemy import select
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
 
 from core import audit
 from core.db import utcnow
@@ -37,29 +39,64 @@ SYSTEM = "system:remediator"
 REVERIFY_STATES = ("resolved", "verifying", "closed")
 
 
+SIGNAL_PART_TYPES = (
+    ("dimm_", "dimm"),
+    ("sel_memory_", "dimm"),
+    ("smart_", "disk"),
+    ("nvme_", "disk"),
+    ("psu_", "psu"),
+    ("fan_", "fan"),
+)
+"""Signal kinds by prefix, and the part they are about; any other signal is about the host."""
+
+
+def signal_part_type(kind: str) -> str:
+    return next((part_type for prefix, part_type in SIGNAL_PART_TYPES if kind.startswith(prefix)), "host")
+
+
+def part_types(firing: Firing) -> frozenset[str]:
+    """The part types a ticket for this firing's fault can have: those its rule's ticket steps name at any
+    rung (the runner's default is host), and the one its signal is about. A rule with no ticket step
+    tickets at the end of its ladder (planning._ladder_end: dimm for DIMM signals, else host)."""
+    rule = firing.rule
+    steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
+    named = {str(s.params.get("part_type") or "host") for s in steps if s.action == "ticket"}
+    if not named:
+        named.add("dimm" if rule.when.signal.startswith("dimm") else "host")
+    return frozenset({*named, signal_part_type(firing.signal.kind)})
+
+
 def route_detection(session: Session, host: Host, firing: Firing, now: dt.datetime) -> str | None:
     """Hand a firing to the ticket of its part, if there is one; returns the decision's reason, or None."""
     signal = firing.signal
     window = dt.timedelta(seconds=get_settings().ticket_reopen_window_s)
-    ticket = tickets.ticket_for_detection(session, host.hostname, signal.subject, now=now, reopen_window=window)
+    ticket = tickets.ticket_for_detection(
+        session, host.hostname, signal.subject, part_types=part_types(firing), now=now, reopen_window=window
+    )
     if ticket is None:
         return None
     detail = {"rule": firing.rule.id, "kind": signal.kind, "subject": signal.subject, "value": signal.value}
     what = f"{firing.rule.id}: {signal.kind} {signal.value:.3g} on {signal.subject or host.hostname}"
     if ticket.state.value in REVERIFY_STATES:
         when = "after the ticket closed" if ticket.state.value == "closed" else "while verifying the repair"
+        key = ticket.dedup_key
         try:
             tickets.reopen(
                 session, ticket, actor=SYSTEM, reason=f"fault returned {when}: {what}", detail=detail, now=now
             )
         except Conflict:
-            return None  # another ticket holds this part now; let the rules decide
-        hold_for_repair(session, host, ticket.id, now)
-        log.warning(
-            "remediator.repair.fault_returned",
-            extra={"fields": {"host": host.hostname, "ticket": ticket.id, "rule": firing.rule.id}},
-        )
-        return f"fault returned after the repair: ticket {ticket.id} reopened"
+            # a ticket for this part was opened meanwhile (a concurrent ingest): the detection is its
+            winner = tickets.find_open(session, key)
+            if winner is None:
+                return None
+            ticket = winner
+        else:
+            hold_for_repair(session, host, ticket.id, now)
+            log.warning(
+                "remediator.repair.fault_returned",
+                extra={"fields": {"host": host.hostname, "ticket": ticket.id, "rule": firing.rule.id}},
+            )
+            return f"fault returned after the repair: ticket {ticket.id} reopened"
     tickets.note_detection(session, ticket, actor=SYSTEM, note=what, detail=detail, now=now)
     return f"ticket {ticket.id} ({ticket.state.value}) holds this part: detection added"
 
@@ -120,41 +157,69 @@ def begin_verification(session: Session, ticket_id: int, *, now: dt.datetime) ->
 
 
 def settle_repairs(session: Session, *, now: dt.datetime | None = None) -> dict[str, int]:
-    """Close verified tickets, reopen those whose host went silent, and start verification of resolved ones."""
+    """Close verified tickets, reopen those whose host went silent, and start verification of resolved ones.
+
+    Each ticket is settled on its own: its host and then the ticket are locked (the order ingest takes
+    them in) and its state is checked again, inside a SAVEPOINT, so a ticket that an ingest reopened
+    meanwhile is left alone and one that cannot be settled does not undo the others."""
     now = now or utcnow()
-    settings = get_settings()
     counts = {"verifying": 0, "closed": 0, "reopened": 0}
-    for ticket in tickets.tickets_in(session, "resolved"):
-        begin_verification(session, ticket.id, now=now)
-        counts["verifying"] += 1
-    for ticket in tickets.tickets_in(session, "verifying"):
-        host = _host(session, ticket.hostname)
-        if host is None or ticket.verify_until is None or ticket.verify_started_at is None:
-            continue
-        if host.last_report_at is not None and host.last_report_at >= ticket.verify_until:
-            tickets.close(
-                session,
-                ticket,
-                actor=SYSTEM,
-                reason=f"the host reported without the fault until {host.last_report_at.isoformat()}",
-                now=now,
+    due = [(t.id, t.hostname) for state in ("resolved", "verifying") for t in tickets.tickets_in(session, state)]
+    for ticket_id, hostname in due:
+        try:
+            with session.begin_nested():
+                outcome = _settle(session, ticket_id, hostname, now)
+        except (Conflict, NotFound, StaleDataError) as error:
+            log.warning(
+                "remediator.repair.settle_failed",
+                extra={"fields": {"ticket": ticket_id, "error": str(error).splitlines()[0][:300]}},
             )
-            release_host(session, host, now, reason=f"ticket {ticket.id} closed after verification")
-            counts["closed"] += 1
             continue
-        last_heard = max(filter(None, [host.last_report_at, ticket.verify_started_at]))
-        grace = dt.timedelta(seconds=host.report_interval_s * settings.stale_after_intervals)
-        if now > ticket.verify_until and now - last_heard > grace:
-            tickets.reopen(
-                session,
-                ticket,
-                actor=SYSTEM,
-                reason=f"verification failed: no report from the host since {last_heard.isoformat()}",
-                fault_returned=False,
-                now=now,
-            )
-            counts["reopened"] += 1
+        if outcome:
+            counts[outcome] += 1
     return counts
+
+
+def _settle(session: Session, ticket_id: int, hostname: str, now: dt.datetime) -> str:
+    """One ticket's next step, if it is due: "verifying", "closed", "reopened", or "" for none."""
+    host = _locked_host(session, hostname)
+    ticket = tickets.lock_ticket(session, ticket_id)
+    if ticket.state.value == "resolved":
+        begin_verification(session, ticket.id, now=now)
+        return "verifying"
+    if ticket.state.value != "verifying":
+        return ""  # reopened (the fault returned) or cancelled since the list was read
+    if host is None or ticket.verify_until is None or ticket.verify_started_at is None:
+        return ""
+    if host.last_report_at is not None and host.last_report_at >= ticket.verify_until:
+        tickets.close(
+            session,
+            ticket,
+            actor=SYSTEM,
+            reason=f"the host reported without the fault until {host.last_report_at.isoformat()}",
+            now=now,
+        )
+        release_host(session, host, now, reason=f"ticket {ticket.id} closed after verification")
+        return "closed"
+    last_heard = max(filter(None, [host.last_report_at, ticket.verify_started_at]))
+    grace = dt.timedelta(seconds=host.report_interval_s * get_settings().stale_after_intervals)
+    if now > ticket.verify_until and now - last_heard > grace:
+        tickets.reopen(
+            session,
+            ticket,
+            actor=SYSTEM,
+            reason=f"verification failed: no report from the host since {last_heard.isoformat()}",
+            fault_returned=False,
+            now=now,
+        )
+        return "reopened"
+    return ""
+
+
+def _locked_host(session: Session, hostname: str) -> Host | None:
+    return session.scalars(
+        select(Host).where(Host.hostname == hostname).with_for_update().execution_options(populate_existing=True)
+    ).one_or_none()
 
 
 def hold_for_repair(session: Session, host: Host, ticket_id: int, now: dt.datetime, *, actor: str = SYSTEM) -> None:

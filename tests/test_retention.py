@@ -91,9 +91,10 @@ def test_postgresql_drops_whole_partitions_and_moves_rows_out_of_default(db: Dat
     assert session.execute(text(where)).scalars().all() == ["reports_default", today]
     compression = "SELECT attcompression FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) AND attname = 'body'"
     assert session.execute(text(compression), {"t": today}).scalar() in ("l", "p")  # LZ4 if the server has it
-    assert session.execute(text(compression), {"t": today}).scalar() == session.execute(
-        text(compression), {"t": "reports"}
-    ).scalar()
+    assert (
+        session.execute(text(compression), {"t": today}).scalar()
+        == session.execute(text(compression), {"t": "reports"}).scalar()
+    )
     # A month later the host has reported again; today's partition holds nothing to keep and is dropped whole.
     later = NOW + dt.timedelta(days=31)
     ingest(session, [edac_report("pg-1", ce=20, at=later)], ruleset=RULES)

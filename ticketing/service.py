@@ -13,12 +13,14 @@ the external tracker that leaves only when the transaction commits.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Collection
 from typing import Any
 
 from celery import current_app
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm.attributes import set_committed_value
 
 from core import audit
 from core.db import utcnow
@@ -91,7 +93,7 @@ def open_ticket(
             return ticket, True
     _add_detection(
         session,
-        existing,
+        lock_ticket(session, existing.id),
         actor=actor,
         note=request.title,
         detail={"remediation_id": request.remediation_id, "signals": request.evidence.get("signals", [])[:5]},
@@ -105,30 +107,63 @@ def note_detection(
 ) -> bool:
     """The fault was seen again on a ticket still open; returns False when it is the same detection
     (within DETECTION_EVERY of the last one), which changes nothing."""
-    if ticket.last_detected_at is not None and abs(now - ticket.last_detected_at) < DETECTION_EVERY:
+    if _same_detection(ticket, now):
+        return False  # the common case while a fault lasts: no lock taken
+    ticket = lock_ticket(session, ticket.id)  # the latest count and time: concurrent ingests take turns
+    if _same_detection(ticket, now):
         return False
     _add_detection(session, ticket, actor=actor, note=note, detail=detail, now=now)
     return True
 
 
+def _same_detection(ticket: Ticket, now: dt.datetime) -> bool:
+    return ticket.last_detected_at is not None and abs(now - ticket.last_detected_at) < DETECTION_EVERY
+
+
 def _add_detection(
     session: Session, ticket: Ticket, *, actor: str, note: str, detail: dict[str, Any], now: dt.datetime
 ) -> None:
-    ticket.detections += 1
-    ticket.last_detected_at = now
+    """Count a detection on a ticket the caller has locked, without moving its version: the fault firing
+    again while a technician works on the part must not turn their resolve into a 412 (only lifecycle
+    changes move the ETag). An UPDATE statement rather than a change to the mapped object, because the
+    ORM bumps the version on every flush of the object."""
     kept = list((ticket.evidence or {}).get("detections", []))[-(MAX_DETECTIONS_KEPT - 1) :]
-    ticket.evidence = {**(ticket.evidence or {}), "detections": [*kept, {"at": now.isoformat(), **detail}]}
+    evidence = {**(ticket.evidence or {}), "detections": [*kept, {"at": now.isoformat(), **detail}]}
+    session.execute(
+        update(Ticket)
+        .where(Ticket.id == ticket.id)
+        .values(detections=Ticket.detections + 1, last_detected_at=now, evidence=evidence),
+        execution_options={"synchronize_session": False},
+    )
+    # the loaded object follows the row without becoming dirty (a flush would bump the version)
+    set_committed_value(ticket, "detections", ticket.detections + 1)
+    set_committed_value(ticket, "last_detected_at", now)
+    set_committed_value(ticket, "evidence", evidence)
     _record(session, ticket, actor=actor, kind="detected_again", note=note, detail=detail, now=now, audit_it=False)
 
 
 def ticket_for_detection(
-    session: Session, hostname: str, part: str, *, now: dt.datetime, reopen_window: dt.timedelta
+    session: Session,
+    hostname: str,
+    part: str,
+    *,
+    part_types: Collection[str],
+    now: dt.datetime,
+    reopen_window: dt.timedelta,
 ) -> Ticket | None:
     """The ticket a detection of `part` on `hostname` belongs to: an open one, else one closed within
-    `reopen_window` (the fault came back after the repair)."""
+    `reopen_window` (the fault came back after the repair).
+
+    Only tickets of one of `part_types` match (the dedup key is host, part type and part): a host-level
+    firing with an empty subject must not land on a PSU ticket that was opened with an empty part."""
     candidates = session.scalars(
         select(Ticket)
-        .where(Ticket.hostname == hostname, Ticket.part == part, Ticket.state != TicketState.cancelled)
+        .where(
+            Ticket.hostname == hostname,
+            Ticket.part_type.in_(sorted(part_types)),
+            Ticket.part == part,
+            Ticket.state != TicketState.cancelled,
+        )
         .order_by(Ticket.id.desc())
         .limit(20)
     ).all()
@@ -381,30 +416,42 @@ def reopen(
     now: dt.datetime | None = None,
 ) -> Ticket:
     """Verification failed, or the fault came back after closing. With `fault_returned` the repairs
-    count as returned in the repair history (not when the host merely went silent)."""
+    count as returned in the repair history (not when the host merely went silent).
+
+    A closed ticket takes its dedup key back only if no other ticket for it is open: a Conflict
+    otherwise, also when that ticket was opened concurrently (the unique open_key decides; the
+    flush waits for the other transaction), and the caller's transaction goes on unchanged."""
     _require(ticket, {TicketState.resolved, TicketState.verifying, TicketState.closed}, "reopen")
     now = now or utcnow()
-    if ticket.state == TicketState.closed and find_open(session, ticket.dedup_key) is not None:
-        raise Conflict(f"ticket {ticket.id}: another ticket for {ticket.dedup_key} is open")
-    returned = [r.id for r in ticket.repairs if r.returned_at is None] if fault_returned else []
-    for repair in ticket.repairs:
-        if repair.id in returned:
-            repair.returned_at = now
-    ticket.reopened += 1
-    ticket.detections += 1
-    ticket.last_detected_at = now
-    ticket.assignee = None
-    ticket.claimed_at = ticket.resolved_at = ticket.verify_started_at = ticket.verify_until = ticket.closed_at = None
-    _move(
-        session,
-        ticket,
-        TicketState.open,
-        actor=actor,
-        kind="reopened",
-        note=reason,
-        detail={**(detail or {}), "repairs_returned": returned},
-        now=now,
+    taken = Conflict(
+        f"ticket {ticket.id}: another ticket for {ticket.dedup_key} is open", detail={"dedup_key": ticket.dedup_key}
     )
+    if ticket.state == TicketState.closed and find_open(session, ticket.dedup_key) is not None:
+        raise taken
+    try:
+        with session.begin_nested():
+            returned = [r.id for r in ticket.repairs if r.returned_at is None] if fault_returned else []
+            for repair in ticket.repairs:
+                if repair.id in returned:
+                    repair.returned_at = now
+            ticket.reopened += 1
+            ticket.detections += 1
+            ticket.last_detected_at = now
+            ticket.assignee = None
+            ticket.claimed_at = ticket.resolved_at = ticket.verify_started_at = None
+            ticket.verify_until = ticket.closed_at = None
+            _move(
+                session,
+                ticket,
+                TicketState.open,
+                actor=actor,
+                kind="reopened",
+                note=reason,
+                detail={**(detail or {}), "repairs_returned": returned},
+                now=now,
+            )
+    except IntegrityError as error:  # the unique open_key: a ticket for the key was opened meanwhile
+        raise taken from error
     return ticket
 
 

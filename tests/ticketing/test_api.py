@@ -16,7 +16,7 @@ from core.models import AuditEntry, Role
 from core.settings import load_settings
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Host, HostState
-from tests.factories import LABEL, edac_report
+from tests.factories import LABEL, edac_report, storm_reports
 from ticketing import service as tickets
 from ticketing.models import Ticket
 from ticketing.schemas import TicketRequest
@@ -278,3 +278,39 @@ def test_filters_and_pages(client: TestClient, db: Database, people: dict[str, d
     assert client.get("/api/v1/tickets/999999", headers=viewer).json() == {
         "error": {"code": "not_found", "message": "ticket 999999 does not exist", "detail": None}
     }
+
+
+def test_the_fault_firing_again_does_not_invalidate_a_technicians_etag(
+    client: TestClient, db: Database, people: dict[str, dict[str, str]]
+) -> None:
+    """Rules fire on every report while a fault lasts; a detection is not a change a technician must
+    reload for. Lifecycle changes still move the ETag."""
+    from remediator import ingest
+    from remediator.rules import load_ruleset
+
+    seed(db)
+    [ticket_id] = ids(client.get("/api/v1/tickets?part_type=dimm", headers=people["viewer"]))
+    url = f"/api/v1/tickets/{ticket_id}"
+    etag = client.get(url, headers=people["alice"]).headers["ETag"]
+    claimed = client.post(f"{url}/claim", headers={**people["alice"], "If-Match": etag})
+    assert claimed.headers["ETag"] != etag
+    etag = claimed.headers["ETag"]
+    # the CE storm goes on while alice walks to the rack (30 hours after the ticket opened)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    with db.session() as session:
+        result = ingest.ingest(
+            session, storm_reports("web-1", start=now - dt.timedelta(minutes=3)), ruleset=load_ruleset([])
+        )
+        assert result.remediations == []
+    seen = client.get(url, headers=people["viewer"])
+    assert seen.json()["detections"] == 2
+    assert seen.json()["events"][-1]["kind"] == "detected_again"
+    assert seen.headers["ETag"] == etag
+    resolved = client.post(
+        f"{url}/resolve",
+        json={"replacements": [{"old_serial": "1A2B3C4D", "new_serial": "5E6F7A8B"}], "note": "swapped A1"},
+        headers={**people["alice"], "If-Match": etag},
+    )
+    assert resolved.status_code == 200, resolved.text
+    assert resolved.json()["state"] == "verifying"
+    assert resolved.headers["ETag"] != etag

@@ -218,19 +218,24 @@ def test_a_closed_ticket_reopens_only_while_its_key_is_free(session: Session) ->
     tickets.begin_verification(session, ticket, actor="s", settle=dt.timedelta(minutes=1), now=minutes(1))
     tickets.close(session, ticket, actor="s", reason="ok", now=minutes(3))
     found = tickets.ticket_for_detection(
-        session, "web-1", "CPU0_DIMM_A1", now=minutes(60), reopen_window=dt.timedelta(days=1)
+        session, "web-1", "CPU0_DIMM_A1", part_types={"dimm"}, now=minutes(60), reopen_window=dt.timedelta(days=1)
     )
     assert found is ticket
     assert (
         tickets.ticket_for_detection(
-            session, "web-1", "CPU0_DIMM_A1", now=minutes(60), reopen_window=dt.timedelta(minutes=10)
+            session,
+            "web-1",
+            "CPU0_DIMM_A1",
+            part_types={"dimm"},
+            now=minutes(60),
+            reopen_window=dt.timedelta(minutes=10),
         )
         is None
     )
     newer, _ = tickets.open_ticket(session, request(), actor="system:remediator", now=minutes(70))
     assert (
         tickets.ticket_for_detection(
-            session, "web-1", "CPU0_DIMM_A1", now=minutes(71), reopen_window=dt.timedelta(days=1)
+            session, "web-1", "CPU0_DIMM_A1", part_types={"dimm"}, now=minutes(71), reopen_window=dt.timedelta(days=1)
         )
         is newer
     )

@@ -25,13 +25,16 @@ from core.dispatch import pending_tasks
 from core.settings import get_settings
 from remediator import ingest, repairs, runner
 from remediator import service as remediator
+from remediator.evaluate import Firing
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Decision, Host, HostState, Remediation, RemediationState, RemediationStep, StepState
 from remediator.rules import load_ruleset
+from remediator.signals import SignalValue
+from remediator.tasks import mark_unreachable
 from tests.factories import LABEL, edac_report
 from ticketing import service as tickets
 from ticketing.models import Repair, Ticket, TicketState
-from ticketing.schemas import Replacement, Resolution
+from ticketing.schemas import Replacement, Resolution, TicketOpen
 
 RULES = load_ruleset([])
 BASE = utcnow().replace(microsecond=0) - dt.timedelta(hours=6)
@@ -315,8 +318,6 @@ def test_a_host_that_stays_silent_after_the_repair_fails_verification(session: S
 
 
 def test_a_ticket_opened_by_hand_freezes_evidence_and_holds_the_host(session: Session) -> None:
-    from ticketing.schemas import TicketOpen
-
     located(session)
     send(session, edac_report("web-1", ce=5, at=at(0)))
     ticket_id, created = repairs.open_by_hand(
@@ -332,3 +333,57 @@ def test_a_ticket_opened_by_hand_freezes_evidence_and_holds_the_host(session: Se
     tickets.cancel(session, ticket, actor="user:op", reason="reseated by the on-call")
     repairs.after_cancel(session, "web-1", ticket_id, actor="user:op")
     assert host_state(session) == HostState.in_service
+
+
+def test_a_firing_reaches_only_a_ticket_of_its_own_part_type(session: Session) -> None:
+    """A PSU ticket opened by hand has an empty part, as has the host_unreachable signal: the PSU's
+    ticket must neither hold the host's silence nor be reopened by it (counting the PSU as returned)."""
+    host = located(session)
+    send(session, edac_report("web-1", ce=0, at=at(0)))
+    psu_id, _ = repairs.open_by_hand(
+        session, TicketOpen(hostname="web-1", part_type="psu", title="PSU 2 buzzes"), actor="user:op", now=at(1)
+    )
+    psu = tickets.get_ticket(session, psu_id)
+    unreachable = RULES.get("host-unreachable")
+    assert unreachable is not None
+    silence = Firing(unreachable, SignalValue("host_unreachable", "", 900.0, {}))
+    assert repairs.route_detection(session, host, silence, at(2)) is None  # not held while the PSU ticket is open
+    assert psu.detections == 1
+    repaired(session, psu, at(60))
+    tickets.close(session, psu, actor="system:remediator", reason="verified", now=at(61))
+    assert repairs.release_host(session, host, at(61), reason="psu repaired")
+    # two weeks later the host goes silent
+    psu.closed_at = utcnow() - dt.timedelta(days=14)
+    host.last_report_at = utcnow() - dt.timedelta(hours=1)
+    session.commit()
+    assert mark_unreachable() == 1
+    session.expire_all()
+    psu = tickets.get_ticket(session, psu_id)
+    assert (psu.state, psu.reopened) == (TicketState.closed, 0)
+    assert [r.returned_at for r in psu.repairs] == [None]
+    [stat] = tickets.repair_stats(session, part_type="psu")
+    assert (stat.replaced, stat.verified, stat.returned) == (1, 1, 0)
+    decided = session.scalars(select(Decision.outcome).where(Decision.rule_id == "host-unreachable")).all()
+    assert decided == ["planned", "admitted"]  # the rules decide about the silence: a power cycle
+    # a host ticket without a part is about the whole host: that one does hold the firing
+    host_ticket_id, _ = repairs.open_by_hand(
+        session, TicketOpen(hostname="web-1", part_type="host", title="Reseat the host"), actor="user:op"
+    )
+    held = repairs.route_detection(session, host, silence, utcnow())
+    assert held == f"ticket {host_ticket_id} (open) holds this part: detection added"
+
+
+def test_the_part_types_a_firing_can_be_ticketed_as() -> None:
+    def types(rule_id: str, kind: str) -> set[str]:
+        rule = RULES.get(rule_id)
+        assert rule is not None
+        return set(repairs.part_types(Firing(rule, SignalValue(kind, "x", 1.0, {}))))
+
+    assert types("dimm-ce-storm", "dimm_ce_rate") == {"dimm"}
+    assert types("sel-memory-uncorrectable", "sel_memory_ecc") == {"dimm"}
+    assert types("disk-smart-failing", "smart_failing") == {"disk"}
+    assert types("nvme-critical-warning", "nvme_critical_warning") == {"disk"}
+    assert types("psu-failure", "psu_failure") == {"psu"}
+    assert types("fan-failure", "fan_failure") == {"fan"}
+    assert types("host-unreachable", "host_unreachable") == {"host"}
+    assert types("cmci-storm", "kernel_event_count") == {"host"}  # no ticket step: the ladder ends in a host ticket

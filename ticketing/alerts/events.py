@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 ACTIONS: dict[str, AlertKind] = {
     "ticketing.ticket.opened": AlertKind.ticket_opened,
+    # the fault came back after the repair (or verification failed): the part needs a person again,
+    # as urgently as when it was first ticketed; the summary says why it reopened
+    "ticketing.ticket.reopened": AlertKind.ticket_opened,
     "remediator.remediation.failed": AlertKind.remediation_failed,
     "remediator.remediation.escalated": AlertKind.remediation_escalated,
     "remediator.rule.breaker_opened": AlertKind.rule_paused,
