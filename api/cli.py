@@ -359,12 +359,9 @@ def db_prune(
     from remediator import retention
 
     database = configure_database(settings.effective_database_url, pool_size=1)
-    with database.session() as session:
-        pruned = retention.maintain(
-            session, now=utcnow(), retention_days=days or settings.report_retention_days, dry_run=dry_run
-        )
-        if dry_run:
-            session.rollback()
+    pruned = retention.maintain(
+        database, now=utcnow(), retention_days=days or settings.report_retention_days, dry_run=dry_run
+    )
     verb = "would" if dry_run else "did"
     typer.echo(f"cutoff {pruned.cutoff.isoformat()} ({verb}):")
     typer.echo(f"  partitions created: {', '.join(pruned.partitions_created) or 'none'}")

@@ -107,8 +107,8 @@ class Settings(BaseSettings):
     require_signed_reports: bool | None = Field(
         None,
         description=(
-            "Refuse reports from the broker that no host credential signed. Empty: on in production, "
-            "off in development."
+            "Refuse reports (and cyborg's results, starts and refusals) from the broker that no host credential "
+            "signed. Empty: on in production, off in development."
         ),
     )
     report_retention_days: int = Field(
@@ -237,7 +237,13 @@ class Settings(BaseSettings):
         ),
     )
     action_expires_s: int = Field(
-        900, ge=30, le=86400, description="An action envelope no host started within this many seconds is refused."
+        300,
+        ge=30,
+        le=86400,
+        description=(
+            "An action envelope no host started within this many seconds is refused by the host (short: an "
+            "aborted envelope whose revoke did not reach the host cannot start long after)."
+        ),
     )
     bmc_address_template: str = Field(
         "",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -31,27 +31,47 @@ class RebootParams(ActionParams):
     )
 
 
-_COMPONENT = re.compile(r"^(bios|bmc|nic:[A-Za-z0-9_.\-]{1,15}|disk:/dev/[A-Za-z0-9_\-]{1,32})$")
+# Every value that reaches a command line starts with a letter or digit, so no tool can take it for
+# an option ("--setopt=gpgcheck=0", "-r"), and holds only what its kind of name needs.
+_COMPONENT = re.compile(r"^(bios|bmc|nic:[A-Za-z0-9][A-Za-z0-9_.\-]{0,14}|disk:/dev/[A-Za-z0-9][A-Za-z0-9_\-]{0,31})$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+\-:~]{0,63}$"
+RELEASE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,63}$"
+PACKAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+\-:=~]{0,127}$"
+DIMM_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.:#/\-]{0,127}$"
+"""EDAC labels and SMBIOS locators: CPU_SrcID#1_MC#3_Chan#0_DIMM#0, mc#0csrow#0channel#0, CPU 0 DIMM 8."""
+IMAGE_PATTERN = r"^(https://[^\s]{1,2000}|/[A-Za-z0-9._+\-/]{1,1000})$"
+"""An https URL, or an absolute path of plain name characters (the host confines it to its firmware directory)."""
 
 
 class FirmwareTarget(ActionParams):
     component: str = Field(description="bios, bmc, nic:<interface> or disk:/dev/<device>.")
-    version: str = Field(min_length=1, max_length=64, description="The pinned version to flash.")
-    image: str | None = Field(None, description="Image path or https:// URL (real driver: required).")
+    version: str = Field(pattern=VERSION_PATTERN, description="The pinned version to flash.")
+    image: str | None = Field(
+        None,
+        pattern=IMAGE_PATTERN,
+        description="Image path (inside the host's FLEETFIX_AGENT_FIRMWARE_DIR) or https:// URL (real driver: needed).",
+    )
     sha256: str | None = Field(None, description="The image's SHA-256, checked before flashing.")
 
     @field_validator("component")
     @classmethod
     def _known_component(cls, value: str) -> str:
-        if not _COMPONENT.match(value):
+        if not _COMPONENT.fullmatch(value):
             raise ValueError(f"{value!r} is not a flashable component (bios, bmc, nic:<iface>, disk:/dev/<dev>)")
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _no_parent_steps(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith("/") and ".." in value.split("/"):
+            raise ValueError("an image path may not step out of its directory (..)")
         return value
 
     @field_validator("sha256")
     @classmethod
     def _hex_digest(cls, value: str | None) -> str | None:
-        if value is not None and not _SHA256.match(value.lower()):
+        if value is not None and not _SHA256.fullmatch(value.lower()):
             raise ValueError("must be 64 hexadecimal characters")
         return value.lower() if value else value
 
@@ -71,17 +91,15 @@ class ReflashFirmwareParams(ActionParams):
 
 
 class InstallKernelParams(ActionParams):
-    release: str = Field(
-        pattern=r"^[A-Za-z0-9._+\-]{1,64}$", description="The kernel release `uname -r` must show afterwards."
-    )
+    release: str = Field(pattern=RELEASE_PATTERN, description="The kernel release `uname -r` must show afterwards.")
     package: str | None = Field(
-        None, pattern=r"^[A-Za-z0-9._+\-:=~]{1,128}$", description="Pinned package (name=version); default: by release."
+        None, pattern=PACKAGE_PATTERN, description="Pinned package (name=version); default: by release."
     )
     erratum: str | None = Field(None, max_length=32, description="The erratum the kernel works around, if any.")
 
 
 class HardPprParams(ActionParams):
-    dimm: str = Field(min_length=1, max_length=128, description="The DIMM (EDAC label or locator).")
+    dimm: str = Field(pattern=DIMM_PATTERN, description="The DIMM (EDAC label or locator).")
     capture_s: int = Field(
         600, ge=10, le=3600, description="How long to wait in firmware-first mode for an error with its address."
     )
@@ -98,8 +116,16 @@ class NoParams(ActionParams):
     pass
 
 
+NumaNode = Annotated[str, Field(pattern=r"^\d{1,4}$")]
+InterleaveWeight = Annotated[int, Field(ge=1, le=255)]
+
+
 class InterleaveParams(ActionParams):
-    weights: dict[str, int] | None = Field(None, description="NUMA node -> weight; default 5 for DRAM, 1 for CXL.")
+    weights: dict[NumaNode, InterleaveWeight] | None = Field(
+        None,
+        max_length=1024,
+        description="NUMA node number -> weight 1..255 (the kernel's range); default 5 for DRAM, 1 for CXL.",
+    )
 
 
 ActionSite = Literal["host", "central"]

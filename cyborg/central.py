@@ -36,6 +36,17 @@ PATCHED_KERNELS: dict[str, KernelPin] = {
     ),
 }
 
+DELIVERY_GRACE_S = 3600
+"""How long past its envelope's expiry a message stays deliverable. Celery drops an expired message
+without running its task, so the broker's expiry is the envelope's plus this grace: a host that
+comes back late still sees the envelope, refuses it as `expired` and says so centrally."""
+
+
+def message_expires_s(envelope_expires_s: int) -> int:
+    """The Celery `expires` of an envelope's message: later than the envelope's own expiry."""
+    return envelope_expires_s + DELIVERY_GRACE_S
+
+
 _signers: dict[Path, Signer] = {}
 _signers_lock = threading.Lock()
 

@@ -12,6 +12,7 @@ import datetime as dt
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -125,15 +126,24 @@ class ActionContext:
 
     In a dry run nothing is changed: commands that would change the host are logged with
     `kind: dry_run` and not run; reads still run, so the plan shows what it would do here.
+    `on_restart` is called (by `restart_issued`) just before a driver asks the host to restart: the
+    executor journals it, so after a boot it knows the restart was the action's and not another.
     """
 
     def __init__(
-        self, system: System | None, *, timeout_s: float, dry_run: bool = False, log: CommandLog | None = None
+        self,
+        system: System | None,
+        *,
+        timeout_s: float,
+        dry_run: bool = False,
+        log: CommandLog | None = None,
+        on_restart: Callable[[], None] | None = None,
     ) -> None:
         self._system = system
         self.dry_run = dry_run
         self.log = log or CommandLog()
         self.deadline = time.monotonic() + timeout_s
+        self.on_restart = on_restart
 
     @property
     def system(self) -> System:
@@ -198,6 +208,11 @@ class ActionContext:
 
     def read(self, path: str) -> str | None:
         return self.system.read_text(path)
+
+    def restart_issued(self) -> None:
+        """The next command restarts the host (not in a dry run, which restarts nothing)."""
+        if self.on_restart is not None and not self.dry_run:
+            self.on_restart()
 
     def note(self, what: str, output: str = "", *, kind: str = "wait") -> None:
         """A step that is not a command (a wait, a check) but belongs in the log."""

@@ -29,7 +29,7 @@ CLOCK_SKEW_S = 120
 
 RefusalCode = Literal[
     "malformed", "bad_signature", "unknown_key", "no_key", "wrong_host", "expired", "not_yet_valid", "not_allowed",
-    "bad_params", "replayed",
+    "bad_params", "replayed", "no_journal",
 ]  # fmt: skip
 
 
@@ -61,12 +61,19 @@ class SignedMessage(BaseModel):
 
 
 class Refused(Exception):
-    """The host will not run this envelope. `code` is one of RefusalCode; the message says why."""
+    """The host will not run this envelope. `code` is one of RefusalCode; the message says why.
 
-    def __init__(self, code: RefusalCode, message: str, envelope: Envelope | None = None) -> None:
+    `verified`: the envelope's signature held, so `envelope` is what the central service sent. Without
+    it, `envelope` is only what an unverified payload claims (a forgery or a tampered copy), reported
+    for the audit log and never acted on."""
+
+    def __init__(
+        self, code: RefusalCode, message: str, envelope: Envelope | None = None, *, verified: bool = False
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.envelope = envelope
+        self.verified = verified and envelope is not None
 
 
 class KeyMaterialError(Exception):
@@ -123,11 +130,15 @@ class Verifier:
         except ValidationError as error:
             raise Refused("malformed", f"payload: {error.errors()[0]['msg']}") from None
         if envelope.hostname != hostname:
-            raise Refused("wrong_host", f"envelope is for {envelope.hostname}, this is {hostname}", envelope)
+            raise Refused(
+                "wrong_host", f"envelope is for {envelope.hostname}, this is {hostname}", envelope, verified=True
+            )
         if now >= envelope.expires_at:
-            raise Refused("expired", f"expired at {envelope.expires_at.isoformat()}", envelope)
+            raise Refused("expired", f"expired at {envelope.expires_at.isoformat()}", envelope, verified=True)
         if envelope.issued_at > now + dt.timedelta(seconds=CLOCK_SKEW_S):
-            raise Refused("not_yet_valid", f"issued in the future ({envelope.issued_at.isoformat()})", envelope)
+            raise Refused(
+                "not_yet_valid", f"issued in the future ({envelope.issued_at.isoformat()})", envelope, verified=True
+            )
         return envelope
 
 

@@ -153,6 +153,11 @@ def settle_if_due(session: Session, remediation: Remediation, now: dt.datetime) 
         return remediation.state
     planning.finish(session, remediation, RemediationState.succeeded, "healthy through the settle period", now)
     host = session.get_one(Host, remediation.host_id)
+    if tickets.open_tickets_of_host(session, host.hostname):
+        # A technician holds the host (a ticket opened by hand while this ran): it stays out of
+        # service, and drained, until that repair is verified.
+        host.state = HostState.awaiting_repair
+        return remediation.state
     host.state = HostState.in_service
     draining.undrain(session, host, remediation, now)
     return remediation.state
@@ -257,7 +262,7 @@ def dispatch_to_host(session: Session, host: Host, remediation: Remediation, ste
         )
     except (ActionRefused, cyborg.SigningKeyMissing, KeyMaterialError) as error:
         raise StepFailed(str(error)) from None
-    # Until the host says it started: the envelope's expiry (unstarted, it is dropped). Then: its budget.
+    # Until the host says it started: the envelope's expiry (unstarted, the host refuses it). Then: its budget.
     deadline = envelope.expires_at + deadline_grace(envelope.timeout_s)
     step.result = {
         AWAITING: "host",
@@ -271,7 +276,7 @@ def dispatch_to_host(session: Session, host: Host, remediation: Remediation, ste
     }
     signature = host_signature(
         current_app, host.hostname, "cyborg.run_action", args=[message.model_dump()], datacenter=host.datacenter
-    ).set(task_id=str(envelope.id), expires=settings.action_expires_s)
+    ).set(task_id=str(envelope.id), expires=cyborg.message_expires_s(settings.action_expires_s))
     send_after_commit(session, signature)
     audit.record(
         session,
@@ -320,10 +325,20 @@ def _locked(session: Session, remediation_id: Any) -> Remediation | None:
     return session.scalars(select(Remediation).where(Remediation.id == remediation_id).with_for_update()).one_or_none()
 
 
-def _host_step(remediation: Remediation | None, index: Any, envelope_id: Any) -> RemediationStep | None:
-    """The step this envelope was issued for: the same index and the envelope id it was sent with."""
+def _host_step(
+    session: Session, remediation: Remediation | None, report: dict[str, Any], signer: str | None
+) -> RemediationStep | None:
+    """The step this message is about: the same index, the envelope id it was sent with, and from the
+    remediation's own host. `signer` is the host whose credential signed the message (None: unsigned,
+    accepted only where signatures are not required; then the host it names must be the one)."""
     if remediation is None:
         return None
+    claimed = report.get("hostname")
+    if signer is not None and claimed != signer:
+        return None  # a host speaks only for itself
+    if session.get_one(Host, remediation.host_id).hostname != (signer or claimed):
+        return None
+    index, envelope_id = report.get("step"), report.get("envelope_id")
     step = next((s for s in remediation.steps if s.index == index), None)
     if step is None or envelope_id is None or (step.result or {}).get("envelope_id") != envelope_id:
         return None
@@ -344,22 +359,26 @@ def _release_host(session: Session, remediation: Remediation) -> None:
         RemediationState.verifying,
     ):
         host.state = HostState.in_service
+        draining.undrain(session, host, remediation, utcnow())
 
 
-def record_host_result(session: Session, report: dict[str, Any], ruleset: RuleSet, now: dt.datetime) -> str:
-    """A host's result for a step it was sent: the step succeeds (the plan goes on) or fails (escalation)."""
+def record_host_result(
+    session: Session, report: dict[str, Any], ruleset: RuleSet, now: dt.datetime, *, signer: str | None = None
+) -> str:
+    """A host's result for a step it was sent: the step succeeds (the plan goes on) or fails (escalation).
+    `signer`: the host whose credential signed it (remediator.tasks checks the signature)."""
     remediation = _locked(session, report.get("remediation_id"))
-    step = _host_step(remediation, report.get("step"), report.get("envelope_id"))
+    step = _host_step(session, remediation, report, signer)
     summary = {k: report.get(k) for k in ("hostname", "envelope_id", "remediation_id", "step", "action", "outcome")}
     if remediation is None or step is None:
         audit.record(
             session,
-            actor=f"host:{report.get('hostname')}",
+            actor=f"host:{signer or report.get('hostname')}",
             action="cyborg.result.unmatched",
             object_type="host",
-            object_id=report.get("hostname"),
-            reason="a result for no step that was sent this envelope",
-            detail=summary,
+            object_id=signer or report.get("hostname"),
+            reason="a result for no step that was sent this envelope from this host",
+            detail={**summary, "signer": signer},
         )
         return "unmatched"
     outcome = str(report.get("outcome"))
@@ -391,12 +410,17 @@ def record_host_result(session: Session, report: dict[str, Any], ruleset: RuleSe
     return outcome
 
 
-def record_host_started(session: Session, report: dict[str, Any], now: dt.datetime) -> str:
-    """The host began the step: from now its deadline is the action's time budget."""
+def record_host_started(
+    session: Session, report: dict[str, Any], now: dt.datetime, *, signer: str | None = None
+) -> str:
+    """The host began the step: from now its deadline is the action's time budget. Taken once: a
+    repeated notice (a redelivery, or a host trying to put its deadline off) changes nothing."""
     remediation = _locked(session, report.get("remediation_id"))
-    step = _host_step(remediation, report.get("step"), report.get("envelope_id"))
+    step = _host_step(session, remediation, report, signer)
     if step is None or step.state != StepState.running or (step.result or {}).get(AWAITING) != "host":
         return "ignored"  # a late notice (the result came first) or not ours
+    if "accepted_at" in step.result:
+        return "ignored"
     timeout = int(step.result.get("timeout_s", 900))
     step.result = {
         **step.result,
@@ -406,10 +430,13 @@ def record_host_started(session: Session, report: dict[str, Any], now: dt.dateti
     return "started"
 
 
-def record_refusal(session: Session, report: dict[str, Any], ruleset: RuleSet, now: dt.datetime) -> str:
-    """A host refused an envelope. Always audited; it fails a step only if it names the envelope that
-    step was sent (a forged envelope refused by a host says nothing about the real plan)."""
-    hostname = report.get("hostname")
+def record_refusal(
+    session: Session, report: dict[str, Any], ruleset: RuleSet, now: dt.datetime, *, signer: str | None = None
+) -> str:
+    """A host refused an envelope. Always audited; it fails a step only if the host refused it after the
+    envelope's signature held (`verified`) and it names the envelope that step was sent, from that step's
+    host: the ids in a forged or tampered copy are unverified claims and say nothing about the real plan."""
+    hostname = signer or report.get("hostname")
     audit.record(
         session,
         actor=f"host:{hostname}",
@@ -417,11 +444,16 @@ def record_refusal(session: Session, report: dict[str, Any], ruleset: RuleSet, n
         object_type="host",
         object_id=hostname,
         reason=f"{report.get('code')}: {report.get('reason')}",
-        detail={k: report.get(k) for k in ("code", "envelope_id", "remediation_id", "step", "action", "at")},
+        detail={
+            **{k: report.get(k) for k in ("code", "verified", "envelope_id", "remediation_id", "step", "action", "at")},
+            "signer": signer,
+        },
     )
     log.warning("cyborg.envelope.refused", extra={"fields": {"host": hostname, "code": report.get("code")}})
+    if report.get("verified") is not True:
+        return "recorded"
     remediation = _locked(session, report.get("remediation_id"))
-    step = _host_step(remediation, report.get("step"), report.get("envelope_id"))
+    step = _host_step(session, remediation, report, signer)
     if remediation is None or step is None or step.state != StepState.running or not awaiting(step):
         return "recorded"
     if report.get("code") == "replayed":
@@ -500,6 +532,16 @@ def _check_step(
             return 1
     if now < dt.datetime.fromisoformat(result["deadline"]):
         return 0
+    if result[AWAITING] == "host" and "accepted_at" not in result:
+        # The host never said it started: nothing ran there that a power cycle could finish. The
+        # plan's next rung decides, as when the host refuses an expired envelope.
+        result.pop(AWAITING)
+        reason = f"step {step.index} ({step.action}) was not started by {host.hostname} before its envelope expired"
+        step.result = {**result, "error": f"not started by {host.hostname} by {result['deadline']}"}
+        step.state = StepState.failed
+        step.finished_at = now
+        planning.escalate(session, remediation, reason, ruleset, now)
+        return 1
     action = CYBORG_ACTIONS[step.action]
     control = bmc()
     address = bmc_address(host)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import shared_task
@@ -13,6 +15,7 @@ from celery.signals import worker_init, worker_process_init
 from celery_batches import Batches, SimpleRequest
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from core import audit
 from core.db import get_database, utcnow
@@ -208,8 +211,7 @@ def maintain_reports() -> dict[str, Any]:
     """Create the coming days' report partitions and prune reports and signals past the retention window."""
     from remediator import retention
 
-    with get_database().session() as session:
-        pruned = retention.maintain(session, now=utcnow(), retention_days=get_settings().report_retention_days)
+    pruned = retention.maintain(get_database(), now=utcnow(), retention_days=get_settings().report_retention_days)
     return {
         "cutoff": pruned.cutoff.isoformat(),
         "created": pruned.partitions_created,
@@ -226,33 +228,100 @@ def _install_cyborg(**_: Any) -> None:
     runner.install_cyborg()
 
 
-@shared_task(name="remediator.step_result", queue=REMEDIATE_QUEUE)
-def step_result(report: dict[str, Any]) -> str:
-    """A host's result for a cyborg action (sent by the host's agent, by name)."""
-    if not isinstance(report, dict):
-        log.warning("cyborg.result.malformed", extra={"fields": {"type": type(report).__name__}})
-        return "malformed"
+def open_host_message(
+    session: Session, task: str, report: Any, signature: Any, *, keys: HostKeys, required: bool
+) -> tuple[dict[str, Any], str | None] | None:
+    """A cyborg message from a host (result, start, refusal) and the host whose credential signed it.
+
+    Agents with a credential send the report's JSON text and `{"host", "sig"}` (core.signing, as
+    reports are signed); the signature must hold for a live credential of that host. Unsigned
+    messages (a dict) pass only while signatures are not required (FLEETFIX_REQUIRE_SIGNED_REPORTS).
+    Anything else is refused, audited as `cyborg.message.refused`, and None is returned."""
+    claimed = signature.get("host") if isinstance(signature, dict) else None
+    problem: str
+    if isinstance(signature, dict) and isinstance(report, str):
+        sig = signature.get("sig")
+        payload = SignedPayload(body=report, host=claimed, sig=sig)
+        if isinstance(claimed, str) and isinstance(sig, str) and keys.verify(payload):
+            try:
+                parsed = json.loads(report)
+            except ValueError as error:
+                parsed, problem = None, f"signed text is not JSON: {error}"
+            else:
+                problem = "signed text is not a JSON object"
+            if isinstance(parsed, dict):
+                return parsed, claimed
+        else:
+            problem = f"signature does not match any live credential of host {claimed!r}"
+    elif signature is None and isinstance(report, dict):
+        if not required:
+            return report, None
+        claimed = report.get("hostname")
+        problem = "unsigned: signatures are required (FLEETFIX_REQUIRE_SIGNED_REPORTS)"
+    else:
+        problem = f"not a cyborg message: {type(report).__name__} with {type(signature).__name__}"
+    host = str(claimed) if claimed is not None else None
+    log.warning("cyborg.message.refused", extra={"fields": {"task": task, "host": host, "why": problem}})
+    audit.record(
+        session,
+        actor=f"host:{host}",
+        action="cyborg.message.refused",
+        object_type="host",
+        object_id=host,
+        reason=problem,
+        detail={"task": task},
+    )
+    return None
+
+
+HostMessageHandler = Callable[[Session, dict[str, Any], str | None], str]
+
+
+def _host_message(task: str, report: Any, signature: Any, record: HostMessageHandler) -> str:
+    """Open a host's message (open_host_message) and hand it, with its signer, to the runner."""
     with get_database().session() as session:
-        return runner.record_host_result(session, report, get_registry().ruleset, utcnow())
+        opened = open_host_message(
+            session, task, report, signature, keys=host_keys(), required=get_settings().signed_reports_required
+        )
+        if opened is None:
+            return "refused"
+        return record(session, *opened)
+
+
+@shared_task(name="remediator.step_result", queue=REMEDIATE_QUEUE)
+def step_result(report: dict[str, Any] | str, signature: dict[str, Any] | None = None) -> str:
+    """A host's result for a cyborg action (sent by the host's agent, by name; signed: see open_host_message)."""
+    ruleset, now = get_registry().ruleset, utcnow()
+    return _host_message(
+        "remediator.step_result",
+        report,
+        signature,
+        lambda session, body, signer: runner.record_host_result(session, body, ruleset, now, signer=signer),
+    )
 
 
 @shared_task(name="remediator.step_started", queue=REMEDIATE_QUEUE)
-def step_started(report: dict[str, Any]) -> str:
-    """A host began a cyborg action: its deadline now counts from here."""
-    if not isinstance(report, dict):
-        return "malformed"
-    with get_database().session() as session:
-        return runner.record_host_started(session, report, utcnow())
+def step_started(report: dict[str, Any] | str, signature: dict[str, Any] | None = None) -> str:
+    """A host began a cyborg action: its deadline now counts from here (once)."""
+    now = utcnow()
+    return _host_message(
+        "remediator.step_started",
+        report,
+        signature,
+        lambda session, body, signer: runner.record_host_started(session, body, now, signer=signer),
+    )
 
 
 @shared_task(name="remediator.action_refused", queue=REMEDIATE_QUEUE)
-def action_refused(report: dict[str, Any]) -> str:
-    """A host refused an action envelope (forged, tampered, replayed, expired, not allowed)."""
-    if not isinstance(report, dict):
-        log.warning("cyborg.refusal.malformed", extra={"fields": {"type": type(report).__name__}})
-        return "malformed"
-    with get_database().session() as session:
-        return runner.record_refusal(session, report, get_registry().ruleset, utcnow())
+def action_refused(report: dict[str, Any] | str, signature: dict[str, Any] | None = None) -> str:
+    """A host refused an action envelope (forged, tampered, replayed, expired, not allowed, no journal)."""
+    ruleset, now = get_registry().ruleset, utcnow()
+    return _host_message(
+        "remediator.action_refused",
+        report,
+        signature,
+        lambda session, body, signer: runner.record_refusal(session, body, ruleset, now, signer=signer),
+    )
 
 
 @shared_task(name="remediator.check_step_deadlines", queue=REMEDIATE_QUEUE)

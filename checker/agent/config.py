@@ -106,6 +106,14 @@ class AgentConfig(BaseSettings):
             "Unset kinds use fwupdmgr."
         ),
     )
+    firmware_dir: Path | None = Field(
+        None,
+        description=(
+            "Where local firmware images may come from: a reflash whose image is a path outside it (or not a "
+            "regular file) is refused; the image is copied into the state directory, checked and that copy "
+            "flashed. Unset: only https:// images."
+        ),
+    )
     ppr_tool: dict[str, list[str]] = Field(
         default_factory=dict,
         description=(

@@ -1,8 +1,10 @@
 """Reflashing firmware on the real host: BIOS, BMC, NIC and disk, each to a pinned version.
 
 For each target in order: read the inventory (dmidecode, ipmitool mc info, ethtool -i, smartctl),
-skip it if it already runs the version, check the image's SHA-256, flash it with fwupdmgr or the
-vendor tool configured for its kind, and read the inventory again. A BMC restarts after its update
+skip it if it already runs the version, copy the image into the agent's state directory (a local
+image only from FLEETFIX_AGENT_FIRMWARE_DIR, a regular file; a download at most MAX_IMAGE_BYTES),
+check the copy's SHA-256 and flash that copy — so what is flashed is what was checked — with
+fwupdmgr or the vendor tool configured for its kind, and read the inventory again. A BMC restarts after its update
 and drops off the network meanwhile: it is waited for, and a flash it dropped out of is tried once
 more. The first target that fails stops the rest. A BIOS update takes effect at the next boot, so
 the host is rebooted (cold: the firmware must run) and the version checked after it.
@@ -12,7 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +33,8 @@ if TYPE_CHECKING:
 
 FWUPD = ["fwupdmgr", "--assume-yes", "--no-reboot-check", "--no-device-prompt", "--allow-older", "--allow-reinstall"]
 FLASH_TIMEOUT_S = 1800
+MAX_IMAGE_BYTES = 1 << 30  # BIOS, BMC, NIC and disk images are tens of MB; /dev/zero is endless
+CHUNK = 1 << 20
 
 
 def kind_of(component: str) -> str:
@@ -82,34 +89,88 @@ def flash_argv(tools: dict[str, list[str]], target: FirmwareTarget, image: str) 
     return argv
 
 
+def _store(chunks: Iterable[bytes], copy: Path, what: str) -> None:
+    """Write chunks to `copy` (atomically, fsynced), refusing more than MAX_IMAGE_BYTES."""
+    copy.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temporary = copy.with_suffix(".part")
+    written = 0
+    try:
+        with temporary.open("wb") as handle:
+            for chunk in chunks:
+                written += len(chunk)
+                if written > MAX_IMAGE_BYTES:
+                    raise ActionFailed(f"{what}: larger than {MAX_IMAGE_BYTES} bytes: not a firmware image")
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, copy)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _local_chunks(driver: LinuxDriver, target: FirmwareTarget, image: str) -> Iterable[bytes]:
+    """The bytes of a local image, which must be a regular file inside the firmware directory."""
+    if driver.firmware_dir is None:
+        raise ActionFailed(
+            f"precondition: {target.component}: local image {image} refused: FLEETFIX_AGENT_FIRMWARE_DIR is not set"
+        )
+    base = driver.firmware_dir.resolve()
+    try:
+        source = Path(image).resolve(strict=True)
+    except OSError as error:
+        raise ActionFailed(f"{target.component}: cannot read image {image}: {error.strerror}") from None
+    if not source.is_relative_to(base):
+        raise ActionFailed(f"{target.component}: image {image} is not inside the firmware directory {base}")
+    try:
+        # Non-blocking: opening a FIFO must not hang; no symlink swapped in since it was resolved.
+        descriptor = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as error:
+        raise ActionFailed(f"{target.component}: cannot read image {image}: {error.strerror}") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # what was opened, not what the name was
+            raise ActionFailed(f"{target.component}: image {image} is not a regular file")
+        while chunk := handle.read(CHUNK):
+            yield chunk
+
+
+def _download_chunks(url: str) -> Iterable[bytes]:
+    with httpx.stream("GET", url, timeout=60, follow_redirects=True) as response:
+        response.raise_for_status()
+        yield from response.iter_bytes(CHUNK)
+
+
 def fetch_image(driver: LinuxDriver, target: FirmwareTarget, ctx: ActionContext) -> str:
-    """The image as a local file whose SHA-256 is the pinned one."""
+    """The image copied into the state directory, its SHA-256 the pinned one: the copy is what is flashed."""
     if not target.image or not target.sha256:
         raise ActionFailed(f"precondition: {target.component} {target.version}: no image and sha256 pinned")
+    copy = driver.work_dir / "firmware" / f"{target.sha256}.img"
     if target.image.startswith("https://"):
-        path = driver.work_dir / "firmware" / f"{target.sha256}.img"
-        if not path.exists() and not ctx.dry_run:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with httpx.stream("GET", target.image, timeout=60, follow_redirects=True) as response:
-                response.raise_for_status()
-                with path.open("wb") as handle:
-                    for chunk in response.iter_bytes():
-                        handle.write(chunk)
-            ctx.note(f"downloaded {target.image}", str(path), kind="run")
+        if not copy.exists() and not ctx.dry_run:
+            _store(_download_chunks(target.image), copy, target.image)
+            ctx.note(f"downloaded {target.image}", str(copy), kind="run")
     elif target.image.startswith("/"):
-        path = Path(target.image)
+        chunks = _local_chunks(driver, target, target.image)
+        if ctx.dry_run:
+            for _ in chunks:  # checked and read, not copied
+                pass
+            return str(copy)
+        _store(chunks, copy, target.image)
+        ctx.note(f"copied {target.image}", str(copy), kind="run")
     else:
         raise ActionFailed(f"{target.component}: image must be an absolute path or an https:// URL")
-    if ctx.dry_run and not path.exists():
-        return str(path)
-    try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as error:
-        raise ActionFailed(f"{target.component}: cannot read image {path}: {error.strerror}") from None
-    ctx.note(f"sha256 {path}", digest, kind="run")
-    if digest != target.sha256:
-        raise ActionFailed(f"{target.component}: image {path} has SHA-256 {digest}, pinned {target.sha256}")
-    return str(path)
+    if ctx.dry_run and not copy.exists():
+        return str(copy)
+    digest = hashlib.sha256()
+    with copy.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    ctx.note(f"sha256 {copy}", digest.hexdigest(), kind="run")
+    if digest.hexdigest() != target.sha256:
+        copy.unlink(missing_ok=True)
+        raise ActionFailed(
+            f"{target.component}: image {target.image} has SHA-256 {digest.hexdigest()}, pinned {target.sha256}"
+        )
+    return str(copy)
 
 
 def wait_for_bmc(driver: LinuxDriver, ctx: ActionContext) -> str | None:

@@ -68,6 +68,7 @@ class LinuxDriver:
         firmware_tools: dict[str, list[str]] | None = None,
         ppr_tool: dict[str, list[str]] | None = None,
         work_dir: Path | None = None,
+        firmware_dir: Path | None = None,
         bmc_wait_s: float = 600.0,
         poll_s: float = 15.0,
     ) -> None:
@@ -76,6 +77,7 @@ class LinuxDriver:
         self.firmware_tools = firmware_tools or {}
         self.ppr_tool = ppr_tool or {}
         self.work_dir = work_dir or Path("/var/tmp")  # noqa: S108 - the agent's state dir when it has one
+        self.firmware_dir = firmware_dir  # local firmware images are taken from here only
         self.bmc_wait_s = bmc_wait_s
         self.poll_s = poll_s
 
@@ -153,8 +155,10 @@ class LinuxDriver:
         """Warm through kexec (seconds, no firmware POST) where allowed, otherwise a full reboot."""
         if warm and self.kexec_allowed():
             ctx.must(self.kexec_argv(release))
+            ctx.restart_issued()
             ctx.must(["systemctl", "kexec"])
             return {"via": "kexec", "release": release, "restarting": True}
+        ctx.restart_issued()
         ctx.must(["systemctl", "reboot"])
         return {"via": "reboot", "release": release, "restarting": True}
 
@@ -172,6 +176,8 @@ class LinuxDriver:
         raise ActionFailed("precondition: no package manager found (apt-get, dnf, zypper, yum)")
 
     def install_argv(self, manager: str, package: str) -> list[str]:
+        # `--` ends the options (apt's CommandLine::Parse, getopt in zypper, argparse in dnf, optparse
+        # in yum): the package is never read as one, whatever the parameter check let through.
         if manager == "apt-get":
             return [
                 "env",
@@ -180,11 +186,12 @@ class LinuxDriver:
                 "install",
                 "-y",
                 "--no-install-recommends",
+                "--",
                 package,
             ]
         if manager == "zypper":
-            return ["zypper", "--non-interactive", "install", package]
-        return [manager, "install", "-y", package]
+            return ["zypper", "--non-interactive", "install", "--", package]
+        return [manager, "install", "-y", "--", package]
 
     def default_package(self, manager: str, release: str) -> str:
         return f"linux-image-{release}" if manager == "apt-get" else f"kernel-{release}"

@@ -117,6 +117,8 @@ class SimulatedDriver:
                 ctx.log.add(CommandRecord(argv, None, "not run (dry run)", kind="dry_run"))
                 continue
             started = time.monotonic()
+            if action.restarts and sim_params.get("component", "bios") == "bios":
+                ctx.restart_issued()  # the virtual host restarts within apply (only a BIOS reflash does)
             with self.lock:
                 try:
                     outcome = self.host.apply(action.name, sim_params)

@@ -40,16 +40,21 @@ def executor_for_agent(loop: CheckLoop) -> HostExecutor:
             firmware_tools=config.firmware_tools,
             ppr_tool=config.ppr_tool,
             work_dir=loop.state_dir,
+            firmware_dir=config.firmware_dir,
         )
     journal = Journal(loop.state_dir / JOURNAL_FILE if loop.state_dir else None)
     if loop.state_dir is None:
-        log.warning("cyborg.agent.journal_in_memory", extra={"fields": {"why": loop.state_problem}})
+        # The executor refuses real actions (`no_journal`): without the journal on disk it could run one twice.
+        log.error("cyborg.agent.journal_in_memory", extra={"fields": {"why": loop.state_problem}})
+    token = config.http_token
+    if not token:
+        log.warning("cyborg.agent.unsigned", extra={"fields": {"why": "no FLEETFIX_AGENT_TOKEN: results go unsigned"}})
     return HostExecutor(
         loop.hostname,
         verifier=verifier,
         driver=driver,
         journal=journal,
-        reporter=CeleryReporter(loop.app),
+        reporter=CeleryReporter(loop.app, hostname=loop.hostname, token=token),
         allowed=config.allowed_actions,
         system=LiveSystem() if config.driver == "linux" else None,
     )

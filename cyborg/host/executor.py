@@ -1,19 +1,22 @@
 """The host executor: verify a signed envelope, journal it, run it through the driver, report.
 
 An envelope runs only if it is signed by the central key, meant for this host, not expired, its
-action on this host's allow-list and its parameters valid; it runs at most once (the journal).
-Every refusal and every result goes to the central service by task name on the `remediate`
-queue (the host imports nothing central): `remediator.action_refused`, `remediator.step_started`
-(so the central deadline counts from when the host began), `remediator.step_result`.
+action on this host's allow-list and its parameters valid; it runs at most once (the journal, which
+must be on disk for a real driver). Every refusal and every result goes to the central service by
+task name on the `remediate` queue (the host imports nothing central): `remediator.action_refused`,
+`remediator.step_started` (so the central deadline counts from when the host began),
+`remediator.step_result` — signed with the host's own credential, as its reports are.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from core.signing import report_key, sign_report
 from cyborg.actions import HOST_ACTIONS, ActionParams, ActionRefused, CyborgAction, lookup
 from cyborg.commands import ActionContext, ActionFailed, ActionTimedOut, System
 from cyborg.drivers.base import Driver, HostWentDown
@@ -32,15 +35,29 @@ class Reporter(Protocol):
 
 
 class CeleryReporter:
-    """Reports as tasks on the central `remediate` queue, by name."""
+    """Reports as tasks on the central `remediate` queue, by name.
 
-    def __init__(self, app: Any) -> None:
+    With the host's credential (FLEETFIX_AGENT_TOKEN or _TOKEN_FILE) each message is the report's
+    JSON text and `{"host", "sig"}`, signed as the agent signs its reports (core.signing), so the
+    central side knows which host speaks; without one it is the report itself, unsigned (accepted
+    only where signatures are not required)."""
+
+    def __init__(self, app: Any, *, hostname: str = "", token: str = "") -> None:
         self.app = app
+        self.hostname = hostname
+        self._key = report_key(token) if token else None
+
+    def message(self, report: dict[str, Any]) -> list[Any]:
+        """The task's arguments for one report."""
+        if self._key is None:
+            return [report]
+        body = json.dumps(report, sort_keys=True, separators=(",", ":"))
+        return [body, {"host": self.hostname, "sig": sign_report(self._key, body.encode())}]
 
     def send(self, task: str, report: dict[str, Any]) -> None:
         from core.queue import REMEDIATE_QUEUE
 
-        self.app.send_task(task, args=[report], queue=REMEDIATE_QUEUE)
+        self.app.send_task(task, args=self.message(report), queue=REMEDIATE_QUEUE)
 
 
 def _utcnow() -> dt.datetime:
@@ -100,7 +117,8 @@ class HostExecutor:
                 )
             elif entry.state == "finished":
                 if entry.reported:
-                    return self._refuse(Refused("replayed", f"envelope {envelope.id} already ran", envelope), now)
+                    replayed = Refused("replayed", f"envelope {envelope.id} already ran", envelope, verified=True)
+                    return self._refuse(replayed, now)
                 self._send_result(entry)
                 return {"outcome": entry.report.get("outcome"), "resent": True}
             else:
@@ -112,12 +130,23 @@ class HostExecutor:
             raise Refused("no_key", "no action public key configured (FLEETFIX_AGENT_ACTION_PUBLIC_KEY)")
         envelope = self.verifier.open(message, hostname=self.hostname, now=now)
         if envelope.action not in self.allowed:
-            raise Refused("not_allowed", f"{envelope.action!r} is not on this host's allow-list", envelope)
+            raise Refused(
+                "not_allowed", f"{envelope.action!r} is not on this host's allow-list", envelope, verified=True
+            )
         try:
             action = lookup(envelope.action)
             params = action.parse(envelope.params)
         except ActionRefused as error:
-            raise Refused("bad_params", str(error), envelope) from None
+            raise Refused("bad_params", str(error), envelope, verified=True) from None
+        if not self.journal.durable and self.driver.name != "simulated":
+            # In memory, a redelivery after a restart would find no trace and run the action again.
+            raise Refused(
+                "no_journal",
+                "the journal is not on disk (FLEETFIX_AGENT_STATE_DIR unusable or held by another agent): "
+                "real actions run only when the host can remember what it ran",
+                envelope,
+                verified=True,
+            )
         return envelope, action, params
 
     def _refuse(self, refusal: Refused, now: dt.datetime) -> dict[str, Any]:
@@ -127,6 +156,7 @@ class HostExecutor:
             "code": refusal.code,
             "reason": str(refusal),
             "at": now.isoformat(),
+            "verified": refusal.verified,  # whether the ids below are the central service's or only claimed
             "envelope_id": str(claimed.id) if claimed else None,
             "remediation_id": claimed.remediation_id if claimed else None,
             "step": claimed.step if claimed else None,
@@ -139,7 +169,13 @@ class HostExecutor:
     # -- running --------------------------------------------------------------------------
 
     def _context(self, entry: JournalEntry, timeout_s: float | None = None) -> ActionContext:
-        return ActionContext(self.system, timeout_s=timeout_s or entry.timeout_s, dry_run=entry.dry_run)
+        def restart_issued() -> None:
+            entry.restart_issued_at = self.clock().isoformat()
+            self.journal.put(entry)  # on disk before the restart command runs
+
+        return ActionContext(
+            self.system, timeout_s=timeout_s or entry.timeout_s, dry_run=entry.dry_run, on_restart=restart_issued
+        )
 
     def _execute(self, entry: JournalEntry, action: CyborgAction, params: ActionParams) -> dict[str, Any]:
         ctx = self._context(entry)
@@ -168,10 +204,12 @@ class HostExecutor:
         return self._finish(entry, outcome, error, changed, verified, ctx)
 
     def _recover(self, entry: JournalEntry, action: CyborgAction, params: ActionParams) -> dict[str, Any]:
-        """An entry still `running`: the agent stopped while it ran (or the host restarted under it)."""
+        """An entry still `running`: the agent stopped while it ran (or the host restarted under it).
+        A new boot id means the action completed only if the action had asked for that restart (the
+        journal says so); a host that restarted for another reason before then cut the action short."""
         boot_id = self.driver.boot_id()
         restarted = entry.boot_id_before is not None and boot_id != entry.boot_id_before
-        if action.restarts and restarted and not entry.dry_run:
+        if action.restarts and restarted and entry.restart_issued_at and not entry.dry_run:
             ctx = self._context(entry)
             ctx.note("resumed after the host restarted: verifying, not repeating", f"boot id {boot_id}")
             try:
@@ -183,7 +221,10 @@ class HostExecutor:
             log.info("cyborg.action.rerun", extra={"fields": {"action": entry.action, "envelope": entry.id}})
             return self._execute(entry, action, params)
         ctx = self._context(entry)
-        ctx.note("interrupted", "the agent stopped while this ran and the host did not restart")
+        if restarted:
+            ctx.note("interrupted", f"the host restarted (boot id {boot_id}) before the action asked it to")
+        else:
+            ctx.note("interrupted", "the agent stopped while this ran and the host did not restart")
         return self._finish(entry, "interrupted", "interrupted while running; not safe to run twice", {}, {}, ctx)
 
     def _finish(

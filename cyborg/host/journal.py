@@ -42,6 +42,7 @@ class JournalEntry:
     accepted_at: str
     boot_id_before: str | None
     state: EntryState = "running"
+    restart_issued_at: str | None = None  # set just before the driver asked the host to restart
     runs: int = 0  # how many times the driver was started for it
     finished_at: str | None = None
     reported: bool = False
@@ -67,7 +68,8 @@ class JournalEntry:
 
 class Journal:
     """Entries by envelope id; every change is written to disk (atomically) before it counts.
-    Without a path (the embedded demo's simulated hosts) it lives in memory."""
+    Without a path (the embedded demo's simulated hosts) it lives in memory: `durable` is False, and
+    the executor then runs only simulated actions (a real one could run twice after a restart)."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -76,6 +78,10 @@ class Journal:
         if path is not None and path.exists():
             data = json.loads(path.read_text(encoding="utf-8"))
             self._entries = {key: JournalEntry(**value) for key, value in data.get("entries", {}).items()}
+
+    @property
+    def durable(self) -> bool:
+        return self.path is not None
 
     def get(self, envelope_id: str) -> JournalEntry | None:
         with self.lock:
@@ -114,3 +120,9 @@ class Journal:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.path)
+        # The rename is durable only once the directory entry is: fsync the directory too.
+        directory = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)

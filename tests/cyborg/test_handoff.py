@@ -147,7 +147,7 @@ def test_refusals_are_audited_and_fail_only_the_step_they_name(
     }
     assert runner.record_refusal(session, refusal, rs, T0) == "recorded"
     assert remediation.steps[0].state == StepState.running  # a forgery says nothing about the real plan
-    real = {**refusal, "code": "expired", "reason": "expired at …", "envelope_id": envelope["id"]}
+    real = {**refusal, "code": "expired", "reason": "expired at …", "envelope_id": envelope["id"], "verified": True}
     assert runner.record_refusal(session, real, rs, T0) == "failed"
     assert remediation.state == RemediationState.failed
     refused = session.scalars(select(AuditEntry).where(AuditEntry.action == "cyborg.envelope.refused")).all()
@@ -166,6 +166,8 @@ def test_a_host_that_does_not_come_back_is_power_cycled_then_handed_to_a_person(
     runner.install_cyborg(bmc=SimulatedBmc({"h0": virtual}, on_boot=booted.append))
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     step = remediation.steps[0]
+    [envelope] = sent_envelopes(session)
+    assert runner.record_host_started(session, {**result(envelope), "accepted_at": T0.isoformat()}, T0) == "started"
     deadline = dt.datetime.fromisoformat(step.result["deadline"])
     assert runner.check_deadlines(session, rs, deadline - dt.timedelta(seconds=1)) == 0
     assert runner.check_deadlines(session, rs, deadline + dt.timedelta(seconds=1)) == 1
@@ -188,6 +190,8 @@ def test_without_a_bmc_address_a_silent_host_goes_straight_to_a_ticket(
 ) -> None:
     rs, remediation = plan(session, ["reboot"])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
+    [envelope] = sent_envelopes(session)
+    runner.record_host_started(session, {**result(envelope), "accepted_at": T0.isoformat()}, T0)
     deadline = dt.datetime.fromisoformat(remediation.steps[0].result["deadline"])
     runner.check_deadlines(session, rs, deadline + dt.timedelta(seconds=1))
     assert "power_cycled" not in remediation.steps[0].result

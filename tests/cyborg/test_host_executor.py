@@ -197,6 +197,7 @@ def test_a_reboot_that_happened_while_the_agent_was_gone_is_verified_not_repeate
     from cyborg.host.journal import JournalEntry
 
     entry = JournalEntry.accept(Envelope.model_validate_json(message["payload"]), boot_id=driver.boot_id(), now=NOW)
+    entry.restart_issued_at = NOW.isoformat()  # the driver had asked for the restart
     journal.put(entry)
     driver.host.reboot()  # the reboot took the agent down with it
     restarted, driver2, reports2 = sim_executor(signer, journal=Journal(tmp_path / JOURNAL_FILE))

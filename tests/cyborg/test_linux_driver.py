@@ -43,7 +43,8 @@ def argvs(ctx: ActionContext) -> list[list[str]]:
 
 
 def linux(system: RecordedSystem, tmp_path: Path, **options: object) -> LinuxDriver:
-    return LinuxDriver(system, work_dir=tmp_path, poll_s=0.01, **options)  # type: ignore[arg-type]
+    options.setdefault("firmware_dir", tmp_path / "images")
+    return LinuxDriver(system, work_dir=tmp_path / "state", poll_s=0.01, **options)  # type: ignore[arg-type]
 
 
 def test_warm_reboot_kexecs_the_running_kernel_where_allowed(tmp_path: Path) -> None:
@@ -93,13 +94,14 @@ def test_a_reboot_that_does_not_happen_runs_into_its_budget(tmp_path: Path) -> N
                 "install",
                 "-y",
                 "--no-install-recommends",
+                "--",
                 "linux-image-2.6.23.17-amdpatch",
             ],
             [["grub-set-default", "Advanced options for SLES>SLES, with Linux 2.6.23.17-amdpatch"], ["update-grub"]],
         ),
         (
             {"zypper", "grubby", "kexec", "systemctl"},
-            ["zypper", "--non-interactive", "install", "kernel-2.6.23.17-amdpatch"],
+            ["zypper", "--non-interactive", "install", "--", "kernel-2.6.23.17-amdpatch"],
             [["grubby", "--set-default", "/boot/vmlinuz-2.6.23.17-amdpatch"]],
         ),
     ],
@@ -206,7 +208,7 @@ def test_clear_sel_archives_first_and_checks_it_emptied(tmp_path: Path) -> None:
         run(linux(system, tmp_path), "clear_sel", {})
     assert system.ran[:2] == [["ipmitool", "sel", "elist"], ["ipmitool", "sel", "clear"]]
     [(archive, text)] = system.written
-    assert archive.startswith(str(tmp_path / "sel-"))
+    assert archive.startswith(str(tmp_path / "state" / "sel-"))
     assert text == elist
     cleared = RecordedSystem()
     cleared.answer(["ipmitool", "sel", "info"], "SEL Information\nEntries          : 1\nPercent Used     : 0%\n")
@@ -214,9 +216,16 @@ def test_clear_sel_archives_first_and_checks_it_emptied(tmp_path: Path) -> None:
 
 
 def firmware_image(tmp_path: Path, data: bytes = b"capsule") -> tuple[str, str]:
-    path = tmp_path / "bmc.bin"
+    """An image in the driver's firmware directory, and its SHA-256."""
+    path = tmp_path / "images" / "bmc.bin"
+    path.parent.mkdir(exist_ok=True)
     path.write_bytes(data)
     return str(path), hashlib.sha256(data).hexdigest()
+
+
+def flashed_copy(tmp_path: Path, digest: str) -> str:
+    """Where the driver copies an image before checking and flashing it: the state directory."""
+    return str(tmp_path / "state" / "firmware" / f"{digest}.img")
 
 
 def test_reflash_bmc_waits_for_the_bmc_and_retries_once(tmp_path: Path) -> None:
@@ -233,7 +242,7 @@ def test_reflash_bmc_waits_for_the_bmc_and_retries_once(tmp_path: Path) -> None:
     params = {"component": "bmc", "version": "1.43", "image": image, "sha256": digest}
     changed, ctx = run(linux(system, tmp_path, firmware_tools=tools), "reflash_firmware", params)
     flashes = [a for a in argvs(ctx) if a[0] == "/opt/vendor/bmcflash"]
-    assert flashes == [["/opt/vendor/bmcflash", "--image", image, "--expect", "1.43"]] * 2
+    assert flashes == [["/opt/vendor/bmcflash", "--image", flashed_copy(tmp_path, digest), "--expect", "1.43"]] * 2
     assert changed["targets"] == [
         {"component": "bmc", "version": "1.43", "previous": "1.17", "flashed": True, "after": "1.43"}
     ]
@@ -279,7 +288,7 @@ def test_reflash_through_fwupd_skips_what_already_runs_the_version(tmp_path: Pat
         "--allow-older",
         "--allow-reinstall",
         "install",
-        image,
+        flashed_copy(tmp_path, digest),
     ] in argvs(ctx)
     assert changed["targets"][0]["after"] == "0.6-1"
 

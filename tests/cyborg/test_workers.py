@@ -278,3 +278,45 @@ def test_forged_and_expired_envelopes_are_refused_on_the_host_and_reported(
 
         assert sorted(wait_until(refusals, 30, "two refusals", agent)) == ["bad_signature", "expired"]
     assert applied(tmp_path) == []
+
+
+def test_with_signatures_required_a_host_signed_plan_runs_and_an_unsigned_result_is_refused(
+    central_env: dict[str, str], it_db: str, redis_url: str, tmp_path: Path, keys: Path
+) -> None:
+    from core.auth import issue_token
+    from core.models import Role
+
+    database = Database(it_db)
+    with database.session() as session:
+        _, token = issue_token(session, name="sim-1 agent", role=Role.viewer, hostname="sim-1")
+    database.dispose()
+    signed_env = {**central_env, "FLEETFIX_REQUIRE_SIGNED_REPORTS": "true"}
+    with (
+        FleetfixProcess(["worker", "--concurrency", "1"], signed_env, tmp_path / "worker.log") as worker,
+        start_agent(redis_url, tmp_path, keys, FLEETFIX_AGENT_TOKEN=token) as agent,
+    ):
+        worker.wait_for_output("ready.")
+        rid = plan(it_db, redis_url, tmp_path, [Step(action="tune_error_reporting")])
+        done = wait_until(
+            lambda: (r := remediation(it_db, rid))["state"] == RemediationState.succeeded and r,
+            60,
+            "the signed plan to succeed",
+            agent,
+        )
+        sent = done["steps"][0][2]
+        # Anyone on the broker can send the task by name; unsigned, it is refused and changes nothing.
+        forged = {"envelope_id": sent["envelope_id"], "hostname": "sim-1", "remediation_id": rid, "step": 0}
+        create_celery(redis_url).send_task(
+            "remediator.step_result", args=[{**forged, "outcome": "failed"}], queue="remediate"
+        )
+        refused = wait_until(
+            lambda: query(
+                it_db,
+                lambda s: s.scalars(select(AuditEntry).where(AuditEntry.action == "cyborg.message.refused")).all(),
+            ),
+            30,
+            "the unsigned result to be refused",
+            worker,
+        )
+    assert refused[0].reason.startswith("unsigned: signatures are required")
+    assert remediation(it_db, rid)["steps"][0][1] == StepState.succeeded
