@@ -179,7 +179,12 @@ def ingester(
 
     database, _ = boot_central(settings)
     consumer = StreamIngester(
-        settings.broker_url, database, get_registry(), batch=batch, require_signed=settings.signed_reports_required
+        settings.broker_url,
+        database,
+        get_registry(),
+        batch=batch,
+        require_signed=settings.signed_reports_required,
+        tls=settings.broker_tls,
     )
     from core.process import tune_gc
 

@@ -27,7 +27,7 @@ import redis
 from sqlalchemy.exc import OperationalError
 
 from core.db import Database
-from core.queue import INGEST_GROUP, INGEST_STREAM
+from core.queue import INGEST_GROUP, INGEST_STREAM, broker_use_ssl
 from remediator.hostauth import HostKeys, SignedPayload
 from remediator.ingest import ingest_batch
 from remediator.rules import RuleRegistry
@@ -63,8 +63,10 @@ class StreamIngester:
         block_ms: int = 1000,
         claim_idle_s: float = 60.0,
         require_signed: bool = False,
+        tls: dict[str, str] | None = None,
     ) -> None:
-        self.client = redis.Redis.from_url(redis_url)
+        # A rediss:// broker's CA and client certificate (FLEETFIX_BROKER_TLS_*), as Celery gets them.
+        self.client = redis.Redis.from_url(redis_url, **(broker_use_ssl(redis_url, tls) or {}))
         self.database = database
         self.rules = rules
         self.consumer = consumer or f"{socket.gethostname()}-{threading.get_native_id()}"

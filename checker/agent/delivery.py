@@ -58,7 +58,9 @@ class Delivery:
         if not url.startswith(("redis://", "rediss://")):
             return None
         if self._redis is None:
-            self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+            # A rediss:// broker: the same CA and client certificate as the Celery connection.
+            tls = self.app.conf.broker_use_ssl if url.startswith("rediss://") else None
+            self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, **(tls or {}))
         return self._redis
 
     def _key_prefix(self) -> str:
