@@ -217,9 +217,17 @@ class HostExecutor:
             except ActionFailed as failure:
                 return self._finish(entry, "failed", str(failure), {}, {}, ctx)
             return self._finish(entry, "succeeded", None, {"completed_across_restart": True}, verified, ctx)
-        if action.idempotent:
+        if action.idempotent and self.clock() < dt.datetime.fromisoformat(entry.expires_at):
             log.info("cyborg.action.rerun", extra={"fields": {"action": entry.action, "envelope": entry.id}})
             return self._execute(entry, action, params)
+        if action.idempotent:
+            # Safe to repeat, but no longer ordered: the envelope expired (the plan may have been aborted
+            # or moved on meanwhile), so nothing starts again after its time.
+            ctx = self._context(entry)
+            ctx.note("interrupted", f"the agent stopped while this ran; its envelope expired at {entry.expires_at}")
+            return self._finish(
+                entry, "interrupted", "interrupted, and its envelope expired: not run again", {}, {}, ctx
+            )
         ctx = self._context(entry)
         if restarted:
             ctx.note("interrupted", f"the host restarted (boot id {boot_id}) before the action asked it to")

@@ -226,6 +226,29 @@ def test_an_idempotent_action_cut_short_is_run_again(signer: Signer, tmp_path: P
     assert driver2.applied_count("tune_error_reporting") == 1
 
 
+def test_an_idempotent_action_cut_short_is_not_run_again_after_its_envelope_expired(
+    signer: Signer, tmp_path: Path
+) -> None:
+    """An agent that comes back after the envelope's expiry does not start it again (it may have been
+    aborted meanwhile): it reports the action as interrupted."""
+    journal = Journal(tmp_path / JOURNAL_FILE)
+    _, driver, _ = sim_executor(signer, journal=journal)
+    message = signer.sign(envelope("tune_error_reporting", expires_s=60)).model_dump()
+    from cyborg.envelope import Envelope
+    from cyborg.host.journal import JournalEntry
+
+    journal.put(
+        JournalEntry.accept(Envelope.model_validate_json(message["payload"]), boot_id=driver.boot_id(), now=NOW)
+    )
+    later = NOW + dt.timedelta(seconds=61)
+    restarted, driver2, reports2 = sim_executor(signer, journal=Journal(tmp_path / JOURNAL_FILE), clock=lambda: later)
+    assert restarted.resume() == 1
+    [result] = reports2.of(RESULT_TASK)
+    assert result["outcome"] == "interrupted"
+    assert "expired" in result["error"]
+    assert driver2.applied_count("tune_error_reporting") == 0
+
+
 def test_a_host_that_goes_down_reports_nothing_until_it_comes_back(signer: Signer) -> None:
     executor, driver, reports = sim_executor(signer)
     driver.host.fail_next_action = "stay_down"
