@@ -16,9 +16,9 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 from sqlalchemy.orm import Session
 
-from core.auth import Principal, principal_for_token, principal_for_user
+from core.auth import Principal, principal_for_token, principal_for_user, user_for_web_session
 from core.errors import FleetfixError
-from core.models import Role, User
+from core.models import Role
 
 BEARER = HTTPBearer(
     auto_error=False,  # `authenticate` decides, so a missing token is our 401 body, not FastAPI's 403
@@ -43,9 +43,9 @@ def authenticate(request: Request, session: Session) -> Principal | None:
     if scheme.lower() == "bearer" and raw.strip():
         return principal_for_token(session, raw.strip())
     web_session = request.scope.get("session")
-    if web_session and isinstance(web_session.get("user_id"), int):
-        user = session.get(User, web_session["user_id"])
-        if user is not None and user.active:
+    if web_session and isinstance(web_session.get("sid"), str):
+        user = user_for_web_session(session, web_session["sid"])
+        if user is not None:
             return principal_for_user(user)
     return None
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from core import audit
 from core.db import utcnow
 from core.errors import Conflict, InvalidInput, NotFound
-from core.models import ApiToken, Role, User
+from core.models import ApiToken, Role, User, WebSession
 from core.signing import report_key
 
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
@@ -236,6 +236,8 @@ def update_user(
         if session.scalars(others).first() is None:
             raise Conflict(f"user {username!r} is the last active admin; make another admin first")
     action = "core.user.updated"
+    if not user.active:
+        end_web_sessions(session, user.id)
     if set(changes) == {"active"}:
         action = "core.user.enabled" if user.active else "core.user.disabled"
     audit.record(
@@ -249,6 +251,7 @@ def set_password(session: Session, username: str, password: str, *, actor: str, 
     _check_password(password)
     user = get_user(session, username)
     user.password_hash = hash_password(password)
+    end_web_sessions(session, user.id)  # whoever knew the old password is signed out
     audit.record(
         session, actor=actor, action="core.user.password_set", object_type="user", object_id=username, reason=reason
     )
@@ -345,3 +348,39 @@ def token_owner(session: Session, token: ApiToken) -> str:
         user = session.get(User, token.user_id)
         return f"user:{user.username}" if user is not None else "user:?"
     return f"token:{token.name}"
+
+
+# -- web sessions ----------------------------------------------------------------------------------
+
+
+def start_web_session(session: Session, user: User, *, ttl_s: int) -> str:
+    """A new signed-in browser for `user`; returns the id its cookie carries."""
+    now = utcnow()
+    sid = secrets.token_urlsafe(32)
+    session.add(WebSession(id=sid, user_id=user.id, created_at=now, expires_at=now + dt.timedelta(seconds=ttl_s)))
+    session.flush()
+    return sid
+
+
+def user_for_web_session(session: Session, sid: str) -> User | None:
+    """The user a session id stands for, unless it was ended, has expired or its user is disabled."""
+    row = session.get(WebSession, sid)
+    if row is None or row.revoked_at is not None or row.expires_at <= utcnow():
+        return None
+    user = session.get(User, row.user_id)
+    return user if user is not None and user.active else None
+
+
+def end_web_session(session: Session, sid: str) -> None:
+    row = session.get(WebSession, sid)
+    if row is not None and row.revoked_at is None:
+        row.revoked_at = utcnow()
+
+
+def end_web_sessions(session: Session, user_id: int) -> None:
+    """Sign a user out of every browser (a new password, a disabled account)."""
+    now = utcnow()
+    for row in session.scalars(
+        select(WebSession).where(WebSession.user_id == user_id, WebSession.revoked_at.is_(None))
+    ):
+        row.revoked_at = now

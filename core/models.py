@@ -71,6 +71,19 @@ class ApiToken(Base):
     revoked_at: Mapped[dt.datetime | None] = mapped_column(default=None)
 
 
+class WebSession(Base):
+    """A signed-in browser. The session cookie carries only this row's id: signing out, a new
+    password or a disabled account ends it on the server, whatever copy of the cookie exists."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column()
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+
+
 class AuditEntry(Base):
     """Who changed what, when and why. Append-only."""
 

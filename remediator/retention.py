@@ -32,6 +32,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from core.db import Database
+from core.models import WebSession
 from remediator.models import Host, Signal
 from remediator.models import Report as ReportRow
 
@@ -135,6 +136,9 @@ def maintain(database: Database, *, now: dt.datetime, retention_days: int, dry_r
                     session.execute(text(f"DROP TABLE {name}"))
     result.rows_deleted = _delete_reports(database, cutoff, dry_run=dry_run)
     result.signals_deleted = _delete_signals(database, cutoff, dry_run=dry_run)
+    if not dry_run:
+        with database.session() as session:  # web sign-ins past their end are of no use to anyone
+            session.execute(delete(WebSession).where(WebSession.expires_at < now))
     log.info(
         "remediator.retention.pruned",
         extra={

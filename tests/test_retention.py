@@ -63,6 +63,23 @@ def test_a_row_seen_again_within_the_window_is_kept_whatever_its_first_day(db: D
     assert [at for at, _ in stored(session)] == [day(-40), day(-1)]
 
 
+def test_ended_web_sessions_are_pruned(db: Database, session: Session) -> None:
+    from core import auth
+    from core.models import Role, User, WebSession
+
+    user = User(username="u1", role=Role.viewer, password_hash="x")
+    session.add(user)
+    session.flush()
+    live = auth.start_web_session(session, user, ttl_s=3600)
+    stale = auth.start_web_session(session, user, ttl_s=3600)
+    session.get_one(WebSession, stale).expires_at = NOW - dt.timedelta(seconds=1)
+    session.get_one(WebSession, live).expires_at = NOW + dt.timedelta(hours=1)
+    session.flush()
+    retention.maintain(db, now=NOW, retention_days=30)
+    session.expire_all()
+    assert session.scalars(select(WebSession.id)).all() == [live]
+
+
 def test_dry_run_reports_and_changes_nothing(db: Database, session: Session) -> None:
     ingest(session, [edac_report(ce=5, at=day(-40))], ruleset=RULES)
     ingest(session, [edac_report(ce=9, at=day(0))], ruleset=RULES)

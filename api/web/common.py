@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).with_name("templates"))
 STATIC_DIR = Path(__file__).with_name("static")
+SESSION_MAX_AGE_S = 12 * 3600  # a shift; the server-side record (core.auth) expires with the cookie
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"

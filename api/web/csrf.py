@@ -73,7 +73,7 @@ class CSRFMiddleware:
             return
         session = scope.get("session") or {}
         is_api = scope["path"].startswith("/api/")
-        if is_api and not session.get("user_id"):
+        if is_api and not session.get("sid"):
             await self.app(scope, receive, send)  # nothing to forge: the API answers 401 itself
             return
         sent = headers.get(HEADER)

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Depends, Form, Request, Response
 from sqlalchemy.orm import Session
 
 from api.deps import get_session
-from api.web.common import PageRoute, local_path, redirect, render
+from api.web.common import SESSION_MAX_AGE_S, PageRoute, local_path, redirect, render
 from api.web.csrf import rotate_token
-from core.auth import authenticate_user
+from core.auth import authenticate_user, end_web_session, start_web_session
 
 log = logging.getLogger(__name__)
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -40,13 +40,19 @@ def login(
         )
     # A fresh session: nothing chosen before sign-in (a planted cookie, the anonymous token) carries over.
     request.session.clear()
-    request.session["user_id"] = user.id
+    request.session["sid"] = start_web_session(session, user, ttl_s=SESSION_MAX_AGE_S)
+    session.commit()
     rotate_token(request.session)
     log.info("api.web.login", extra={"fields": {"username": user.username, "role": user.role.value}})
     return redirect(request, local_path(next))
 
 
 @router.post("/logout")
-def logout(request: Request) -> Response:
+def logout(request: Request, session: Session = Depends(get_session)) -> Response:
+    """Ends the session on the server too: a copy of the cookie signs nobody in afterwards."""
+    sid = request.session.get("sid")
+    if isinstance(sid, str):
+        end_web_session(session, sid)
+        session.commit()
     request.session.clear()
     return redirect(request, "/login")

@@ -11,14 +11,13 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.sessions import SessionMiddleware
 
 from api.web import fleet, login, operators, tickets
-from api.web.common import STATIC_DIR, TEMPLATES
+from api.web.common import SESSION_MAX_AGE_S, STATIC_DIR, TEMPLATES
 from api.web.csrf import CSRFMiddleware
 from core.settings import Settings
 
 __all__ = ["SESSION_COOKIE", "SESSION_MAX_AGE_S", "STATIC_DIR", "TEMPLATES", "install", "router"]
 
 SESSION_COOKIE = "fleetfix_session"
-SESSION_MAX_AGE_S = 12 * 3600
 """A shift: a technician signs in once per shift; a cart left in the aisle does not stay signed in for days."""
 
 router = APIRouter(include_in_schema=False)

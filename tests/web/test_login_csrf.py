@@ -85,6 +85,29 @@ def test_sign_out_ends_the_session(client: TestClient, db: Database) -> None:
     assert client.get("/", follow_redirects=False).status_code == 303
 
 
+def test_a_copy_of_the_cookie_signs_nobody_in_after_sign_out(client: TestClient, db: Database) -> None:
+    """The cookie carries a server-side session id: signing out ends the session itself, so a copy
+    taken before (another tab, a stolen cookie) stops working too."""
+    from api.web.pages import SESSION_COOKIE
+
+    token = signed_in(client, db, "alice", Role.viewer)
+    copy = client.cookies.get(SESSION_COOKIE)
+    assert copy
+    client.post("/logout", data={"csrf_token": token}, follow_redirects=False)
+    client.cookies.set(SESSION_COOKIE, copy)
+    assert client.get("/", follow_redirects=False).status_code == 303
+
+
+def test_a_new_password_signs_the_user_out_everywhere(client: TestClient, db: Database) -> None:
+    from core import auth
+
+    signed_in(client, db, "alice", Role.viewer)
+    assert client.get("/", follow_redirects=False).status_code == 200
+    with db.session() as session:
+        auth.set_password(session, "alice", "a-brand-new-passphrase", actor="user:alice", reason="rotated")
+    assert client.get("/", follow_redirects=False).status_code == 303
+
+
 def test_a_disabled_user_is_signed_out_at_the_next_request(client: TestClient, db: Database) -> None:
     from core import auth
 
