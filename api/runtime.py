@@ -8,7 +8,7 @@ from core.db import Database, configure_database
 from core.queue import create_celery
 from core.settings import Settings
 
-CENTRAL_TASK_MODULES = ("remediator.tasks", "ticketing.alerts.tasks", "ticketing.tasks")
+CENTRAL_TASK_MODULES = ("remediator.tasks", "ticketing.notify.tasks", "ticketing.tasks")
 
 
 def boot_central(settings: Settings) -> tuple[Database, Celery]:
@@ -21,7 +21,7 @@ def boot_central(settings: Settings) -> tuple[Database, Celery]:
         datacenter_brokers=settings.datacenter_brokers,
     )
     import remediator.tasks as remediator_tasks  # registers the tasks on the new app
-    import ticketing.alerts.tasks as alert_tasks
+    import ticketing.notify.tasks as alert_tasks
 
     app.conf.beat_schedule = {
         **remediator_tasks.beat_schedule(settings.report_interval_s),
@@ -34,12 +34,12 @@ def boot_central(settings: Settings) -> tuple[Database, Celery]:
 
 
 def wire_alerts(settings: Settings) -> None:
-    """Slack alerts (ticketing.alerts): turn the outbox on or off, and hand it the look-ups that find the
+    """Slack alerts (ticketing.notify): turn the outbox on or off, and hand it the look-ups that find the
     host and datacenter of a host or a remediation (ticketing may not import the remediator)."""
     from sqlalchemy import String, cast, select
 
     from remediator.models import Host, Remediation
-    from ticketing import alerts
+    from ticketing import notify as alerts
 
     alerts.register_subject(
         "host", lambda names: select(Host.hostname, Host.hostname, Host.datacenter).where(Host.hostname.in_(names))

@@ -1,7 +1,7 @@
 """Recording changes of state in the audit log (the caller's transaction commits it).
 
 Listeners see every entry as it is recorded, in the recording transaction: the
-Slack alerts' outbox is one (ticketing.alerts), so an alert is written with
+Slack alerts' outbox is one (ticketing.notify), so an alert is written with
 the change it reports and rolled back with it.
 """
 

@@ -9,8 +9,6 @@ from sqlalchemy import Connection
 
 import core.models  # noqa: F401  (registers tables on Base.metadata)
 import remediator.models  # noqa: F401
-import ticketing.alerts.models  # (the alert outbox and messages)
-import ticketing.models  # noqa: F401
 from core.db import Base, make_engine
 
 config = context.config

@@ -14,8 +14,8 @@ from core.db import get_database, utcnow
 from core.dispatch import send_after_commit
 from core.queue import NOTIFY_QUEUE
 from core.settings import Settings, get_settings
-from ticketing.alerts import service
-from ticketing.alerts.slack import Redactor, Sender, sender_for
+from ticketing.notify import service
+from ticketing.notify.slack import Redactor, Sender, sender_for
 
 _senders: dict[int, tuple[Sender, Redactor]] = {}
 
@@ -29,7 +29,7 @@ def _sender(settings: Settings) -> tuple[Sender, Redactor]:
     return _senders[key]
 
 
-@shared_task(name="ticketing.alerts.flush", queue=NOTIFY_QUEUE)
+@shared_task(name="ticketing.notify.flush", queue=NOTIFY_QUEUE)
 def flush_alerts() -> int:
     """Group the pending alerts into messages and send the new ones."""
     settings = get_settings()
@@ -42,7 +42,7 @@ def flush_alerts() -> int:
     return result.grouped
 
 
-@shared_task(name="ticketing.alerts.deliver", queue=NOTIFY_QUEUE, bind=True, max_retries=None)
+@shared_task(name="ticketing.notify.deliver", queue=NOTIFY_QUEUE, bind=True, max_retries=None)
 def deliver_alert(self: Task, delivery_id: int) -> str:
     """Post one message; on a 429, a 5xx or an unreachable Slack, retry later without holding the worker."""
     settings = get_settings()
@@ -59,7 +59,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         return {}
     return {
         "alerts-flush": {
-            "task": "ticketing.alerts.flush",
+            "task": "ticketing.notify.flush",
             "schedule": float(settings.alerts_window_s),
             "options": {"queue": NOTIFY_QUEUE},
         }

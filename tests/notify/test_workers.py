@@ -14,14 +14,14 @@ from core.db import Database, make_engine
 from core.queue import INGEST_QUEUE, create_celery
 from core.settings import Settings
 from remediator.models import Remediation, RemediationState
-from tests.alerts.conftest import PUBLIC_URL, WEBHOOK_SECRET
 from tests.conftest import truncate_all
 from tests.factories import payload, storm_reports
+from tests.notify.conftest import PUBLIC_URL, WEBHOOK_SECRET
 from tests.processes import FleetfixProcess, base_env, wait_until
 from ticketing import service as tickets
-from ticketing.alerts.models import AlertDelivery, DeliveryState
-from ticketing.alerts.receiver import SlackReceiver
 from ticketing.models import Ticket
+from ticketing.notify.models import AlertDelivery, DeliveryState
+from ticketing.notify.receiver import SlackReceiver
 from ticketing.schemas import TicketRequest
 
 Enable = Callable[[Settings], Settings]
@@ -96,7 +96,7 @@ def test_the_worker_delivers_after_a_5xx_and_a_rate_limit(
     assert [r.status for r in receiver.received] == [503, 429, 200]
     assert deliveries(it_db) == [("sent", 3, "")]
     output = worker.output()
-    assert "ticketing.alerts.retrying" in output
+    assert "ticketing.notify.retrying" in output
     assert "Retry in" in output
 
 

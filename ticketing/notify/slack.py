@@ -23,7 +23,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.webhook import WebhookClient
 
 from core.settings import Settings
-from ticketing.alerts.routing import Destination
+from ticketing.notify.routing import Destination
 
 SEND_TIMEOUT_S = 5
 """A Slack that does not answer holds a worker this long at most."""
@@ -78,7 +78,7 @@ def secrets_of(settings: Settings) -> list[str]:
 
 def sdk_logger(redactor: Redactor) -> logging.Logger:
     """slack_sdk's logger: WARNING and up only, secrets masked."""
-    logger = logging.getLogger("ticketing.alerts.slack_sdk")
+    logger = logging.getLogger("ticketing.notify.slack_sdk")
     logger.setLevel(logging.WARNING)  # slack_sdk builds its URL-bearing debug lines only below INFO
     for old in [f for f in logger.filters if isinstance(f, Redactor)]:
         logger.removeFilter(old)

@@ -202,10 +202,10 @@ def _handler(receiver: SlackReceiver) -> type[BaseHTTPRequestHandler]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m ticketing.alerts.receiver`: print what fleetfix would post to Slack."""
+    """`python -m ticketing.notify.receiver`: print what fleetfix would post to Slack."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m ticketing.alerts.receiver", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m ticketing.notify.receiver", description=main.__doc__)
     parser.add_argument("--port", type=int, default=8089)
     parser.add_argument("--channel", action="append", default=[], help="a channel to make a webhook for (repeat)")
     parser.add_argument("--token", default=None, help="bot mode: the token chat.postMessage must carry")

@@ -14,10 +14,10 @@ from sqlalchemy.orm import Session
 
 from core.db import Database, utcnow
 from core.settings import Settings
-from tests.alerts.conftest import PUBLIC_URL, flush_and_deliver, webhook_settings
+from tests.notify.conftest import PUBLIC_URL, flush_and_deliver, webhook_settings
 from ticketing import service as tickets
-from ticketing.alerts.models import AlertKind, AlertOutbox
-from ticketing.alerts.receiver import SlackReceiver
+from ticketing.notify.models import AlertKind, AlertOutbox
+from ticketing.notify.receiver import SlackReceiver
 from ticketing.schemas import Replacement, Resolution, TicketRequest
 
 Enable = Callable[[Settings], Settings]

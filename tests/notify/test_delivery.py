@@ -19,7 +19,8 @@ from core import audit
 from core.db import Database, utcnow
 from core.models import Role
 from core.settings import Settings, SettingsError, load_settings
-from tests.alerts.conftest import (
+from tests.api.helpers import bearer
+from tests.notify.conftest import (
     AMS_WEBHOOK_SECRET,
     BOT_TOKEN,
     PUBLIC_URL,
@@ -29,12 +30,11 @@ from tests.alerts.conftest import (
     flush_and_deliver,
     webhook_settings,
 )
-from tests.api.helpers import bearer
 from ticketing import service as tickets
-from ticketing.alerts import service
-from ticketing.alerts.models import AlertDelivery, DeliveryState
-from ticketing.alerts.receiver import SlackReceiver
-from ticketing.alerts.slack import sender_for
+from ticketing.notify import service
+from ticketing.notify.models import AlertDelivery, DeliveryState
+from ticketing.notify.receiver import SlackReceiver
+from ticketing.notify.slack import sender_for
 from ticketing.schemas import TicketRequest
 
 Enable = Callable[[Settings], Settings]
@@ -157,7 +157,7 @@ def test_a_refusal_no_retry_can_fix_fails_the_message(
     open_ticket(session, datacenter="sjc1")
     assert [o.state for o in flush_and_deliver(db, settings)] == ["failed"]
     assert (delivery(session).state, delivery(session).last_error) == (DeliveryState.failed, "no_service (HTTP 404)")
-    [record] = [r for r in caplog.records if r.getMessage() == "ticketing.alerts.failed"]
+    [record] = [r for r in caplog.records if r.getMessage() == "ticketing.notify.failed"]
     assert record.levelno == logging.ERROR
     assert record.fields["channel"] == "#fleet"  # type: ignore[attr-defined]
 
@@ -203,7 +203,7 @@ def test_the_webhook_and_the_token_never_reach_logs_or_errors(
         assert [o.state for o in flush_and_deliver(db, settings, clock)] == ["retry"]
         receiver.start()
         sender, redactor = sender_for(settings)
-        logging.getLogger("ticketing.alerts.slack_sdk").setLevel(logging.DEBUG)  # someone turns it up
+        logging.getLogger("ticketing.notify.slack_sdk").setLevel(logging.DEBUG)  # someone turns it up
         assert service.deliver(db, delivery(session).id, settings, sender, redactor, clock=clock).state == "sent"
     assert [r.status for r in receiver.received] == [429, 500, 403, 200, 429, 500, 403, 200]
     assert len(receiver.messages()) == 2

@@ -19,13 +19,13 @@ from remediator import ingest, planning, runner
 from remediator.models import Host, Remediation
 from remediator.rules import load_ruleset
 from remediator.tasks import mark_unreachable
-from tests.alerts.conftest import PUBLIC_URL, SteppingClock, flush_and_deliver, webhook_settings
 from tests.factories import storm_reports
+from tests.notify.conftest import PUBLIC_URL, SteppingClock, flush_and_deliver, webhook_settings
 from ticketing import service as tickets
-from ticketing.alerts import routing, service
-from ticketing.alerts.models import AlertDelivery, AlertKind, AlertOutbox, DeliveryState, Severity
-from ticketing.alerts.receiver import SlackReceiver
-from ticketing.alerts.slack import sender_for
+from ticketing.notify import routing, service
+from ticketing.notify.models import AlertDelivery, AlertKind, AlertOutbox, DeliveryState, Severity
+from ticketing.notify.receiver import SlackReceiver
+from ticketing.notify.slack import sender_for
 from ticketing.schemas import TicketRequest
 
 RULES = load_ruleset([])
@@ -223,7 +223,7 @@ def test_the_settings_name_the_same_kinds_and_severities_as_the_alerts() -> None
     from typing import get_args
 
     from core import settings
-    from ticketing.alerts.events import ACTIONS
+    from ticketing.notify.events import ACTIONS
 
     assert set(get_args(settings.AlertKind)) == {kind.value for kind in AlertKind} == set(ACTIONS.values())
     assert list(get_args(settings.AlertSeverity)) == [severity.value for severity in Severity]

@@ -8,7 +8,7 @@ from fnmatch import fnmatchcase
 from pydantic import SecretStr
 
 from core.settings import Settings
-from ticketing.alerts.models import AlertKind, Severity
+from ticketing.notify.models import AlertKind, Severity
 
 DEFAULT_WEBHOOK_CHANNEL = "default"
 

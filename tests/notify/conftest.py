@@ -11,9 +11,9 @@ import pytest
 from api.runtime import wire_alerts
 from core.db import Database, utcnow
 from core.settings import AlertRoute, Settings
-from ticketing.alerts import configure, service
-from ticketing.alerts.receiver import SlackReceiver
-from ticketing.alerts.slack import sender_for
+from ticketing.notify import configure, service
+from ticketing.notify.receiver import SlackReceiver
+from ticketing.notify.slack import sender_for
 
 PUBLIC_URL = "https://fleet.example.net"
 WEBHOOK_SECRET = "whsec0FLEETFIXnotforlogs"

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from core import audit
 from core.models import AuditEntry
 from core.settings import Settings
-from ticketing.alerts.models import AlertKind, AlertOutbox, Severity
 from ticketing.models import Ticket
+from ticketing.notify.models import AlertKind, AlertOutbox, Severity
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import datetime as dt
 from typing import Any
 from urllib.parse import quote
 
-from ticketing.alerts.models import AlertDelivery, AlertKind, Severity
+from ticketing.notify.models import AlertDelivery, AlertKind, Severity
 
 EXAMPLES = 5
 """Alerts shown by name in a grouped message; the rest are counted."""

@@ -27,10 +27,10 @@ from sqlalchemy.orm import Session
 from core import metrics
 from core.db import Database, serialize_on, utcnow
 from core.settings import Settings
-from ticketing.alerts import events, messages, routing
-from ticketing.alerts.events import Subject
-from ticketing.alerts.models import AlertDelivery, AlertKind, AlertOutbox, DeliveryState, Severity
-from ticketing.alerts.slack import DeliveryError, Redactor, Sender
+from ticketing.notify import events, messages, routing
+from ticketing.notify.events import Subject
+from ticketing.notify.models import AlertDelivery, AlertKind, AlertOutbox, DeliveryState, Severity
+from ticketing.notify.slack import DeliveryError, Redactor, Sender
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def _absorb(delivery: AlertDelivery, members: list[tuple[AlertOutbox, Subject, S
 
 def flush(session: Session, settings: Settings, now: dt.datetime) -> FlushResult:
     """Group pending alerts into messages (flushes; the caller commits and sends `to_send`)."""
-    serialize_on(session, "ticketing.alerts.flush")
+    serialize_on(session, "ticketing.notify.flush")
     rows = session.scalars(
         select(AlertOutbox).where(AlertOutbox.delivery_id.is_(None)).order_by(AlertOutbox.id).limit(FLUSH_LIMIT)
     ).all()
@@ -144,7 +144,7 @@ def flush(session: Session, settings: Settings, now: dt.datetime) -> FlushResult
     session.flush()
     if rows:
         log.info(
-            "ticketing.alerts.grouped",
+            "ticketing.notify.grouped",
             extra={"fields": {"alerts": len(rows), "messages": len(groups), "new": len(result.to_send)}},
         )
     return result
@@ -210,21 +210,21 @@ def deliver(
             delivery.state = DeliveryState.sent
             delivery.sent_at = now
             delivery.last_error = ""
-            log.info("ticketing.alerts.delivered", extra={"fields": {**fields, "attempts": attempts}})
+            log.info("ticketing.notify.delivered", extra={"fields": {**fields, "attempts": attempts}})
             metrics.SLACK_DELIVERIES.labels("sent").inc()
             return Outcome("sent")
         reason = redactor.mask(failure.reason)
         delivery.last_error = reason
         if failure.permanent or now - created > GIVE_UP_AFTER:
             delivery.state = DeliveryState.failed
-            log.error("ticketing.alerts.failed", extra={"fields": {**fields, "attempts": attempts, "error": reason}})
+            log.error("ticketing.notify.failed", extra={"fields": {**fields, "attempts": attempts, "error": reason}})
             metrics.SLACK_DELIVERIES.labels("failed").inc()
             return Outcome("failed")
         retry_in = failure.retry_after if failure.retry_after is not None else backoff_s(attempts)
         metrics.SLACK_DELIVERIES.labels("retried").inc()
         delivery.next_attempt_at = now + dt.timedelta(seconds=retry_in)
         log.warning(
-            "ticketing.alerts.retrying",
+            "ticketing.notify.retrying",
             extra={"fields": {**fields, "attempts": attempts, "error": reason, "retry_in_s": round(retry_in, 1)}},
         )
         return Outcome("retry", retry_in)
