@@ -163,6 +163,9 @@ class Remediation(Base):
     approved_by: Mapped[str | None] = mapped_column(String(128), default=None)
     settle_until: Mapped[dt.datetime | None] = mapped_column(default=None)
     held_reason: Mapped[str] = mapped_column(Text, default="", doc="Why it is waiting, while it waits.")
+    paused_by: Mapped[str | None] = mapped_column(
+        String(128), default=None, doc="Set while an operator holds it: no step starts until resumed."
+    )
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)

@@ -142,6 +142,58 @@ def approve(session: Session, ruleset: RuleSet, remediation_id: int, *, actor: s
     return planning.approve(session, remediation_id, actor=actor, ruleset=ruleset, now=utcnow(), reason=reason)
 
 
+def pause(session: Session, remediation_id: int, *, actor: str, reason: str) -> Remediation:
+    """Hold one remediation: no step starts (and it is not admitted) until it is resumed. A step
+    already handed to its host finishes there; its result is kept."""
+    remediation = _active(session, remediation_id, "paused")
+    if remediation.paused_by is not None:
+        raise Conflict(f"remediation {remediation_id} is already paused ({remediation.held_reason})")
+    remediation.paused_by = actor
+    remediation.held_reason = f"paused by {actor}: {reason}"
+    audit.record(
+        session,
+        actor=actor,
+        action="remediator.remediation.paused",
+        object_type="remediation",
+        object_id=remediation_id,
+        reason=reason,
+    )
+    session.flush()
+    return remediation
+
+
+def resume(session: Session, remediation_id: int, *, actor: str, reason: str, ruleset: RuleSet) -> Remediation:
+    """Let a paused remediation go on from where it stopped (or be admitted, if it was waiting)."""
+    remediation = _active(session, remediation_id, "resumed")
+    if remediation.paused_by is None:
+        raise Conflict(f"remediation {remediation_id} is not paused")
+    remediation.paused_by = None
+    remediation.held_reason = ""
+    audit.record(
+        session,
+        actor=actor,
+        action="remediator.remediation.resumed",
+        object_type="remediation",
+        object_id=remediation_id,
+        reason=reason,
+    )
+    if remediation.state == RemediationState.detected:
+        planning.admit(session, remediation, ruleset, utcnow())
+    elif remediation.state in (RemediationState.planned, RemediationState.running):
+        planning.queue_run(session, remediation)
+    session.flush()
+    return remediation
+
+
+def _active(session: Session, remediation_id: int, verb: str) -> Remediation:
+    remediation = session.get(Remediation, remediation_id)
+    if remediation is None:
+        raise NotFound(f"remediation {remediation_id} does not exist")
+    if remediation.state not in ACTIVE_REMEDIATION_STATES:
+        raise Conflict(f"remediation {remediation_id} is {remediation.state.value}; only an active one can be {verb}")
+    return remediation
+
+
 def cancel(session: Session, remediation_id: int, *, actor: str, reason: str) -> Remediation:
     remediation = session.get(Remediation, remediation_id)
     if remediation is None:

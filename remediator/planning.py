@@ -268,6 +268,8 @@ def admit(session: Session, remediation: Remediation, ruleset: RuleSet, now: dt.
     """Move a detected remediation to planned if every gate allows it now."""
     if remediation.state != RemediationState.detected:
         return False
+    if remediation.paused_by is not None:
+        return False  # an operator holds it (operations.pause); resuming admits it
     host = session.get_one(Host, remediation.host_id)
     rule = ruleset.get(remediation.rule_id)
     limits = ruleset.safety
@@ -308,10 +310,15 @@ def admit(session: Session, remediation: Remediation, ruleset: RuleSet, now: dt.
         object_id=remediation.id,
         reason=remediation.reason,
     )
+    queue_run(session, remediation)
+    return True
+
+
+def queue_run(session: Session, remediation: Remediation) -> None:
+    """Have a worker advance the remediation once this transaction commits."""
     send_after_commit(
         session, current_app.signature("remediator.run_remediation", args=[remediation.id], queue=REMEDIATE_QUEUE)
     )
-    return True
 
 
 def _needs_approval(rule: Rule | None, remediation: Remediation) -> bool:

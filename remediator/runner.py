@@ -82,6 +82,8 @@ def advance(
         raise NotFound(f"remediation {remediation_id} does not exist")
     if remediation.state not in (RemediationState.planned, RemediationState.running):
         return remediation.state
+    if remediation.paused_by is not None:
+        return remediation.state  # held by an operator: nothing starts until operations.resume
     host = session.get_one(Host, remediation.host_id)
     step = next((s for s in remediation.steps if s.state in (StepState.pending, StepState.running)), None)
     if step is None:
@@ -200,8 +202,9 @@ def awaiting(step: RemediationStep) -> bool:
 
 def has_next(remediation: Remediation) -> bool:
     """Whether run_remediation should run again now: a step is pending next, or every step is done and
-    verification is due — not while a step waits on its host (the host's result queues the next run)."""
-    if remediation.state not in (RemediationState.planned, RemediationState.running):
+    verification is due — not while a step waits on its host (the host's result queues the next run),
+    nor while an operator holds it (resuming queues the next run)."""
+    if remediation.state not in (RemediationState.planned, RemediationState.running) or remediation.paused_by:
         return False
     step = next((s for s in remediation.steps if s.state in (StepState.pending, StepState.running)), None)
     return step is None or step.state == StepState.pending

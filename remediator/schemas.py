@@ -60,6 +60,8 @@ class RemediationOut(BaseModel):
     subject: str
     reason: str
     current_step: int
+    held_reason: str = ""
+    paused_by: str | None = None
     created_at: dt.datetime
     updated_at: dt.datetime
     finished_at: dt.datetime | None

@@ -138,6 +138,41 @@ def cancel(
     return _view(response, remediation)
 
 
+@router.post("/{remediation_id}/pause", response_model=RemediationView)
+def pause(
+    remediation_id: int,
+    body: Reason,
+    request: Request,
+    response: Response,
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(require(Role.operator)),
+) -> RemediationView:
+    """Hold one remediation between steps (and out of admission) until it is resumed; a step already on
+    its host finishes there. 409 if it has finished or is paused already."""
+    locked_for_change(session, request, remediation_id)
+    remediation = operations.pause(session, remediation_id, actor=principal.actor, reason=body.reason)
+    session.commit()
+    return _view(response, remediation)
+
+
+@router.post("/{remediation_id}/resume", response_model=RemediationView)
+def resume(
+    remediation_id: int,
+    body: Reason,
+    request: Request,
+    response: Response,
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(require(Role.operator)),
+) -> RemediationView:
+    """Let a paused remediation go on from where it stopped. 409 if it is not paused."""
+    locked_for_change(session, request, remediation_id)
+    remediation = operations.resume(
+        session, remediation_id, actor=principal.actor, reason=body.reason, ruleset=get_registry().ruleset
+    )
+    session.commit()
+    return _view(response, remediation)
+
+
 @router.post("/{remediation_id}/abort", response_model=RemediationView)
 def abort(
     remediation_id: int,

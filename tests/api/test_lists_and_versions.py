@@ -169,3 +169,39 @@ def test_rule_changes_need_the_current_etag(client: TestClient, db: Database) ->
     assert stale.status_code == 412  # the breaker tripping changed the rule too
     listed = {r["id"]: r for r in client.get("/api/v1/rules").json()}
     assert f'"rule-dimm-ce-storm-v{listed["dimm-ce-storm"]["version"]}"' == client.get(url).headers["ETag"]
+
+
+def test_an_operator_pauses_one_remediation_and_resumes_it(client: TestClient, db: Database) -> None:
+    """A paused remediation starts no step (a redelivered run does nothing) until it is resumed."""
+    from core.dispatch import pending_tasks
+    from remediator import runner
+    from remediator.models import Remediation
+    from remediator.rules import get_registry
+
+    [rid] = [client.post("/api/v1/reports", json=payload(r)).json() for r in storm_reports("p1")][-1]["remediations"]
+    url = f"/api/v1/remediations/{rid}"
+    paused = client.post(f"{url}/pause", json={"reason": "checking the DIMM by hand"}, headers=etag_of(client, url))
+    assert paused.status_code == 200
+    assert paused.json()["paused_by"] == "token:test-operator"
+    assert paused.json()["held_reason"] == "paused by token:test-operator: checking the DIMM by hand"
+    again = client.post(f"{url}/pause", json={"reason": "twice"}, headers=etag_of(client, url))
+    assert again.status_code == 409
+    with db.session() as session:
+        assert runner.advance(session, rid, ruleset=get_registry().ruleset) == RemediationState.planned
+        assert [s.state.value for s in session.get_one(Remediation, rid).steps] == ["pending"]
+    with db.sessionmaker() as session:
+        from remediator import operations
+
+        operations.resume(session, rid, actor="user:olga", reason="looks fine", ruleset=get_registry().ruleset)
+        assert [t.task for t in pending_tasks(session)] == ["remediator.run_remediation"]  # it goes on
+        session.rollback()
+    resumed = client.post(f"{url}/resume", json={"reason": "looks fine"}, headers=etag_of(client, url))
+    assert resumed.status_code == 200
+    assert resumed.json()["paused_by"] is None
+    with db.session() as session:
+        assert runner.advance(session, rid, ruleset=get_registry().ruleset) == RemediationState.escalated
+    assert client.post(f"{url}/resume", json={"reason": "done"}, headers=etag_of(client, url)).status_code == 409
+
+
+def etag_of(client: TestClient, url: str) -> dict[str, str]:
+    return {"If-Match": client.get(url).headers["ETag"]}
