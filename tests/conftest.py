@@ -60,6 +60,9 @@ def require_services(pg_url: str = PG_ADMIN_URL, redis_url: str = REDIS_URL) -> 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     require_services()
+    # The test database of Redis is this run's: messages a killed earlier run left in its queues
+    # (tasks for rows that no longer exist, queue depths that are not this run's) go first.
+    redis.Redis.from_url(REDIS_URL).flushdb()
 
 
 def _create_database(name: str) -> str:
