@@ -66,22 +66,34 @@ def ensure_drained(host: Host, remediation: Remediation, step: RemediationStep, 
     """Drain before the plan's first disruptive step, unless the plan drains by itself or already did."""
     if not ACTIONS[step.action].disruptive or _plan_has(remediation, "drain"):
         return
-    evidence = dict(remediation.evidence or {})
-    if "drain" in evidence:
+    if "drain" in (remediation.evidence or {}):
         return
     try:
-        outcome = run_scheduler_hook(host, remediation.id, "drain", {"dry_run": step.params.get("dry_run", False)})
+        drain(host, remediation, step, now)
     except DrainFailed as error:
         raise DrainFailed(f"drain before {step.action} failed: {error}", error.detail) from None
-    evidence["drain"] = {"at": now.isoformat(), "before_step": step.index, **outcome}
-    remediation.evidence = evidence
+
+
+def drain(host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime) -> dict[str, Any]:
+    """Take the host out of its scheduler for this remediation (a plan's `drain` step, or before its first
+    disruptive step): recorded in its evidence, and the host counts against the caps until it is undrained."""
+    outcome = run_scheduler_hook(host, remediation.id, "drain", {"dry_run": step.params.get("dry_run", False)})
+    remediation.evidence = {
+        **(remediation.evidence or {}),
+        "drain": {"at": now.isoformat(), "before_step": step.index, **outcome},
+    }
+    host.drained_at = host.drained_at or now
+    return outcome
 
 
 def undrain(session: Session, host: Host, remediation: Remediation, now: dt.datetime) -> bool:
     """Put a host that this remediation drained back into its scheduler; True if there was anything to do."""
     evidence = dict(remediation.evidence or {})
     drained = evidence.get("drain")
-    if not drained or "skipped" in drained or "undrain" in evidence:
+    if not drained or "undrain" in evidence:
+        return False
+    if "skipped" in drained:  # no hook: nothing to call, but the host no longer counts as out
+        host.drained_at = None
         return False
     if any(s.action == "undrain" and s.state == StepState.succeeded for s in remediation.steps):
         return False
@@ -103,6 +115,7 @@ def undrain(session: Session, host: Host, remediation: Remediation, now: dt.date
         return True
     evidence["undrain"] = {"at": now.isoformat(), **outcome}
     remediation.evidence = evidence
+    host.drained_at = None
     return True
 
 

@@ -49,6 +49,9 @@ class Host(Base):
     last_digest: Mapped[str | None] = mapped_column(String(64), default=None)
     boot_id: Mapped[str | None] = mapped_column(String(64), default=None)
     report_interval_s: Mapped[int] = mapped_column(default=60)
+    drained_at: Mapped[dt.datetime | None] = mapped_column(
+        default=None, doc="Set while fleetfix holds the host out of its workload scheduler: it counts against the caps."
+    )
     memory: Mapped[dict[str, Any]] = mapped_column(
         default=dict, doc="What signal derivation keeps between reports: last counters, cursors, rule timers."
     )

@@ -15,6 +15,7 @@ from core import audit
 from core.db import utcnow
 from core.errors import Conflict, InvalidInput, NotFound
 from remediator import draining, planning, safety
+from remediator.decisions import finish
 from remediator.models import (
     ACTIVE_REMEDIATION_STATES,
     Control,
@@ -202,7 +203,7 @@ def cancel(session: Session, remediation_id: int, *, actor: str, reason: str) ->
         raise Conflict(
             f"remediation {remediation_id} is {remediation.state.value}; only an active one can be cancelled"
         )
-    planning.finish(session, remediation, RemediationState.cancelled, f"cancelled by {actor}: {reason}", utcnow())
+    finish(session, remediation, RemediationState.cancelled, f"cancelled by {actor}: {reason}", utcnow())
     host = session.get_one(Host, remediation.host_id)
     if host.state == HostState.remediating:
         host.state = HostState.in_service

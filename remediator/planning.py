@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 from typing import Any
 
 from celery import current_app
@@ -25,15 +24,14 @@ from sqlalchemy.orm import Session
 
 from checker.schemas import Report
 from core import audit, metrics
-from core.db import serialize_on, utcnow
+from core.db import serialize_on
 from core.dispatch import send_after_commit
 from core.queue import REMEDIATE_QUEUE
-from remediator import draining, repairs, safety
+from remediator import draining, preemption, repairs, safety
 from remediator.actions import ACTIONS
+from remediator.decisions import SYSTEM, active_remediation, finish, record, render_template
 from remediator.evaluate import Firing
 from remediator.models import (
-    ACTIVE_REMEDIATION_STATES,
-    Decision,
     Host,
     HostState,
     Remediation,
@@ -41,76 +39,13 @@ from remediator.models import (
     RemediationStep,
     RuleMode,
     RuleState,
+    StepState,
 )
 from remediator.rules import Rule, RuleSet, Step
 
 log = logging.getLogger(__name__)
-SYSTEM = "system:remediator"
 REOPEN_WITHIN = dt.timedelta(days=30)
 FLAP_TICKET = [Step(action="ticket", params={"part_type": "host", "title": "Flapping: {hostname} needs a person"})]
-
-
-def active_remediation(session: Session, host_id: int) -> Remediation | None:
-    return session.scalars(
-        select(Remediation).where(Remediation.host_id == host_id, Remediation.active.is_(True))
-    ).one_or_none()
-
-
-def record(
-    session: Session,
-    host: Host,
-    rule_id: str,
-    outcome: str,
-    reason: str,
-    *,
-    remediation_id: int | None = None,
-    subject: str = "",
-    value: float | None = None,
-    now: dt.datetime | None = None,
-) -> None:
-    """Record a decision, once: the same outcome and reason for the same host and rule is not repeated."""
-    memory = dict(host.memory or {})
-    last: dict[str, str] = dict(memory.get("decided", {}))
-    key = f"{outcome}:{reason}"
-    if last.get(rule_id) == key:
-        return
-    last[rule_id] = key
-    memory["decided"] = last
-    host.memory = memory
-    session.add(
-        Decision(
-            at=now or utcnow(),
-            host_id=host.id,
-            rule_id=rule_id,
-            outcome=outcome,
-            reason=reason,
-            remediation_id=remediation_id,
-            subject=subject,
-            value=value,
-        )
-    )
-    log.info(
-        f"remediator.decision.{outcome}",
-        extra={"fields": {"host": host.hostname, "rule": rule_id, "reason": reason, "remediation": remediation_id}},
-    )
-
-
-_TEMPLATE_FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
-
-
-def render_template(template: str, values: dict[str, Any]) -> str:
-    """Fill {name} and {name:spec} from values; nothing else is interpreted."""
-
-    def fill(match: re.Match[str]) -> str:
-        name, spec = match.group(1), match.group(2) or ""
-        if name not in values:
-            return match.group(0)
-        try:
-            return format(values[name], spec)
-        except (ValueError, TypeError):
-            return str(values[name])
-
-    return _TEMPLATE_FIELD.sub(fill, template)
 
 
 def decide(
@@ -133,39 +68,51 @@ def decide(
             record(session, host, rule.id, "held", ticketed, **note)
             return None
     active = active_remediation(session, host.id)
-    if active is not None:
-        if active.state == RemediationState.verifying and active.rule_id == rule.id:
-            return escalate(
-                session, active, f"fault returned while verifying: {signal.kind} {signal.value:.3g}", ruleset, now
-            )
-        record(session, host, rule.id, "held", f"remediation {active.id} ({active.rule_id}) is active", **note)
-        return None
-    if host.state in (HostState.awaiting_repair, HostState.maintenance):  # unreachable hosts are fair game
-        record(session, host, rule.id, "held", f"host is {host.state.value}", **note)
-        return None
+    if active is not None and active.state == RemediationState.verifying and active.rule_id == rule.id:
+        return escalate(
+            session, active, f"fault returned while verifying: {signal.kind} {signal.value:.3g}", ruleset, now
+        )
     rung, previous = 0, None
     returned = _returned_fault(session, host, rule, now)
     if returned is not None:
         rung, previous = returned.rung + 1, returned
+    steps = rule.rung(rung) or _ladder_end(rule)
+    verdict, why = "", ""
+    if active is not None:
+        verdict, why = preemption.verdict(active, rule, steps, ruleset)
+    elif host.state in (HostState.awaiting_repair, HostState.maintenance):  # unreachable hosts are fair game
+        verdict = "beside" if preemption.person_only(steps) else "hold"
+        why = f"host is {host.state.value}"
+    if verdict == "hold":
+        record(session, host, rule.id, "held", why, **note)
+        return None
+    if verdict == "beside":
+        if mode == RuleMode.shadow:
+            record(session, host, rule.id, "shadow", f"would open a ticket ({why})", **note)
+            return None
+        ticket_id = preemption.ticket_beside(session, host, firing, steps, report, now)
+        record(session, host, rule.id, "ticketed", f"ticket {ticket_id}: {why}", **note)
+        return None
     tripped = safety.breaker_trips(session, host, rule, now)
     if tripped is not None:
         open_breaker(session, rule.id, tripped, now)
         record(session, host, rule.id, "skipped", f"breaker tripped: {tripped}", **note)
         return None
-    steps = rule.rung(rung)
     reason = f"{rule.id}: {signal.kind} {signal.value:.3g} on {signal.subject or host.hostname}"
     if previous is not None:
         reason += f"; fault returned after remediation {previous.id} succeeded"
-    if steps is None:
-        steps = _ladder_end(rule)
     recent = safety.flapping(session, host, ruleset.safety, now)
     if recent >= ruleset.safety.flap_max and steps[-1].action != "ticket":
         steps = FLAP_TICKET
         reason += f"; host remediated {recent} times within {int(ruleset.safety.flap_window_s / 86400)}d: flapping"
     if mode == RuleMode.shadow:
         planned = ", ".join(s.action for s in steps)
-        record(session, host, rule.id, "shadow", f"would plan {planned}: {reason}", **note)
+        shadow = f"would plan {planned}: {reason}" + (f" ({why})" if verdict == "preempt" else "")
+        record(session, host, rule.id, "shadow", shadow, **note)
         return None
+    if verdict == "preempt" and active is not None:
+        preemption.preempt(session, active, host, f"preempted by {rule.id}: {why}", now)
+        reason += f"; {why}"
     remediation = create(session, host, rule, steps, signal_evidence(firing, report), reason, rung, previous, now)
     if remediation is None:
         return None
@@ -185,6 +132,11 @@ def _returned_fault(session: Session, host: Host, rule: Rule, now: dt.datetime) 
     if last is None or last.state != RemediationState.succeeded or last.finished_at is None:
         return None
     return last if now - last.finished_at <= REOPEN_WITHIN else None
+
+
+def takes_capacity(steps: list[Step]) -> bool:
+    """A plan that restarts the host or takes it out of its scheduler counts against the caps."""
+    return any(ACTIONS[s.action].disruptive or s.action == "drain" for s in steps)
 
 
 def _ladder_end(rule: Rule) -> list[Step]:
@@ -228,7 +180,7 @@ def create(
         evidence=evidence,
         rung=rung,
         previous_id=previous.id if previous else None,
-        disruptive=any(ACTIONS[s.action].disruptive for s in steps),
+        disruptive=takes_capacity(steps),
         datacenter=host.datacenter,
         cluster=host.cluster,
         rack=host.rack,
@@ -275,9 +227,15 @@ def admit(session: Session, remediation: Remediation, ruleset: RuleSet, now: dt.
     limits = ruleset.safety
     serialize_on(session, safety.ADMISSION_LOCK)
     reason = safety.global_pause(session) or safety.maintenance(session, host, now)
-    if reason is None and rule is not None and remediation.previous_id is None:
-        reason = safety.cooldown(session, host, rule, now)
-    if reason is None and remediation.disruptive:
+    for_a_person = preemption.person_only([s.action for s in remediation.steps])
+    if reason is None and rule is not None and remediation.previous_id is None and not for_a_person:
+        reason = safety.cooldown(session, host, rule, now)  # a ticket is not work on the host: no cooldown
+    if reason is None and remediation.disruptive and for_a_person:
+        # A person's plan never waits: with the caps full the ticket opens and the host stays in service.
+        full = safety.caps(session, host, limits)
+        if full is not None:
+            _leave_in_service(session, host, remediation, full, now)
+    elif reason is None and remediation.disruptive:
         reason = safety.caps(session, host, limits) or safety.spacing(session, host, limits, now)
     if reason is None and remediation.approved_by is None and _needs_approval(rule, remediation):
         remediation.state = RemediationState.awaiting_approval
@@ -312,6 +270,18 @@ def admit(session: Session, remediation: Remediation, ruleset: RuleSet, now: dt.
     )
     queue_run(session, remediation)
     return True
+
+
+def _leave_in_service(session: Session, host: Host, remediation: Remediation, full: str, now: dt.datetime) -> None:
+    """Skip the plan's drain: taking the host out would exceed a blast-radius cap."""
+    why = f"not drained: {full}; the host stays in service until a technician takes it"
+    for step in remediation.steps:
+        if step.action == "drain" and step.state == StepState.pending:
+            step.state = StepState.skipped
+            step.result = {"skipped": why}
+    remediation.disruptive = False
+    remediation.evidence = {**(remediation.evidence or {}), "not_drained": why}
+    record(session, host, remediation.rule_id, "admitted", why, remediation_id=remediation.id, now=now)
 
 
 def queue_run(session: Session, remediation: Remediation) -> None:
@@ -381,19 +351,6 @@ def escalate(
     else:
         draining.undrain(session, host, remediation, now)  # nothing goes on with the host: it goes back
     return next_one
-
-
-def finish(session: Session, remediation: Remediation, state: RemediationState, reason: str, now: dt.datetime) -> None:
-    remediation.state = state
-    remediation.finished_at = None if state in ACTIVE_REMEDIATION_STATES else now
-    audit.record(
-        session,
-        actor=SYSTEM,
-        action=f"remediator.remediation.{state.value}",
-        object_type="remediation",
-        object_id=remediation.id,
-        reason=reason,
-    )
 
 
 def open_breaker(session: Session, rule_id: str, reason: str, now: dt.datetime) -> None:

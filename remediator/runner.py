@@ -38,7 +38,7 @@ from cyborg.actions import ActionRefused, timeout_of
 from cyborg.commands import ActionContext, ActionFailed
 from cyborg.drivers.bmc import Bmc, IpmitoolBmc
 from cyborg.envelope import KeyMaterialError
-from remediator import draining, planning
+from remediator import decisions, draining, planning
 from remediator.actions import ACTIONS
 from remediator.models import Host, HostState, Remediation, RemediationState, RemediationStep, StepState
 from remediator.rules import RuleSet, Step
@@ -59,12 +59,17 @@ class StepFailed(Exception):
         self.detail = detail or {}
 
 
-def _scheduler_hook(_session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> dict[str, Any]:
+def _scheduler_hook(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> dict[str, Any]:
     """drain/undrain steps call the cluster's scheduler hook; with none configured there is nothing to drain."""
     try:
-        return draining.run_scheduler_hook(host, remediation.id, step.action, step.params)
+        if step.action == "drain":
+            return draining.drain(host, remediation, step, utcnow())
+        outcome = draining.run_scheduler_hook(host, remediation.id, step.action, step.params)
     except draining.DrainFailed as error:
         raise StepFailed(str(error), error.detail) from None
+    remediation.evidence = {**(remediation.evidence or {}), "undrain": {"at": utcnow().isoformat(), **outcome}}
+    host.drained_at = None
+    return outcome
 
 
 EXECUTORS: dict[str, StepExecutor] = {"drain": _scheduler_hook, "undrain": _scheduler_hook}
@@ -106,7 +111,7 @@ def advance(
         step.state = StepState.succeeded
         step.finished_at = now
         step.result = {"ticket_id": ticket_id, "created": created}
-        planning.finish(session, remediation, RemediationState.escalated, f"ticket {ticket_id} for a technician", now)
+        decisions.finish(session, remediation, RemediationState.escalated, f"ticket {ticket_id} for a technician", now)
         host.state = HostState.awaiting_repair
         return remediation.state
     executor = EXECUTORS.get(step.action)
@@ -153,7 +158,7 @@ def settle_if_due(session: Session, remediation: Remediation, now: dt.datetime) 
         return remediation.state
     if now < remediation.settle_until:
         return remediation.state
-    planning.finish(session, remediation, RemediationState.succeeded, "healthy through the settle period", now)
+    decisions.finish(session, remediation, RemediationState.succeeded, "healthy through the settle period", now)
     host = session.get_one(Host, remediation.host_id)
     if tickets.open_tickets_of_host(session, host.hostname):
         # A technician holds the host (a ticket opened by hand while this ran): it stays out of
@@ -178,7 +183,7 @@ def _open_ticket(session: Session, host: Host, remediation: Remediation, step: R
         remediation_id=remediation.id,
         evidence=evidence_bundle(session, host, remediation),
     )
-    ticket, created = tickets.open_ticket(session, request, actor=planning.SYSTEM)
+    ticket, created = tickets.open_ticket(session, request, actor=decisions.SYSTEM)
     return ticket.id, created
 
 
@@ -283,7 +288,7 @@ def dispatch_to_host(session: Session, host: Host, remediation: Remediation, ste
     send_after_commit(session, signature)
     audit.record(
         session,
-        actor=planning.SYSTEM,
+        actor=decisions.SYSTEM,
         action="cyborg.action.dispatched",
         object_type="remediation",
         object_id=remediation.id,
@@ -480,7 +485,7 @@ def escalate_to_ticket(
     rule = ruleset.get(remediation.rule_id)
     if rule is None:
         return planning.escalate(session, remediation, reason, ruleset, now)
-    planning.finish(session, remediation, RemediationState.failed, reason, now)
+    decisions.finish(session, remediation, RemediationState.failed, reason, now)
     host = session.get_one(Host, remediation.host_id)
     host.state = HostState.in_service
     session.flush()
@@ -490,7 +495,7 @@ def escalate_to_ticket(
         remediation.rung + 1, remediation, now,
     )  # fmt: skip
     if ticket is not None:
-        planning.record(session, host, rule.id, "escalated", reason, remediation_id=ticket.id, now=now)
+        decisions.record(session, host, rule.id, "escalated", reason, remediation_id=ticket.id, now=now)
         planning.admit(session, ticket, ruleset, now)
     return ticket
 
@@ -561,7 +566,7 @@ def _check_step(
         step.result = result
         audit.record(
             session,
-            actor=planning.SYSTEM,
+            actor=decisions.SYSTEM,
             action="cyborg.host.power_cycled",
             object_type="remediation",
             object_id=remediation.id,
@@ -605,7 +610,7 @@ def abort(session: Session, remediation_id: int, *, actor: str, reason: str, now
             step.state = StepState.failed
             step.finished_at = now
             step.result = {**result, "error": f"aborted by {actor} while in flight; the host's report is kept"}
-    planning.finish(session, remediation, RemediationState.cancelled, f"aborted by {actor}: {reason}", now)
+    decisions.finish(session, remediation, RemediationState.cancelled, f"aborted by {actor}: {reason}", now)
     _release_host(session, remediation)
     audit.record(
         session,

@@ -91,24 +91,37 @@ def _hosts_in_scope(session: Session, scope: str, host: Host) -> int:
     return int(session.scalar(query) or 0)
 
 
+def _host_filter(scope: str, host: Host) -> list[Any]:
+    if scope == "rack":
+        return [Host.datacenter == host.datacenter, Host.rack == host.rack]
+    if scope == "cluster":
+        return [Host.cluster == host.cluster]
+    if scope == "datacenter":
+        return [Host.datacenter == host.datacenter]
+    return []
+
+
 def caps(session: Session, host: Host, safety: PackSafety) -> str | None:
-    """The first scope whose cap on admitted disruptive remediations is reached."""
+    """The first scope whose cap is reached: hosts out of service because of fleetfix — an admitted
+    disruptive remediation, or drained and waiting for a technician — other than this one."""
     for scope in ("rack", "cluster", "datacenter", "fleet"):
         cap = safety.caps.get(scope)
         if cap is None or (scope == "cluster" and not host.cluster):
             continue
         limit = cap_limit(cap, _hosts_in_scope(session, scope, host))
-        running = session.scalar(
-            select(func.count())
-            .select_from(Remediation)
-            .where(
-                Remediation.disruptive.is_(True),
-                Remediation.state.in_(ADMITTED_STATES),
-                *_scope_filter(scope, host),
+        working = set(
+            session.scalars(
+                select(Remediation.host_id).where(
+                    Remediation.disruptive.is_(True),
+                    Remediation.state.in_(ADMITTED_STATES),
+                    *_scope_filter(scope, host),
+                )
             )
         )
-        if (running or 0) >= limit:
-            return f"{scope} cap reached ({running} of {limit})"
+        drained = set(session.scalars(select(Host.id).where(Host.drained_at.is_not(None), *_host_filter(scope, host))))
+        out = len((working | drained) - {host.id})
+        if out >= limit:
+            return f"{scope} cap reached ({out} of {limit} hosts out)"
     return None
 
 

@@ -22,7 +22,7 @@ from core.db import get_database, utcnow
 from core.dispatch import send_after_commit
 from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
-from remediator import planning, runner
+from remediator import decisions, planning, runner
 from remediator.hostauth import HostKeys, SignedPayload
 from remediator.ingest import evaluate_host, ingest_batch
 from remediator.models import Host, HostState, Remediation, RemediationState
@@ -151,7 +151,7 @@ def mark_unreachable() -> int:
             changed += 1
             audit.record(
                 session,
-                actor=planning.SYSTEM,
+                actor=decisions.SYSTEM,
                 action="remediator.host.unreachable",
                 object_type="host",
                 object_id=host.hostname,

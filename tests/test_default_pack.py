@@ -20,7 +20,7 @@ STEP = dt.timedelta(minutes=10)
 RULES = load_ruleset([])
 
 EXPECTED: dict[str, tuple[set[str], str]] = {
-    "dimm_ce_storm": ({"dimm-ce-storm"}, "ticket"),
+    "dimm_ce_storm": ({"dimm-ce-storm"}, "drain"),
     "dimm_ce_moderate": ({"dimm-ce-ppr"}, "hard_ppr"),
     "dimm_ue": ({"dimm-uncorrectable", "sel-memory-uncorrectable"}, "drain"),
     "cmci_storm": ({"cmci-storm"}, "tune_error_reporting"),

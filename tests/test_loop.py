@@ -53,6 +53,7 @@ def test_ce_storm_plans_a_remediation_that_opens_a_dimm_ticket(session: Session)
     assert pending.args == (remediation_id,) or list(pending.args) == [remediation_id]
     session.commit()
 
+    assert runner.advance(session, remediation_id, ruleset=RULES) == RemediationState.running  # drained first
     assert runner.advance(session, remediation_id, ruleset=RULES) == RemediationState.escalated
     remediation = session.get_one(Remediation, remediation_id)
     assert remediation.active is None

@@ -15,7 +15,7 @@ from api.app import create_app
 from core.db import Database
 from core.models import AuditEntry, Role
 from core.settings import load_settings
-from remediator import planning
+from remediator import decisions, planning
 from remediator.rules import RuleRegistry, set_registry
 from tests.api.helpers import bearer
 from tests.factories import T0, edac_report, payload
@@ -148,7 +148,7 @@ def test_effectiveness_counts_success_and_returns(client: TestClient, db: Databa
     [rid] = storm(client, "h1")["remediations"]
     with db.session() as session:
         remediation = session.get_one(Remediation, rid)
-        planning.finish(session, remediation, RemediationState.succeeded, "fixed", T0 + dt.timedelta(hours=1))
+        decisions.finish(session, remediation, RemediationState.succeeded, "fixed", T0 + dt.timedelta(hours=1))
     storm(client, "h1", at=T0 + dt.timedelta(days=3))  # the fault came back
     rows = client.get("/api/v1/rules/effectiveness").json()
     row = next(r for r in rows if r["rule"] == "storm-reimage" and r["plan"] == "reimage")

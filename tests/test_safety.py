@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from core.models import AuditEntry
 from remediator import planning, runner
+from remediator.decisions import finish
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import (
@@ -94,10 +95,10 @@ def test_rack_cap_holds_the_second_disruptive_remediation(session: Session) -> N
     assert remediation_of(session, "h0").state == RemediationState.planned
     second = remediation_of(session, "h1")
     assert second.state == RemediationState.detected
-    assert second.held_reason == "rack cap reached (1 of 1)"
-    assert ("held", "rack cap reached (1 of 1)") in decisions(session, "h1")
+    assert second.held_reason == "rack cap reached (1 of 1 hosts out)"
+    assert ("held", "rack cap reached (1 of 1 hosts out)") in decisions(session, "h1")
     first = remediation_of(session, "h0")
-    planning.finish(session, first, RemediationState.succeeded, "done", T0)
+    finish(session, first, RemediationState.succeeded, "done", T0)
     assert planning.admit(session, second, rs, T0 + dt.timedelta(minutes=5)) is True
     assert second.state == RemediationState.planned
 
@@ -119,7 +120,7 @@ def test_percentage_cap_of_a_datacenter(session: Session) -> None:
     states = [remediation_of(session, f"h{rack}-0").state for rack in range(4)]
     assert states.count(RemediationState.planned) == 2  # 10% of 20 hosts
     held = remediation_of(session, "h2-0")
-    assert held.held_reason == "datacenter cap reached (2 of 2)"
+    assert held.held_reason == "datacenter cap reached (2 of 2 hosts out)"
 
 
 def test_spacing_between_starts_in_a_rack(session: Session) -> None:

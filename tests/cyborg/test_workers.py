@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.db import Database, make_engine
+from core.db import Database, make_engine, utcnow
 from core.models import AuditEntry
 from core.queue import create_celery, send_to_host
 from cyborg.drivers.simulated import write_failure
@@ -108,7 +108,7 @@ def plan(url: str, redis_url: str, tmp_path: Path, steps: list[Step]) -> int:
                 host = Host(hostname="sim-1", datacenter="dc1", rack="r1", cluster="c1")
                 session.add(host)
                 session.flush()
-            now = planning.utcnow()
+            now = utcnow()
             evidence = {"signal": {"kind": "edac_poll_interval", "subject": "edac", "value": 1.0, "detail": {}}}
             remediation = planning.create(session, host, rule, steps, evidence, "cyborg test", 0, None, now)
             assert remediation is not None
@@ -230,7 +230,7 @@ def test_an_abort_stops_the_plan_between_steps(
         wait_until(lambda: applied(tmp_path) == ["reboot"], 30, "the reboot to start", agent)
         database = Database(it_db)
         with database.session() as session:
-            revoke = runner.abort(session, rid, actor="user:ops", reason="change freeze", now=planning.utcnow())
+            revoke = runner.abort(session, rid, actor="user:ops", reason="change freeze", now=utcnow())
         database.dispose()
         assert len(revoke) == 1
         done = wait_until(

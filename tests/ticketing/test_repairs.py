@@ -80,6 +80,7 @@ def ticketed(session: Session, hostname: str = "web-1") -> Ticket:
     """A host with a CE storm, handed to a technician by the remediator."""
     located(session, hostname)
     [remediation_id] = send(session, *storm(hostname, 0))
+    assert runner.advance(session, remediation_id, ruleset=RULES) == RemediationState.running  # drained
     assert runner.advance(session, remediation_id, ruleset=RULES) == RemediationState.escalated
     return session.scalars(select(Ticket).where(Ticket.hostname == hostname)).one()
 
@@ -128,7 +129,7 @@ def test_the_evidence_bundle_says_where_what_why_and_what_was_tried(session: Ses
     assert evidence["rule"] == "dimm-ce-storm"
     assert ticket.title.endswith("50.0 CE/s")
     [attempt] = evidence["remediations"]
-    assert (attempt["rule"], [s["action"] for s in attempt["steps"]]) == ("dimm-ce-storm", ["ticket"])
+    assert (attempt["rule"], [s["action"] for s in attempt["steps"]]) == ("dimm-ce-storm", ["drain", "ticket"])
     assert evidence["frozen_at"]
     assert ticket.state == TicketState.open
 

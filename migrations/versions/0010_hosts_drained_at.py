@@ -1,0 +1,28 @@
+"""hosts remember when fleetfix took them out of their scheduler, so the caps count them
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-11-24 16:00:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+import core.db
+
+revision: str = "0010"
+down_revision: str | None = "0009"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("hosts") as batch:
+        batch.add_column(sa.Column("drained_at", core.db.UTCDateTime(timezone=True), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("hosts") as batch:
+        batch.drop_column("drained_at")

@@ -1,0 +1,99 @@
+"""The decision log and the small operations every stage of planning shares: recording a decision
+once, finishing a remediation, finding a host's active one, and filling title templates.
+
+planning, preemption and the runner all use these; keeping them here lets those modules call
+each other without import cycles.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core import audit
+from core.db import utcnow
+from remediator.models import ACTIVE_REMEDIATION_STATES, Decision, Host, Remediation, RemediationState
+
+log = logging.getLogger("remediator.planning")
+SYSTEM = "system:remediator"
+
+
+def active_remediation(session: Session, host_id: int) -> Remediation | None:
+    return session.scalars(
+        select(Remediation).where(Remediation.host_id == host_id, Remediation.active.is_(True))
+    ).one_or_none()
+
+
+def record(
+    session: Session,
+    host: Host,
+    rule_id: str,
+    outcome: str,
+    reason: str,
+    *,
+    remediation_id: int | None = None,
+    subject: str = "",
+    value: float | None = None,
+    now: dt.datetime | None = None,
+) -> None:
+    """Record a decision, once: the same outcome and reason for the same host and rule is not repeated."""
+    memory = dict(host.memory or {})
+    last: dict[str, str] = dict(memory.get("decided", {}))
+    key = f"{outcome}:{reason}"
+    if last.get(rule_id) == key:
+        return
+    last[rule_id] = key
+    memory["decided"] = last
+    host.memory = memory
+    session.add(
+        Decision(
+            at=now or utcnow(),
+            host_id=host.id,
+            rule_id=rule_id,
+            outcome=outcome,
+            reason=reason,
+            remediation_id=remediation_id,
+            subject=subject,
+            value=value,
+        )
+    )
+    log.info(
+        f"remediator.decision.{outcome}",
+        extra={"fields": {"host": host.hostname, "rule": rule_id, "reason": reason, "remediation": remediation_id}},
+    )
+
+
+_TEMPLATE_FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
+
+
+def render_template(template: str, values: dict[str, Any]) -> str:
+    """Fill {name} and {name:spec} from values; nothing else is interpreted."""
+
+    def fill(match: re.Match[str]) -> str:
+        name, spec = match.group(1), match.group(2) or ""
+        if name not in values:
+            return match.group(0)
+        try:
+            return format(values[name], spec)
+        except (ValueError, TypeError):
+            return str(values[name])
+
+    return _TEMPLATE_FIELD.sub(fill, template)
+
+
+def finish(session: Session, remediation: Remediation, state: RemediationState, reason: str, now: dt.datetime) -> None:
+    remediation.state = state
+    remediation.finished_at = None if state in ACTIVE_REMEDIATION_STATES else now
+    audit.record(
+        session,
+        actor=SYSTEM,
+        action=f"remediator.remediation.{state.value}",
+        object_type="remediation",
+        object_id=remediation.id,
+        reason=reason,
+    )
