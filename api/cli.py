@@ -392,6 +392,21 @@ def rules_validate(files: Annotated[list[Path], typer.Argument(help="Rule-pack Y
         raise typer.Exit(1)
 
 
+@rules_app.command("doc")
+def rules_doc(
+    pack: Annotated[Path | None, typer.Argument(help="A rule pack; default: the built-in pack.")] = None,
+) -> None:
+    """Print a pack's rules as the Markdown table of docs/rules.md: condition, plan, priority, source, wrong if."""
+    from remediator.rules import DEFAULT_PACK, RulePackError, load_pack
+    from remediator.rules_doc import table
+
+    try:
+        loaded = load_pack(pack or DEFAULT_PACK)
+    except RulePackError as error:
+        raise _fail(str(error), 1) from None
+    typer.echo(table(loaded), nl=False)
+
+
 @rules_app.command("backtest")
 def rules_backtest(
     packs: Annotated[list[Path], typer.Argument(help="Rule-pack YAML files to try (on top of the default pack).")],

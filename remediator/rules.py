@@ -163,6 +163,14 @@ class RuleSafety(RuleModel):
 class Rule(RuleModel):
     id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9\-]*$", max_length=128)]
     description: str
+    source: str = Field(
+        "",
+        max_length=2000,
+        description="Where the decision comes from: a design document, a kernel or vendor doc, a peer's default.",
+    )
+    wrong_if: str = Field(
+        "", max_length=2000, description="What would make the decision wrong, for the operator who doubts it."
+    )
     when: Condition
     selector: Selector = Field(default_factory=Selector)
     plan: Plan

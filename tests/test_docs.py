@@ -51,6 +51,15 @@ def test_rules_doc_lists_the_default_pack() -> None:
     assert documented == {r.id for r in load_pack(DEFAULT_PACK).rules}
 
 
+def test_rules_doc_table_is_the_pack_itself() -> None:
+    """docs/rules.md's table is what `fleetfix rules doc` prints for the default pack, source and all."""
+    from remediator.rules import DEFAULT_PACK, load_pack
+    from remediator.rules_doc import table
+
+    doc = (REPO / "docs" / "rules.md").read_text()
+    assert table(load_pack(DEFAULT_PACK)) in doc
+
+
 def test_signals_doc_names_every_signal_the_default_pack_uses() -> None:
     from remediator.rules import DEFAULT_PACK, load_pack
 

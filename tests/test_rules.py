@@ -116,3 +116,18 @@ def test_cli_validate(tmp_path: Path) -> None:
     )
     assert failed.returncode == 1
     assert f"{bad}:1: version" in failed.stderr
+
+
+def test_cli_doc_prints_a_pack_with_its_sources(tmp_path: Path) -> None:
+    why = '    source: "seed 000: swap at 10s of CE/s"\n    wrong_if: "EDAC counts ranks"\n'
+    sourced = GOOD.replace("    description:", why + "    description:", 1)
+    good = write(tmp_path, sourced, "good.yaml")
+    shown = subprocess.run([sys.executable, "-m", "api", "rules", "doc", str(good)], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    header, rule = shown.stdout.splitlines()[0], shown.stdout.splitlines()[2]
+    assert header.endswith("| source | wrong if |")
+    assert rule.endswith("| seed 000: swap at 10s of CE/s | EDAC counts ranks |")
+    bad = write(tmp_path, GOOD.replace("version: 1", "version: 7"), "bad.yaml")
+    failed = subprocess.run([sys.executable, "-m", "api", "rules", "doc", str(bad)], capture_output=True, text=True)
+    assert failed.returncode == 1
+    assert f"{bad}:1: version" in failed.stderr
