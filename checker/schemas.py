@@ -241,6 +241,12 @@ class SensorReading(Model):
     status: str = Field(max_length=32, description="ok, cr, nr, ns … as the BMC reports it.")
     reading: float | None = None
     unit: str | None = Field(None, max_length=32)
+    thresholds: dict[Literal["lnr", "lcr", "lnc", "unc", "ucr", "unr"], float] = Field(
+        default_factory=dict,
+        max_length=6,
+        description="The BMC's thresholds, where the listing has them (`ipmitool sensor list`): lower/upper "
+        "non-recoverable, critical, non-critical.",
+    )
 
 
 # -- disks ------------------------------------------------------------------------

@@ -107,8 +107,10 @@ class HardPprParams(ActionParams):
 
 class TuneErrorReportingParams(ActionParams):
     edac_poll_s: int = Field(37, ge=1, le=3600, description="EDAC polling interval (about 37 s is the sweet spot).")
-    cmci: Literal["poll", "cmci"] | None = Field(
-        None, description="poll: turn CMCI off (polling only, after a CMCI storm); cmci: interrupts on."
+    cmci: Literal["cmci"] | None = Field(
+        None,
+        description="cmci: turn corrected-error interrupts back on (a host left with CMCI disabled). There is no "
+        "way to turn them off: polling alone loses the errors that show a failing DIMM.",
     )
 
 

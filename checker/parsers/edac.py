@@ -20,6 +20,29 @@ _CSROW_FILE = re.compile(r"^csrow(\d{1,20})/(?:ch(\d{1,20})_)?([a-z_]+)$")
 MAX_CONTROLLERS = 64
 MAX_DIMMS = 512
 
+# Whether an EDAC driver polls its controllers every edac_mc_poll_msec (mci->edac_check set, op_state
+# POLL), told by the prefix of the controllers' mc_name, as drivers/edac names them. These log each
+# error from the MCE decode chain (or firmware-first, ghes) and never poll: skx_common.c ("Skylake
+# Socket#N IMC#M"), i10nm_base.c ("Intel_10nm Socket…"), amd64_edac.c ("F10h", "F17h_M30h", "F19h" …),
+# ghes_edac.c, igen6_edac.c ("Intel_client_SoC MC#N").
+EDAC_NEVER_POLLS = ("Skylake Socket", "Intel_10nm Socket", "F1", "ghes", "Intel_client_SoC")
+# sb_edac.c ("Sandy Bridge/Ivy Bridge/Haswell/Broadwell/Knights Landing Socket#N") and i7core_edac.c
+# ("i7 core #N") polled in the kernels of the design's measurements and no longer do in current ones:
+# which one a host runs is not visible in sysfs, so they are neither tuned nor called healthy.
+EDAC_POLLED_ONCE = ("Sandy Bridge", "Ivy Bridge", "Haswell", "Broadwell", "Knights Landing", "i7 core")
+
+
+def edac_polls(mc_name: str | None) -> bool | None:
+    """True: the driver polls (chipset drivers such as ie31200, e752x, i5000); False: it never does;
+    None: it depends on the kernel version, or the name is unknown."""
+    if not mc_name:
+        return None
+    if mc_name.startswith(EDAC_NEVER_POLLS):
+        return False
+    if mc_name.startswith(EDAC_POLLED_ONCE):
+        return None
+    return True
+
 
 @dataclass
 class _Controller:

@@ -84,22 +84,40 @@ def _reading(text: str) -> tuple[float | None, str | None]:
     return float(m.group(1)), clip(unit, 32) if unit else None
 
 
+THRESHOLDS = ("lnr", "lcr", "lnc", "unc", "ucr", "unr")
+
+
+def _thresholds(cols: list[str]) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for name, text in zip(THRESHOLDS, cols, strict=False):
+        number, _unit = _reading(text)
+        if number is not None:
+            found[name] = number
+    return found
+
+
 @guarded(list)
 def parse_sdr(text: str) -> Parsed[list[SensorReading]]:
-    """`ipmitool sdr list` (name | reading | status) and `sdr elist` / `sdr type X list`
-    (name | id | status | entity | reading)."""
+    """`ipmitool sdr list` (name | reading | status), `sdr elist` / `sdr type X list`
+    (name | id | status | entity | reading), and `ipmitool sensor list` (name | reading | unit | status |
+    lnr | lcr | lnc | unc | ucr | unr), whose thresholds are kept."""
     readings: list[SensorReading] = []
     problems: list[str] = []
     for raw in text.splitlines():
         if not raw.strip():
             continue
         cols = [c.strip() for c in raw.split("|")]
+        thresholds: dict[str, float] = {}
         if len(cols) == 3:
             name, value, status = cols
         elif len(cols) == 5:
             name, status, value = cols[0], cols[2], cols[4]
+        elif len(cols) == 10:
+            name, status = cols[0], cols[3]
+            value = f"{cols[1]} {cols[2]}" if cols[2] else cols[1]
+            thresholds = _thresholds(cols[4:])
         else:
-            problems.append(problem("not an sdr line of 3 or 5 columns", raw))
+            problems.append(problem("not an sdr line of 3 or 5 columns, nor a sensor list line of 10", raw))
             continue
         if not name:
             problems.append(problem("sdr line without a sensor name", raw))
@@ -113,6 +131,7 @@ def parse_sdr(text: str) -> Parsed[list[SensorReading]]:
                 status=clip(status.lower(), 32),
                 reading=number,
                 unit=unit,
+                thresholds=thresholds,
             )
         )
     return Parsed(readings, problems)

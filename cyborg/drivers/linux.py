@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from checker.parsers.common import parse_cpu_list
+from checker.parsers.edac import edac_polls
 from checker.parsers.ipmi import parse_sel_info
 from cyborg.actions import (
     ActionParams,
@@ -32,6 +33,8 @@ OSRELEASE = "/proc/sys/kernel/osrelease"
 KEXEC_DISABLED = "/proc/sys/kernel/kexec_load_disabled"
 EDAC_POLL = "/sys/module/edac_core/parameters/edac_mc_poll_msec"
 EDAC_MODPROBE = "/etc/modprobe.d/fleetfix-edac.conf"
+EDAC_CORE_INITSTATE = "/sys/module/edac_core/initstate"
+EDAC_MC = "/sys/devices/system/edac/mc"
 CMCI_DISABLED = "/sys/devices/system/machinecheck/machinecheck0/cmci_disabled"
 ISOLATED = "/sys/devices/system/cpu/isolated"
 ONLINE = "/sys/devices/system/cpu/online"
@@ -229,19 +232,40 @@ class LinuxDriver:
 
     # -- error reporting, interrupts, memory tiers ------------------------------------------------
 
+    def edac_controllers(self) -> list[str]:
+        """The mc_name of every EDAC memory controller ('Skylake Socket#0 IMC#1', 'ie31200' …)."""
+        names = []
+        for entry in self.system.list_dir(EDAC_MC) or []:
+            if entry.startswith("mc") and entry[2:].isdigit():
+                names.append((self.system.read_text(f"{EDAC_MC}/{entry}/mc_name") or "").strip())
+        return names
+
     def tune_error_reporting(self, params: TuneErrorReportingParams, ctx: ActionContext) -> dict[str, Any]:
         before = (self.system.read_text(EDAC_POLL) or "").strip()
         if not before:
             raise ActionFailed(f"precondition: {EDAC_POLL} is not there (no EDAC driver loaded)")
+        controllers = self.edac_controllers()
+        if controllers and all(edac_polls(name) is False for name in controllers):
+            # skx/i10nm/amd64/ghes log each error from the MCE decode chain: the interval changes nothing there
+            raise ActionFailed(f"precondition: the EDAC driver of {', '.join(sorted(set(controllers)))} does not poll")
         wanted = str(params.edac_poll_s * 1000)
         ctx.write(EDAC_POLL, wanted)
-        ctx.write(EDAC_MODPROBE, f"options edac_core edac_mc_poll_msec={wanted}\n")  # the next boot too
         changed: dict[str, Any] = {"edac_poll_msec": int(wanted), "previous": int(before)}
-        if params.cmci is not None:
+        if self.system.read_text(EDAC_CORE_INITSTATE) is not None:  # only a loadable module has initstate
+            ctx.write(EDAC_MODPROBE, f"options edac_core edac_mc_poll_msec={wanted}\n")  # the next boot too
+            changed["persisted"] = EDAC_MODPROBE
+        else:
+            changed["persisted"] = None
+            changed["note"] = (
+                f"edac_core is built into the kernel: modprobe.d does not reach it; the next boot needs "
+                f"edac_core.edac_mc_poll_msec={wanted} on the kernel command line"
+            )
+            ctx.note("not persisted", changed["note"])
+        if params.cmci == "cmci":
             if self.system.read_text(CMCI_DISABLED) is None:
                 raise ActionFailed(f"precondition: {CMCI_DISABLED} is not there (no CMCI on this CPU)")
-            ctx.write(CMCI_DISABLED, "1" if params.cmci == "poll" else "0")
-            changed["cmci"] = params.cmci
+            ctx.write(CMCI_DISABLED, "0")
+            changed["cmci"] = "on"
         if not ctx.dry_run and (self.system.read_text(EDAC_POLL) or "").strip() != wanted:
             raise ActionFailed(f"{EDAC_POLL} did not take {wanted}")
         return changed

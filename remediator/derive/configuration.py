@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from checker.parsers.edac import edac_polls
 from checker.schemas import EdacState, Identity, MemoryTiers
 from remediator.baselines import FirmwareBaselines, is_below
 from remediator.errata import Erratum, matching_errata
@@ -16,9 +17,14 @@ from remediator.signals import SignalValue
 
 
 def edac_poll_signals(edac: EdacState | None) -> list[SignalValue]:
+    """The polling interval, and whether this host's EDAC driver polls at all (only then does it matter)."""
     if edac is None or edac.poll_msec is None:
         return []
-    return [SignalValue("edac_poll_interval", "edac", edac.poll_msec / 1000, {"poll_msec": edac.poll_msec})]
+    names = sorted({c.mc_name for c in edac.controllers if c.mc_name})
+    verdicts = {edac_polls(name) for name in names}
+    polls = True if True in verdicts else (False if verdicts == {False} else None)
+    detail = {"poll_msec": edac.poll_msec, "polls": polls, "controllers": names[:8]}
+    return [SignalValue("edac_poll_interval", "edac", edac.poll_msec / 1000, detail)]
 
 
 def errata_signals(identity: Identity | None, errata: Sequence[Erratum]) -> list[SignalValue]:
@@ -60,11 +66,7 @@ def firmware_signals(identity: Identity | None, hardware_class: str, baselines: 
     for nic in firmware.nics:
         if nic.driver is not None and nic.driver in baseline.nic:
             checks.append((f"nic:{nic.interface}", nic.firmware, baseline.nic[nic.driver]))
-    if baseline.microcode is not None:
-        revisions = [c.microcode for c in identity.cpus if c.microcode is not None]
-        if revisions:
-            checks.append(("microcode", f"0x{min(revisions):x}", baseline.microcode))
-    return [
+    signals = [
         SignalValue(
             "firmware_below_baseline",
             subject,
@@ -74,6 +76,27 @@ def firmware_signals(identity: Identity | None, hardware_class: str, baselines: 
         for subject, current, wanted in checks
         if is_below(current, wanted)
     ]
+    revisions = [c.microcode for c in identity.cpus if c.microcode is not None]
+    current = f"0x{min(revisions):x}" if revisions else None
+    if baseline.microcode is not None and is_below(current, baseline.microcode):
+        # Microcode is not flashed like a BIOS: it comes with the OS's microcode package (loaded early at boot)
+        # or inside a BIOS update. A BIOS below its baseline is the one to fix first: it likely carries it.
+        cpu = identity.cpus[0]
+        detail = {
+            "current": current,
+            "baseline": baseline.microcode,
+            "hardware_class": hardware_class,
+            "vendor": cpu.vendor,
+            "cpuid": f"{cpu.family:02x}-{cpu.model:02x}-{cpu.stepping if cpu.stepping is not None else '?'}",
+            "package": MICROCODE_PACKAGES.get(cpu.vendor, "the vendor's microcode package"),
+            "bios_below_baseline": any(s.subject == "bios" for s in signals),
+        }
+        signals.append(SignalValue("microcode_below_baseline", "microcode", 1.0, detail))
+    return signals
+
+
+MICROCODE_PACKAGES = {"GenuineIntel": "intel-microcode", "AuthenticAMD": "amd64-microcode"}
+"""The Debian names; RHEL and SUSE ship them as microcode_ctl / ucode-intel / ucode-amd and linux-firmware."""
 
 
 def cpuless_nodes(tiers: MemoryTiers) -> list[int]:

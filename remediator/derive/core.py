@@ -22,6 +22,7 @@ from remediator.derive.kernel import kernel_signals
 from remediator.derive.memory import HostMemory, load_memory
 from remediator.derive.rasdaemon import ras_signals
 from remediator.derive.sel import sel_signals
+from remediator.derive.sensors import sensor_signals
 from remediator.errata import ERRATA, Erratum
 from remediator.signals import SignalValue
 
@@ -73,6 +74,7 @@ def derive(
     signals += errata_signals(obs.identity, errata)
     signals += firmware_signals(obs.identity, host.hardware_class, baselines)
     signals += tier_signals(obs.memory_tiers)
+    signals += sensor_signals(obs.sensors)
 
     new = HostMemory(at=now, boot=boot_id, klog=klog, sel=sel, disks=disks, irq=irq, ras=ras).dump()
     return Derived(signals, new, new != memory)

@@ -25,6 +25,7 @@ GROWTH: tuple[tuple[str, str], ...] = (
     ("grown_defects", "smart_grown_defects_growth"),
     ("media_errors", "nvme_media_errors_growth"),
 )
+TEMPERATURE_BIT = 0x02
 # NVMe SMART/Health log byte 0, bit by bit (NVMe base specification).
 CRITICAL_WARNING_BITS: tuple[str, ...] = (
     "spare_below_threshold",
@@ -76,9 +77,12 @@ def disk_signals(
             signals.append(SignalValue("smart_failing", key, 1.0, detail))
         if disk.nvme_critical_warning:
             bits = [name for i, name in enumerate(CRITICAL_WARNING_BITS) if disk.nvme_critical_warning & (1 << i)]
-            signals.append(
-                SignalValue("nvme_critical_warning", key, float(disk.nvme_critical_warning), {**about, "bits": bits})
-            )
+            detail = {**about, "bits": bits, "temperature_c": disk.temperature_c}
+            # Bit 1 is a temperature threshold: the drive's surroundings, not the drive. The others are the drive.
+            if media := disk.nvme_critical_warning & ~TEMPERATURE_BIT:
+                signals.append(SignalValue("nvme_critical_warning", key, float(media), detail))
+            if disk.nvme_critical_warning & TEMPERATURE_BIT:
+                signals.append(SignalValue("nvme_temperature_warning", key, disk.temperature_c or 1.0, detail))
         spare, threshold = disk.available_spare, disk.available_spare_threshold
         if spare is not None and threshold is not None and spare <= threshold:
             signals.append(SignalValue("nvme_spare_low", key, float(spare), {**about, "threshold": threshold}))

@@ -32,19 +32,25 @@ IGNORED_KINDS = frozenset({K.nic_link_up})
 BUCKETS = 24
 SAMPLE_LINES = 5
 MAX_SUBJECTS = 5
+# Kinds that name a device a technician can act on (a NIC port, a PCIe function, a disk): counted per
+# device too, as `device_event_count`, so a rule can ticket the port that flaps rather than the host.
+DEVICE_KINDS = frozenset(
+    {K.nic_link_down, K.nic_tx_timeout, K.pcie_aer_corrected, K.pcie_aer_uncorrected, K.nvme_timeout, K.nvme_reset}
+)
+MAX_DEVICES = 16  # per kind
 
 
 def window_of(kind: KernelEventKind) -> int:
     return WINDOWS_S.get(kind, DEFAULT_WINDOW_S)
 
 
-def _live(buckets: list[Bucket], now_s: float, window_s: int) -> list[Bucket]:
+def live_buckets(buckets: list[Bucket], now_s: float, window_s: int) -> list[Bucket]:
     width = max(1, window_s // BUCKETS)
     start = now_s - window_s
     return [(index, n) for index, n in buckets if (index + 1) * width > start and n > 0][-(BUCKETS + 1) :]
 
 
-def _add(buckets: list[Bucket], at_s: float, window_s: int) -> list[Bucket]:
+def add_to_bucket(buckets: list[Bucket], at_s: float, window_s: int) -> list[Bucket]:
     index = int(at_s) // max(1, window_s // BUCKETS)
     merged = dict(buckets)
     merged[index] = merged.get(index, 0) + 1
@@ -80,7 +86,7 @@ def kernel_signals(
     known = {kind.value: kind for kind in KernelEventKind}
     counts: dict[str, list[Bucket]] = {}
     for name, buckets in prev.counts.items():
-        if name in known and (live := _live(buckets, now_s, window_of(known[name]))):
+        if name in known and (live := live_buckets(buckets, now_s, window_of(known[name]))):
             counts[name] = live
 
     signals: list[SignalValue] = []
@@ -93,10 +99,10 @@ def kernel_signals(
         for event in events:
             at = min(event.timestamp or now, now).timestamp()
             if at > now_s - window_s:  # an event older than its window (a replayed ring buffer) is old news
-                buckets = _add(buckets, at, window_s)
+                buckets = add_to_bucket(buckets, at, window_s)
         if buckets:
             counts[kind.value] = buckets
-        value = sum(n for _, n in _live(buckets, now_s, window_s))
+        value = sum(n for _, n in live_buckets(buckets, now_s, window_s))
         if value <= 0:
             continue
         newest = events[-1]
@@ -112,4 +118,48 @@ def kernel_signals(
         if state.lost_records:
             detail["lost_records"] = state.lost_records
         signals.append(SignalValue("kernel_event_count", kind.value, float(value), detail))
-    return signals, KernelMemory(boot=boot, seq=high, counts=counts)
+    found, devices = _device_signals(fresh, prev.devices, now)
+    return signals + found, KernelMemory(boot=boot, seq=high, counts=counts, devices=devices)
+
+
+def _device_signals(
+    fresh: dict[KernelEventKind, list[KernelEvent]], previous: dict[str, dict[str, list[Bucket]]], now: dt.datetime
+) -> tuple[list[SignalValue], dict[str, dict[str, list[Bucket]]]]:
+    """Per device of the DEVICE_KINDS: events within the kind's window, for the devices with new ones."""
+    now_s = now.timestamp()
+    devices: dict[str, dict[str, list[Bucket]]] = {}
+    for name, by_device in previous.items():
+        kind = next((k for k in DEVICE_KINDS if k.value == name), None)
+        if kind is None:
+            continue
+        window_s = window_of(kind)
+        live = {dev: kept for dev, b in by_device.items() if (kept := live_buckets(b, now_s, window_s))}
+        if live:
+            devices[name] = live
+    signals: list[SignalValue] = []
+    for kind in sorted(DEVICE_KINDS):
+        events = [e for e in fresh.get(kind, []) if e.subject]
+        if not events:
+            continue
+        window_s = window_of(kind)
+        by_device = devices.setdefault(kind.value, {})
+        newest: dict[str, KernelEvent] = {}
+        for event in events:
+            at = min(event.timestamp or now, now).timestamp()
+            device = str(event.subject)
+            if at <= now_s - window_s or (device not in by_device and len(by_device) >= MAX_DEVICES):
+                continue
+            by_device[device] = add_to_bucket(by_device.get(device, []), at, window_s)
+            newest[device] = event
+        for device, event in newest.items():
+            value = sum(n for _, n in live_buckets(by_device[device], now_s, window_s))
+            detail: dict[str, object] = {
+                "kind": kind.value,
+                "window_s": window_s,
+                "new": sum(1 for e in events if e.subject == device),
+                "lines": list(event.lines[:SAMPLE_LINES]),
+            }
+            signals.append(SignalValue("device_event_count", device, float(value), detail))
+        if not by_device:
+            devices.pop(kind.value, None)
+    return signals, devices

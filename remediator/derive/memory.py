@@ -27,11 +27,20 @@ class KernelMemory(_Section):
     boot: str | None = Field(None, description="Boot id the sequence numbers belong to.")
     seq: int | None = Field(None, description="Highest /dev/kmsg sequence number counted.")
     counts: dict[str, list[Bucket]] = Field(default_factory=dict, description="Event kind -> recent buckets.")
+    devices: dict[str, dict[str, list[Bucket]]] = Field(
+        default_factory=dict, description="Event kind -> device (interface, PCI address) -> recent buckets."
+    )
 
 
 class SelMemory(_Section):
     last: int | None = Field(None, description="Highest SEL record id seen.")
     count: int | None = Field(None, description="The BMC's entry count at that time.")
+    power_at: AwareDatetime | None = Field(
+        None, description="When a PSU failure or lost input was last logged (it explains a lost redundancy)."
+    )
+    sensors: dict[str, list[Bucket]] = Field(
+        default_factory=dict, description="Sensor -> entries it logged per bucket, for the flood watch (bounded)."
+    )
 
 
 class IrqMemory(_Section):

@@ -1,10 +1,19 @@
-"""SEL signals: power supply and fan failures, memory ECC the BMC logged, a cleared or full log.
+"""SEL signals: power supply failures and lost input, fans, memory ECC the BMC logged, a sensor
+flooding the log, a cleared or full log.
 
 Only entries new since the previous report count (by record id). The BMC's record ids restart
 when its log is cleared, so ids going backwards, a falling entry count or a "Log area
 reset/cleared" entry mean the history starts over (`sel_cleared`). On a host's first report
 only the last FIRST_SIGHT_LOOKBACK_S of history counts: a new agent must not ticket years-old
 entries. Deasserted entries are recoveries and never fire a failure.
+
+A PSU that lost its input ("AC lost", "input lost or out-of-range") usually sits on a failed
+feed, PDU or whip, not a failed PSU: it is `psu_input_lost`, apart from `psu_failure` (failure
+detected, predictive failure, configuration error). A Power Unit
+"failure detected", "redundancy lost" or "non-redundant" names no PSU and follows either: it is
+`power_unit_fault` only when neither was logged within POWER_EXPLAINS_S.
+A sensor that logs FLOOD_ENTRIES or more entries within FLOOD_WINDOW_S is `sel_flood`, and a
+full SEL says whether a flood filled it: clearing a flooded log only hides its source.
 """
 
 from __future__ import annotations
@@ -14,19 +23,26 @@ import re
 from collections import defaultdict
 
 from checker.schemas import SelEntry, SelState
-from remediator.derive.memory import SelMemory
+from remediator.derive.kernel import add_to_bucket, live_buckets
+from remediator.derive.memory import Bucket, SelMemory
 from remediator.signals import SignalValue
 
 FIRST_SIGHT_LOOKBACK_S = 24 * 3600
 SEL_FULL_PERCENT = 90.0
 MAX_LISTED = 10
 RESTARTED = ("record_ids_backwards", "collector_saw_fewer_entries")  # every listed entry is new
+POWER_EXPLAINS_S = 3600
+FLOOD_WINDOW_S = 24 * 3600
+FLOOD_ENTRIES = 50  # a day's worth from one sensor fills a 512-1024-entry SEL within two or three weeks
+FLOOD_MEMORY_S = 7 * 24 * 3600  # a full SEL logs nothing more: remember what filled it for a week
+MAX_WATCHED_SENSORS = 8
 
+_PSU_INPUT = re.compile(r"ac lost|input lost|out.of.range", re.IGNORECASE)
 _PSU = re.compile(
-    r"failure detected|ac lost|input lost|out.of.range|redundancy lost|non-redundant|predictive failure"
-    r"|configuration error|power supply failure|power unit failure",
+    r"failure detected|predictive failure|configuration error|power supply failure|power unit failure",
     re.IGNORECASE,
 )
+_REDUNDANCY = re.compile(r"redundancy lost|non-redundant", re.IGNORECASE)
 _FAN = re.compile(
     r"\blower critical going low|lower non-recoverable going low|redundancy lost|non-redundant"
     r"|fan fail|failure detected|transition to critical|transition to non-recoverable",
@@ -54,8 +70,14 @@ def classify(entry: SelEntry) -> str | None:
     if entry.direction == "deasserted":
         return None
     kind = entry.sensor_type.lower()
-    if kind in ("power supply", "power unit") and _PSU.search(entry.event):
-        return "psu_failure"
+    if kind in ("power supply", "power unit"):
+        if _PSU_INPUT.search(entry.event):
+            return "psu_input_lost"
+        if kind == "power supply" and _PSU.search(entry.event):
+            return "psu_failure"
+        if _PSU.search(entry.event) or _REDUNDANCY.search(entry.event):
+            return "power_unit_fault"  # the host's power as a whole: it names no PSU
+        return None
     if kind in ("fan", "cooling device") and _FAN.search(entry.event):
         return "fan_failure"
     if kind == "memory" and (_UE.search(entry.event) or _CE.search(entry.event)):
@@ -103,6 +125,57 @@ def _failure_signal(kind: str, subject: str, entries: list[SelEntry]) -> SignalV
     return SignalValue(kind, subject, float(len(entries)), detail)
 
 
+def sensor_of(entry: SelEntry) -> str:
+    """The sensor an entry came from, as the flood watch counts it ('Critical Interrupt PCIe Cor Sensor')."""
+    return f"{entry.sensor_type} {entry.sensor_name}".strip()[:128]
+
+
+def _watch(
+    previous: dict[str, list[Bucket]], fresh: list[SelEntry], now: dt.datetime
+) -> tuple[dict[str, list[Bucket]], dict[str, list[SelEntry]]]:
+    """Per sensor, entries logged per bucket over the last FLOOD_MEMORY_S (the busiest sensors only)."""
+    now_s = now.timestamp()
+    counts = {
+        sensor: live for sensor, buckets in previous.items() if (live := live_buckets(buckets, now_s, FLOOD_MEMORY_S))
+    }
+    by_sensor: dict[str, list[SelEntry]] = defaultdict(list)
+    for entry in fresh:
+        if entry.direction == "deasserted" or is_clear(entry):
+            continue
+        by_sensor[sensor_of(entry)].append(entry)
+        at = min(entry.timestamp or now, now).timestamp()
+        if at > now_s - FLOOD_MEMORY_S:
+            counts[sensor_of(entry)] = add_to_bucket(counts.get(sensor_of(entry), []), at, FLOOD_MEMORY_S)
+    busiest = sorted(counts.items(), key=lambda kv: -sum(n for _, n in kv[1]))[:MAX_WATCHED_SENSORS]
+    return dict(busiest), by_sensor
+
+
+def _in_window(buckets: list[Bucket], now: dt.datetime, window_s: int) -> int:
+    width = max(1, FLOOD_MEMORY_S // 24)
+    start = now.timestamp() - window_s
+    return sum(n for index, n in buckets if (index + 1) * width > start)
+
+
+def _flood_signals(
+    watched: dict[str, list[Bucket]], fresh: dict[str, list[SelEntry]], now: dt.datetime
+) -> list[SignalValue]:
+    signals = []
+    for sensor, entries in fresh.items():
+        day = _in_window(watched.get(sensor, []), now, FLOOD_WINDOW_S)
+        if day < FLOOD_ENTRIES:
+            continue
+        detail = {
+            "sensor": sensor,
+            "entries_24h": day,
+            "threshold": FLOOD_ENTRIES,
+            "events": list(dict.fromkeys(e.event for e in entries))[:MAX_LISTED],
+            "record_ids": [e.record_id for e in entries][-MAX_LISTED:],
+            "raw": [e.raw for e in entries][-3:],
+        }
+        signals.append(SignalValue("sel_flood", sensor, float(day), detail))
+    return signals
+
+
 def sel_signals(
     state: SelState | None, previous: SelMemory | None, *, now: dt.datetime
 ) -> tuple[list[SignalValue], SelMemory | None]:
@@ -123,14 +196,32 @@ def sel_signals(
     for entry in fresh:
         if (kind := classify(entry)) is not None:
             grouped[(kind, _subject(entry))].append(entry)
-    signals.extend(_failure_signal(kind, subject, entries) for (kind, subject), entries in grouped.items())
+    power_at = previous.power_at if previous is not None else None
+    if any(kind in ("psu_failure", "psu_input_lost") for kind, _ in grouped):
+        power_at = now
+    explained = power_at is not None and (now - power_at).total_seconds() <= POWER_EXPLAINS_S
+    signals.extend(
+        _failure_signal(kind, subject, entries)
+        for (kind, subject), entries in grouped.items()
+        if not (kind == "power_unit_fault" and explained)
+    )
+    watched, by_sensor = _watch(previous.sensors if previous is not None else {}, fresh, now)
+    signals.extend(_flood_signals(watched, by_sensor, now))
     if (state.percent_used is not None and state.percent_used >= SEL_FULL_PERCENT) or state.overflow:
+        flooders = {s: _in_window(b, now, FLOOD_MEMORY_S) for s, b in watched.items()}
+        flooders = {s: n for s, n in flooders.items() if n >= FLOOD_ENTRIES}
         signals.append(
             SignalValue(
                 "sel_full",
                 "sel",
                 float(state.percent_used if state.percent_used is not None else 100.0),
-                {"percent_used": state.percent_used, "overflow": state.overflow, "entry_count": state.entry_count},
+                {
+                    "percent_used": state.percent_used,
+                    "overflow": state.overflow,
+                    "entry_count": state.entry_count,
+                    "flooding": bool(flooders),
+                    "flooded_by": sorted(flooders, key=lambda s: -flooders[s]),
+                },
             )
         )
     reported_max = _reported_max(state)
@@ -138,4 +229,6 @@ def sel_signals(
     if cleared not in RESTARTED and previous is not None and previous.last is not None:
         last = previous.last if reported_max is None else max(previous.last, reported_max)
     count = state.entry_count if state.entry_count is not None else (previous.count if previous else None)
-    return signals, SelMemory(last=last, count=count)
+    if cleared is not None:
+        watched = {}  # a cleared log starts the flood watch afresh
+    return signals, SelMemory(last=last, count=count, power_at=power_at, sensors=watched)

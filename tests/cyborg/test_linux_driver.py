@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cyborg.actions import ACTIONS
+from cyborg.actions import ACTIONS, ActionRefused
 from cyborg.commands import ActionContext, ActionFailed, ActionTimedOut
 from cyborg.drivers.bmc import IpmitoolBmc
 from cyborg.drivers.linux import (
     CMCI_DISABLED,
     DEMOTION,
+    EDAC_CORE_INITSTATE,
     EDAC_MODPROBE,
     EDAC_POLL,
     KEXEC_DISABLED,
@@ -141,20 +142,46 @@ def test_install_kernel_pins_the_package_makes_it_default_and_kexecs_into_it(
 
 
 def test_tune_error_reporting_writes_sysfs_and_the_next_boots_setting(tmp_path: Path) -> None:
-    system = RecordedSystem(files={EDAC_POLL: "1000\n", CMCI_DISABLED: "0\n"})
-    changed, ctx = run(linux(system, tmp_path), "tune_error_reporting", {"edac_poll_s": 37, "cmci": "poll"})
+    module = {EDAC_POLL: "1000\n", EDAC_CORE_INITSTATE: "live\n", CMCI_DISABLED: "1\n"}
+    polling = {"/sys/devices/system/edac/mc/mc0/mc_name": "ie31200\n"}
+    system = RecordedSystem(files={**module, **polling}, dirs={"/sys/devices/system/edac/mc": ["mc0", "power"]})
+    changed, ctx = run(linux(system, tmp_path), "tune_error_reporting", {"edac_poll_s": 37, "cmci": "cmci"})
     assert system.written == [
         (EDAC_POLL, "37000"),
         (EDAC_MODPROBE, "options edac_core edac_mc_poll_msec=37000\n"),
-        (CMCI_DISABLED, "1"),
+        (CMCI_DISABLED, "0"),  # back on; there is no way to turn it off
     ]
-    assert changed == {"edac_poll_msec": 37000, "previous": 1000, "cmci": "poll"}
+    assert changed == {"edac_poll_msec": 37000, "previous": 1000, "persisted": EDAC_MODPROBE, "cmci": "on"}
     assert [r.argv[0] for r in ctx.log.records] == ["write", "write", "write"]
     # dry run: the same plan, nothing written
-    dry = RecordedSystem(files={EDAC_POLL: "1000\n"})
+    dry = RecordedSystem(files={EDAC_POLL: "1000\n", EDAC_CORE_INITSTATE: "live\n"})
     _, ctx = run(linux(dry, tmp_path), "tune_error_reporting", {}, dry_run=True)
     assert dry.written == []
     assert [r.kind for r in ctx.log.records] == ["dry_run", "dry_run"]
+
+
+def test_cmci_cannot_be_turned_off() -> None:
+    with pytest.raises(ActionRefused, match="cmci"):
+        ACTIONS["tune_error_reporting"].parse({"edac_poll_s": 37, "cmci": "poll"})
+
+
+def test_a_built_in_edac_core_is_tuned_now_and_says_what_the_next_boot_needs(tmp_path: Path) -> None:
+    system = RecordedSystem(files={EDAC_POLL: "1000\n"})  # no /sys/module/edac_core/initstate: built in
+    changed, _ = run(linux(system, tmp_path), "tune_error_reporting", {"edac_poll_s": 37})
+    assert system.written == [(EDAC_POLL, "37000")]  # no modprobe.d file a built-in edac_core never reads
+    assert changed["persisted"] is None
+    assert "edac_core.edac_mc_poll_msec=37000 on the kernel command line" in changed["note"]
+
+
+def test_a_driver_that_does_not_poll_is_not_tuned(tmp_path: Path) -> None:
+    names = {f"/sys/devices/system/edac/mc/mc{i}/mc_name": f"Skylake Socket#{i} IMC#0\n" for i in range(2)}
+    system = RecordedSystem(
+        files={EDAC_POLL: "1000\n", EDAC_CORE_INITSTATE: "live\n", **names},
+        dirs={"/sys/devices/system/edac/mc": ["mc0", "mc1"]},
+    )
+    with pytest.raises(ActionFailed, match="does not poll"):
+        run(linux(system, tmp_path), "tune_error_reporting", {})
+    assert system.written == []
     with pytest.raises(ActionFailed, match="no EDAC driver"):
         run(linux(RecordedSystem(), tmp_path), "tune_error_reporting", {})
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from checker.parsers.identity import parse_cpuinfo
-from checker.schemas import NicFirmware
+from checker.schemas import EdacController, EdacState, NicFirmware
 from remediator.baselines import parse_baselines
 from remediator.derive import HostFacts
 from remediator.errata import AMD_298, ERRATA, Erratum
@@ -30,6 +32,26 @@ def test_edac_poll_interval_is_reported_in_seconds_every_time() -> None:
         (signal,) = run(report(at(minute), edac=edac(msec)))
         assert (signal.kind, signal.subject, signal.value) == ("edac_poll_interval", "edac", msec / 1000)
     assert run(report(at(3), edac=edac(None))) == []
+
+
+@pytest.mark.parametrize(
+    ("mc_names", "polls"),
+    [
+        (["ie31200"], True),  # a chipset driver with its own edac_check: polled every edac_mc_poll_msec
+        (["Skylake Socket#0 IMC#0", "Skylake Socket#1 IMC#1"], False),  # skx logs from the MCE decode chain
+        (["Intel_10nm Socket#0 IMC#0"], False),
+        (["F17h_M30h"], False),  # amd64_edac
+        (["Haswell Socket#0"], None),  # sb_edac: polled in older kernels only; sysfs cannot tell which
+        ([], None),
+    ],
+)
+def test_edac_poll_interval_says_whether_the_driver_polls(mc_names: list[str], polls: bool | None) -> None:
+    state = EdacState(
+        controllers=[EdacController(mc=i, mc_name=name) for i, name in enumerate(mc_names)], poll_msec=1000
+    )
+    (signal,) = Deriver()(report(at(0), edac=state))
+    assert signal.detail["polls"] is polls
+    assert signal.detail["controllers"] == sorted(mc_names)
 
 
 # -- errata ---------------------------------------------------------------------------------
@@ -110,10 +132,26 @@ def test_firmware_below_baseline_per_component() -> None:
     ]
     stale = identity(bios="2.9.4", bmc="4.40.40.40", nics=nics, cpus=[cpu(microcode=0x2006E05)])
     found = by_subject(run(report(at(0), identity=stale)), "firmware_below_baseline")
-    assert set(found) == {"bios", "nic:ens1f0np0", "microcode"}
+    # microcode is not firmware a reflash can write: it is its own signal
+    assert set(found) == {"bios", "nic:ens1f0np0"}
     assert found["bios"].detail == {"current": "2.9.4", "baseline": "2.10.2", "hardware_class": "compute-skx-2s"}
     current = identity(bios="2.10.2", bmc="4.40.40.40", nics=nics[1:], cpus=[cpu(microcode=0x2007006)])
     assert of(run(report(at(1), identity=current)), "firmware_below_baseline") == []
+
+
+def test_microcode_below_baseline_names_its_package_and_defers_to_a_stale_bios() -> None:
+    run = Deriver()
+    with_old_bios = identity(bios="2.9.4", bmc="4.40.40.40", cpus=[cpu(microcode=0x2006E05)])
+    (signal,) = of(run(report(at(0), identity=with_old_bios)), "microcode_below_baseline")
+    assert signal.detail["current"] == "0x2006e05"
+    assert signal.detail["baseline"] == "0x2007006"
+    assert signal.detail["package"] == "intel-microcode"
+    assert signal.detail["bios_below_baseline"] is True  # the BIOS update likely carries the microcode
+    with_current_bios = identity(bios="2.10.2", bmc="4.40.40.40", cpus=[cpu(microcode=0x2006E05)])
+    (signal,) = of(run(report(at(1), identity=with_current_bios)), "microcode_below_baseline")
+    assert signal.detail["bios_below_baseline"] is False
+    fixed = identity(bios="2.10.2", bmc="4.40.40.40", cpus=[cpu(microcode=0x2007006)])
+    assert of(run(report(at(2), identity=fixed)), "microcode_below_baseline") == []
 
 
 def test_unknown_class_and_unreadable_versions_say_nothing() -> None:

@@ -128,3 +128,18 @@ def test_nvme_critical_warning_and_spare_are_states() -> None:
 def test_smartctl_disk_failing_flag_counts_as_failing() -> None:
     flagged = disk(smart_passed=None, exit_flags=["disk_failing"])
     assert of(Deriver()(report(at(0), disks=[flagged])), "smart_failing")
+
+
+def test_an_nvme_over_its_temperature_threshold_is_its_airflow_not_its_media() -> None:
+    """Critical-warning bit 1 alone (temperature) says nothing about the drive's media: no drive signal."""
+    hot = disk("/dev/nvme1", "S4HOT", "NVMe", nvme_critical_warning=0x02, temperature_c=78.0)
+    signals = Deriver()(report(at(0), disks=[hot]))
+    assert of(signals, "nvme_critical_warning") == []
+    warning = by_subject(signals, "nvme_temperature_warning")["S4HOT"]
+    assert warning.value == 78.0
+    assert warning.detail["bits"] == ["temperature"]
+    # hot and degraded: both, the media warning without the temperature bit
+    both = hot.model_copy(update={"nvme_critical_warning": 0x06})
+    signals = Deriver()(report(at(0), disks=[both]))
+    assert by_subject(signals, "nvme_critical_warning")["S4HOT"].value == 0x04
+    assert by_subject(signals, "nvme_temperature_warning")["S4HOT"].value == 78.0

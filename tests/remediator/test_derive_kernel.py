@@ -112,3 +112,33 @@ def test_real_soft_lockup_and_hard_lockup_panic_logs() -> None:
     second = by_subject(run(report(at(1), kernel_log=panic)), "kernel_event_count")
     assert set(second) == {e.kind.value for e in panic.events}
     assert "soft_lockup" not in second
+
+
+def test_real_link_flaps_and_tx_timeouts_are_counted_per_interface() -> None:
+    flaps = parse_kernel_log(sample("kernel-log/dmesg-nic-link-flap-and-netdev-watchdog-new-format.log"), "dmesg").value
+    signals = Deriver()(report(at(0), kernel_log=flaps))
+    by_kind = {(s.detail["kind"], s.subject): s for s in of(signals, "device_event_count")}
+    downs = sum(e.kind == "nic_link_down" and e.subject == "eth0" for e in flaps.events)
+    timeouts = sum(e.kind == "nic_tx_timeout" and e.subject == "eth0" for e in flaps.events)
+    assert downs >= 1
+    assert timeouts == 2
+    assert by_kind[("nic_link_down", "eth0")].value == downs
+    assert by_kind[("nic_tx_timeout", "eth0")].value == timeouts
+    assert "NETDEV WATCHDOG" in by_kind[("nic_tx_timeout", "eth0")].detail["lines"][0]
+    assert not any(kind == "nic_link_up" for kind, _ in by_kind)  # a link coming up is a recovery
+
+
+def test_device_counts_accumulate_per_device_within_the_window() -> None:
+    run = Deriver()
+    run(report(at(0), kernel_log=kernel_log(event("nic_link_down", 1, at(0), "ens1f0"))))
+    second = run(
+        report(
+            at(30),
+            kernel_log=kernel_log(
+                event("nic_link_down", 2, at(29), "ens1f0"), event("nic_link_down", 3, at(29), "ens1f1")
+            ),
+        )
+    )
+    assert {s.subject: s.value for s in of(second, "device_event_count")} == {"ens1f0": 2, "ens1f1": 1}
+    later = run(report(at(60 * 26), kernel_log=kernel_log(event("nic_link_down", 4, at(60 * 26), "ens1f0"))))
+    assert {s.subject: s.value for s in of(later, "device_event_count")} == {"ens1f0": 1}  # the day before aged out

@@ -7,12 +7,12 @@ import datetime as dt
 from checker.parsers.ipmi import parse_sel_info
 from checker.parsers.ipmi_sel import parse_sel
 from checker.schemas import SelEntry, SelState
-from remediator.derive.sel import FIRST_SIGHT_LOOKBACK_S, SEL_FULL_PERCENT
+from remediator.derive.sel import FIRST_SIGHT_LOOKBACK_S, SEL_FULL_PERCENT, sensor_of
 from remediator.signals import SignalValue
 from tests.checker.helpers import sample
 from tests.remediator.builders import T0, Deriver, at, by_subject, of, report, sel_entry, sel_state
 
-FAILURES = ("psu_failure", "fan_failure", "sel_memory_ecc")
+FAILURES = ("psu_failure", "psu_input_lost", "power_unit_fault", "fan_failure", "sel_memory_ecc")
 
 
 def failures(signals: list[SignalValue]) -> dict[tuple[str, str], float]:
@@ -43,7 +43,9 @@ def test_real_fan_and_psu_redundancy_listing_in_two_reports() -> None:
     second = run(report(after(rest), sel=SelState(entries=rest, entry_count=len(entries))))
     found = failures(second)
     assert {subject for kind, subject in found if kind == "fan_failure"} == {"Fan #0x0c", "Fan #0x38"}
-    assert {subject for kind, subject in found if kind == "psu_failure"} == {"Power Unit #0x02", "PS1"}
+    # PS1 lost its AC input (a feed, not a failed PSU), and that explains the Power Unit's lost redundancy
+    assert {subject for kind, subject in found if kind.startswith(("psu", "power"))} == {"PS1"}
+    assert found[("psu_input_lost", "PS1")] == 2
     # 'Redundancy Lost' and 'Non-Redundant' asserted twice each on fan #0x0c; its deasserts are recoveries
     assert found[("fan_failure", "Fan #0x0c")] == 4
     fan = by_subject(second, "fan_failure")["Fan #0x38"]
@@ -57,7 +59,8 @@ def test_real_csv_ac_lost_then_the_bmc_log_is_cleared() -> None:
     entries = real("ipmi-sel/ipmitool-c-sel-list-intel-psu-ac-lost-redundancy.csv")
     run = Deriver()
     first = run(report(after(entries), sel=SelState(entries=entries, entry_count=len(entries))))
-    assert set(failures(first)) == {("psu_failure", "Power Supply #0x51"), ("psu_failure", "Power Unit #0x02")}
+    # AC lost on a PSU is its feed; the redundancy the Power Unit lost follows from it
+    assert set(failures(first)) == {("psu_input_lost", "Power Supply #0x51")}
     assert of(first, "sel_cleared") == []
     cleared_at = after(entries, 60)
     reset = sel_entry(1, "Event Logging Disabled", "Log area reset/cleared", name="#0x07", when=cleared_at)
@@ -67,7 +70,7 @@ def test_real_csv_ac_lost_then_the_bmc_log_is_cleared() -> None:
     assert signal.detail["previous_last_record_id"] == max(e.record_id for e in entries)
     failing = sel_entry(2, "Power Supply", "Power Supply AC lost", component="PS1", when=cleared_at)
     assert failures(run(report(after(entries, 70), sel=sel_state(reset, failing, count=2)))) == {
-        ("psu_failure", "PS1"): 1
+        ("psu_input_lost", "PS1"): 1
     }
 
 
@@ -94,11 +97,8 @@ def test_real_uncorrectable_ecc_and_power_unit_failure_with_recoveries() -> None
     ecc = by_subject(second, "sel_memory_ecc")["Mmry ECC Sensor"]
     assert ecc.detail["uncorrectable"] is True
     assert ecc.value == 1
-    assert set(failures(second)) == {
-        ("sel_memory_ecc", "Mmry ECC Sensor"),
-        ("psu_failure", "Pwr Unit Status"),
-        ("psu_failure", "PS1"),
-    }
+    # the Power Unit failed because PS1 lost its AC input, at the same second: a feed check, no PSU to replace
+    assert set(failures(second)) == {("sel_memory_ecc", "Mmry ECC Sensor"), ("psu_input_lost", "PS1")}
 
 
 def test_real_correctable_ecc_names_the_dimm_and_sel_info_fill_level() -> None:
@@ -186,10 +186,65 @@ def test_failures_on_one_part_are_one_signal_per_part() -> None:
         sel_entry(4, "Memory", "Uncorrectable ECC", component="CPU1_DIMM_B2"),
     ]
     signals = run(report(at(1), sel=sel_state(*entries, count=4)))
-    assert failures(signals) == {("psu_failure", "PS2"): 2, ("sel_memory_ecc", "CPU1_DIMM_B2"): 2}
+    assert failures(signals) == {
+        ("psu_input_lost", "PS2"): 1,
+        ("psu_failure", "PS2"): 1,
+        ("sel_memory_ecc", "CPU1_DIMM_B2"): 2,
+    }
     ecc = by_subject(signals, "sel_memory_ecc")["CPU1_DIMM_B2"]
     assert (ecc.detail["uncorrectable"], ecc.detail["uncorrectable_count"], ecc.detail["correctable_count"]) == (
         True,
         1,
         1,
     )
+
+
+def test_a_lost_redundancy_alone_is_a_power_unit_fault_but_not_after_a_lost_input() -> None:
+    run = Deriver()
+    run(report(at(0), sel=sel_state(count=0)))
+    lost = sel_entry(1, "Power Unit", "Redundancy Lost", name="#0x02", when=at(1))
+    assert failures(run(report(at(1), sel=sel_state(lost, count=1)))) == {("power_unit_fault", "Power Unit #0x02"): 1}
+    ac = sel_entry(2, "Power Supply", "Power Supply AC lost", component="PS1", when=at(2))
+    assert failures(run(report(at(2), sel=sel_state(ac, count=2)))) == {("psu_input_lost", "PS1"): 1}
+    again = sel_entry(3, "Power Unit", "Non-Redundant: Sufficient from Redundant", name="#0x02", when=at(30))
+    assert failures(run(report(at(30), sel=sel_state(again, count=3)))) == {}  # explained by the lost input
+    later = sel_entry(4, "Power Unit", "Redundancy Lost", name="#0x02", when=at(120))
+    assert failures(run(report(at(120), sel=sel_state(later, count=4)))) == {
+        ("power_unit_fault", "Power Unit #0x02"): 1
+    }
+
+
+def flood(first_id: int, count: int, start: dt.datetime, every: dt.timedelta) -> list[SelEntry]:
+    return [
+        sel_entry(first_id + i, "Critical Interrupt", "", name="PCIe Cor Sensor", when=start + i * every)
+        for i in range(count)
+    ]
+
+
+def test_a_sensor_flooding_the_sel_is_named_and_a_full_log_says_it_was_flooded() -> None:
+    """The PCIe correctable-error sensor of the real Intel S2600 listing, logging every minute."""
+    real_listing = real("ipmi-sel/ipmitool-sel-elist-intel-s2600-uncorrectable-ecc-temp-readings-pcie.txt")
+    sensor = next(sensor_of(e) for e in real_listing if "PCIe" in e.sensor_name)
+    run = Deriver()
+    run(report(at(0), sel=sel_state(count=900, percent=88)))
+    quiet = run(report(at(30), sel=sel_state(*flood(901, 20, at(1), dt.timedelta(minutes=1)), count=920, percent=89)))
+    assert of(quiet, "sel_flood") == []  # 20 a day is noise, not a flood
+    loud = run(report(at(70), sel=sel_state(*flood(921, 40, at(31), dt.timedelta(minutes=1)), count=960, percent=94)))
+    (signal,) = of(loud, "sel_flood")
+    assert (signal.subject, signal.value) == (sensor, 60)
+    (full,) = of(loud, "sel_full")
+    assert full.detail["flooding"] is True
+    assert full.detail["flooded_by"] == [sensor]
+    # full and silent (the BMC logs nothing more): the flood is remembered for a week
+    (still,) = of(run(report(at(60 * 24 * 3), sel=sel_state(count=1024, overflow=True))), "sel_full")
+    assert still.detail["flooding"] is True
+    (later,) = of(run(report(at(60 * 24 * 8), sel=sel_state(count=1024, overflow=True))), "sel_full")
+    assert later.detail["flooding"] is False
+
+
+def test_a_full_log_of_ordinary_history_is_not_flooded() -> None:
+    run = Deriver()
+    run(report(at(0), sel=sel_state(count=900, percent=88)))
+    boots = [sel_entry(901 + i, "System Event", "OEM System boot event", when=at(i * 60)) for i in range(10)]
+    (full,) = of(run(report(at(700), sel=sel_state(*boots, count=1000, percent=97))), "sel_full")
+    assert (full.detail["flooding"], full.detail["flooded_by"]) == (False, [])
