@@ -120,6 +120,7 @@ def simulated_hosts(settings: Settings, app: Celery, fleet: SimulatedFleet, lock
     import cyborg.host.tasks  # noqa: F401 - registers cyborg.run_action on this process's app
     from cyborg.central import signer_for
     from cyborg.drivers.bmc import SimulatedBmc
+    from cyborg.drivers.reach import SimulatedReach
     from cyborg.drivers.simulated import SimulatedDriver
     from cyborg.host import runtime
     from cyborg.host.executor import CeleryReporter, HostExecutor
@@ -137,7 +138,8 @@ def simulated_hosts(settings: Settings, app: Celery, fleet: SimulatedFleet, lock
     def boot(hostname: str) -> None:  # the agent of a host that came back finishes what it left
         runtime.executor_for(host_queue(hostname)).resume()
 
-    runner.install_cyborg(bmc=SimulatedBmc({h.hostname: h for h in fleet.hosts}, lock=lock, on_boot=boot))
+    by_name = {h.hostname: h for h in fleet.hosts}
+    runner.install_cyborg(bmc=SimulatedBmc(by_name, lock=lock, on_boot=boot), reach=SimulatedReach(by_name, lock=lock))
     return tuple(host_queue(h.hostname) for h in fleet.hosts)
 
 
@@ -145,7 +147,8 @@ def run_up(settings: Settings, *, simulate: int = 0, sim_interval: float = 5.0, 
     database, app = boot_central(settings)
     upgrade(settings.effective_database_url)
     bootstrap_admin(database, settings)
-    fleet = SimulatedFleet(simulate, seed=seed) if simulate else None
+    # The demo shows what fleetfix decides: half the hosts faulty, every kind of fault once first.
+    fleet = SimulatedFleet(simulate, seed=seed, fault_fraction=0.5, showcase=True) if simulate else None
     lock = threading.RLock()
     host_queues = simulated_hosts(settings, app, fleet, lock) if fleet else ()
     worker = EmbeddedWorker(app, schedule_file=str(settings.data_dir / "celerybeat-schedule"), host_queues=host_queues)

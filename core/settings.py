@@ -259,9 +259,11 @@ class Settings(BaseSettings):
     scheduler_hooks: dict[str, dict[str, str | list[str]]] = Field(
         default_factory=dict,
         description=(
-            'Drain/undrain hooks by cluster (* for any), JSON: {"*": {"drain": ["/usr/local/bin/sched", "drain", '
-            '"{hostname}"], "undrain": "https://sched.example/undrain"}}: an argv template, or a URL that is POSTed '
-            "JSON. Unset: drain and undrain are recorded no-ops."
+            'Drain/undrain/restart_agent hooks by cluster (* for any), JSON: {"*": {"drain": '
+            '["/usr/local/bin/sched", "drain", "{hostname}"], "undrain": "https://sched.example/undrain", '
+            '"restart_agent": ["ssh", "{hostname}", "systemctl", "restart", "fleetfix-agent"]}}: an argv template, '
+            "or a URL that is POSTed JSON. Unset: drain and undrain are recorded no-ops; an agent restart fails "
+            "(and a ticket follows)."
         ),
     )
 
@@ -270,8 +272,8 @@ class Settings(BaseSettings):
     def _hook_shapes(cls, value: dict[str, dict[str, str | list[str]]]) -> dict[str, dict[str, str | list[str]]]:
         for cluster, hooks in value.items():
             for name, hook in hooks.items():
-                if name not in ("drain", "undrain"):
-                    raise ValueError(f"{cluster}: {name!r} is not a hook (drain, undrain)")
+                if name not in ("drain", "undrain", "restart_agent"):
+                    raise ValueError(f"{cluster}: {name!r} is not a hook (drain, undrain, restart_agent)")
                 if isinstance(hook, str) and not hook.startswith(("http://", "https://")):
                     raise ValueError(f"{cluster}.{name}: a string hook is an http(s) URL; a command is an argv list")
                 if isinstance(hook, list) and not (hook and all(isinstance(part, str) and part for part in hook)):

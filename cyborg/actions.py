@@ -196,6 +196,7 @@ ACTIONS: dict[str, CyborgAction] = {
         # Carried out from the central side: the host cannot do them for itself.
         CyborgAction("power_cycle", NoParams, 900, idempotent=False, site="central", restarts=True),
         CyborgAction("reimage", NoParams, 7200, idempotent=False, site="central", restarts=True),
+        CyborgAction("restart_agent", NoParams, 300, idempotent=True, site="central", description="cluster hook"),
         CyborgAction("drain", NoParams, 300, idempotent=True, site="central"),
         CyborgAction("undrain", NoParams, 300, idempotent=True, site="central"),
     )

@@ -2,8 +2,8 @@
 
 The remediator's runner calls these when a step is a host action. A rule pack may leave the pinned
 target to cyborg: a firmware reflash takes the baseline version from the signal that justified it,
-a kernel install takes the patched kernel of the erratum from `PATCHED_KERNELS`. Nothing here
-touches the database.
+a kernel install takes the patched kernel configured for the host's class (the errata signal carries
+it, from the class baselines). Nothing here touches the database.
 """
 
 from __future__ import annotations
@@ -11,30 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.settings import Settings
 from cyborg.actions import BOOKKEEPING_PARAMS, ActionRefused, CyborgAction, timeout_of
 from cyborg.envelope import Envelope, SignedMessage, Signer, generate_keypair, load_signer
-
-
-@dataclass(frozen=True)
-class KernelPin:
-    release: str
-    package: str | None
-    source: str
-
-
-PATCHED_KERNELS: dict[str, KernelPin] = {
-    # The rebuilt kernel of the INFN Pisa study: vanilla 2.6.23.17 with AMD's erratum-298 patch.
-    "AMD-298": KernelPin(
-        release="2.6.23.17-amdpatch",
-        package=None,  # a site's own build: its package name is the site's; the default is kernel-<release>
-        source="INFN/CCR-11/01 (Fabiani, Mazzoni 2011), Table 4: vanilla 2.6.23.17 + AMD patch",
-    ),
-}
 
 DELIVERY_GRACE_S = 3600
 """How long past its envelope's expiry a message stays deliverable. Celery drops an expired message
@@ -87,14 +69,16 @@ def resolve_params(action: CyborgAction, params: dict[str, Any], evidence: dict[
         if not own.get("version"):
             raise ActionRefused(f"reflash_firmware {own.get('component')!r}: no pinned version (set `version`)")
     if action.name == "install_kernel" and "release" not in own:
-        pin = PATCHED_KERNELS.get(str(own.get("erratum", "")))
-        if pin is None:
+        detail = signal.get("detail") or {}
+        pin = detail.get("patched_kernel") if signal.get("kind") == "errata_match" else None
+        if not isinstance(pin, dict) or not pin.get("release"):
             raise ActionRefused(
-                f"install_kernel: no release given and no patched kernel known for {own.get('erratum')!r}"
+                f"install_kernel: no release given and no patched kernel configured for {own.get('erratum')!r} "
+                "on this host's hardware class (kernels in the class baselines)"
             )
-        own["release"] = pin.release
-        if pin.package and "package" not in own:
-            own["package"] = pin.package
+        own["release"] = pin["release"]
+        if pin.get("package") and "package" not in own:
+            own["package"] = pin["package"]
     return action.parse(own).model_dump(mode="json", exclude_none=True)
 
 

@@ -37,6 +37,9 @@ ACTIONS: dict[str, ActionSpec] = {
         ),
         ActionSpec("clear_sel", disruptive=False, idempotent=True, description="archive then clear a full SEL"),
         ActionSpec("reimage", disruptive=True, destructive=True, idempotent=False, description="PXE reinstall"),
+        ActionSpec(
+            "restart_agent", disruptive=False, description="start a silent host's agent again (the cluster's hook)"
+        ),
         ActionSpec("drain", disruptive=False, description="take the host out of its scheduler"),
         ActionSpec("undrain", disruptive=False, description="put the host back into its scheduler"),
     )

@@ -75,8 +75,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ErratumKernel(_Strict):
+    """The kernel that works around a CPU erratum on one hardware class: the build to install, and how a
+    host is recognised as running a fixed kernel (its `uname -r` is the release or one of `accept`)."""
+
+    release: str = Field(min_length=1, max_length=64, description="uname -r of the build to install.")
+    package: str | None = Field(None, max_length=128, description="Its pinned package (name=version).")
+    accept: list[str] = Field(default_factory=list, description="Other releases that carry the fix.")
+    withdrawn: dict[str, str] = Field(
+        default_factory=dict, description="Releases that carry the fix but must go, with why (a side effect)."
+    )
+
+
 class ClassBaseline(_Strict):
-    """The oldest acceptable firmware of one hardware class. Versions are strings: quote them in YAML."""
+    """The oldest acceptable firmware of one hardware class, and the kernels its CPU errata need.
+    Versions are strings: quote them in YAML."""
 
     bios: str | None = Field(None, description="Minimum BIOS version (dmidecode type 0 Version).")
     bmc: str | None = Field(None, description="Minimum BMC firmware revision (ipmitool mc info).")
@@ -84,6 +97,9 @@ class ClassBaseline(_Strict):
         default_factory=dict, description="NIC driver name -> minimum firmware-version (ethtool -i)."
     )
     microcode: str | None = Field(None, description="Minimum CPU microcode revision, e.g. '0x2007006'.")
+    kernels: dict[str, ErratumKernel] = Field(
+        default_factory=dict, description="Erratum id (AMD-298) -> the patched kernel for this class."
+    )
 
 
 class FirmwareBaselines(_Strict):

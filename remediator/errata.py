@@ -1,9 +1,11 @@
 """CPU errata that software can work around, and how to tell an affected host from a fixed one.
 
 An erratum names the CPUs it affects by CPUID vendor, family, model and stepping (and, when
-a microcode update fixes it, the newest microcode that is still affected), and the kernel
-that works around it by what `uname -r` of a patched kernel contains. Hosts are matched on
-those numbers alone, never on marketing names, as the field learned (docs/signals.md).
+a microcode update fixes it, the newest microcode that is still affected). Hosts are matched on
+those numbers alone, never on marketing names, as the field learned (docs/signals.md). Which
+kernel build fixes it on a hardware class, and which builds were withdrawn, is configuration
+(remediator/firmware_baselines.yaml, `kernels`), never a substring of a release name: the first
+patched build of the INFN study carried the fix and a cputime bug.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ class Erratum:
     max_microcode: int | None  # newest affected microcode revision; None: no microcode fixes it
     affected: str
     remediation: str  # the remediation a rule plans, e.g. "patched_kernel"
-    patched_kernel_markers: tuple[str, ...] = ()  # substrings of uname -r that mark a patched kernel
-    patched_kernels: tuple[str, ...] = ()  # or exact uname -r releases
     source: str = ""
 
     def affects(self, cpu: CpuIdentity) -> bool:
@@ -35,9 +35,6 @@ class Erratum:
             return False
         # Unknown microcode on a matching stepping counts as affected: better a check than a miss.
         return self.max_microcode is None or cpu.microcode is None or cpu.microcode <= self.max_microcode
-
-    def kernel_is_patched(self, kernel: str) -> bool:
-        return kernel in self.patched_kernels or any(marker in kernel for marker in self.patched_kernel_markers)
 
 
 AMD_298 = Erratum(
@@ -51,8 +48,7 @@ AMD_298 = Erratum(
         "Quad-Core AMD Opteron 83xx/23xx revision B2 (Barcelona, e.g. Opteron 8356): TLB erratum; sporadic "
         "crashes under load. The vendors' BIOS fix disables the TLB and roughly halves throughput."
     ),
-    remediation="patched_kernel",
-    patched_kernel_markers=("amdpatch",),  # the rebuilt kernel was 2.6.23.17-amdpatch
+    remediation="patched_kernel",  # which build, per hardware class, is configuration (firmware_baselines.yaml)
     source=(
         "D. Fabiani, E. Mazzoni, 'Interventi su kernel e microcode per adeguare il processore AMD 8356 rev. B2 "
         "all'ambiente GRID', INFN/CCR-11/01 (CCR-41/2011/P), INFN Sezione di Pisa, 26 August 2011, Tables 1 and 4: "

@@ -32,6 +32,7 @@ from core import audit, metrics
 from core.db import Database, insert_ignoring_conflicts, utcnow
 from remediator.baselines import FirmwareBaselines, load_baselines
 from remediator.derive import HostFacts, derive
+from remediator.derive.storms import storm_signals
 from remediator.evaluate import Firing, evaluate
 from remediator.hostauth import HostKeys, SignedPayload, about_the_signer, authenticate
 from remediator.models import Host, HostState, Signal
@@ -181,7 +182,8 @@ def report_signals(host: Host, report: Report, memory: dict[str, Any]) -> list[S
     derived = derive(report, memory.get("derive") or {}, facts, baselines=firmware_baselines())
     if derived.changed:
         memory["derive"] = derived.memory
-    return signals + derived.signals
+    signals += derived.signals
+    return signals + storm_signals(report, signals)  # needs the DIMM rates of both EDAC and rasdaemon
 
 
 def evaluate_host(

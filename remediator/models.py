@@ -188,6 +188,12 @@ class Remediation(Base):
         self.active = True if state in ACTIVE_REMEDIATION_STATES else None
         return state
 
+    @property
+    def signal(self) -> dict[str, Any] | None:
+        """The signal that justified it (kind, subject, value, detail), from its evidence."""
+        found = (self.evidence or {}).get("signal")
+        return found if isinstance(found, dict) else None
+
 
 class StepState(enum.StrEnum):
     pending = "pending"

@@ -27,7 +27,7 @@ from core import audit, metrics
 from core.db import serialize_on
 from core.dispatch import send_after_commit
 from core.queue import REMEDIATE_QUEUE
-from remediator import draining, preemption, repairs, safety
+from remediator import draining, preemption, repairs, rollouts, safety
 from remediator.actions import ACTIONS
 from remediator.decisions import SYSTEM, active_remediation, finish, record, render_template
 from remediator.evaluate import Firing
@@ -72,6 +72,14 @@ def decide(
         return escalate(
             session, active, f"fault returned while verifying: {signal.kind} {signal.value:.3g}", ruleset, now
         )
+    baking = rollouts.baking(session, host, rule, ruleset, now)
+    if baking is not None:
+        what = f"side effect of {baking.rule_id} on {host.hostname}: {rule.id} fired ({signal.kind} {signal.value:.3g})"
+        if baking.active:
+            escalate(session, baking, what, ruleset, now)  # the fix did not hold: the next rung, and a halt
+            active = active_remediation(session, host.id)
+        else:
+            open_breaker(session, baking.rule_id, f"rollout halted: {what}", now)
     rung, previous = 0, None
     returned = _returned_fault(session, host, rule, now)
     if returned is not None:
@@ -79,7 +87,7 @@ def decide(
     steps = rule.rung(rung) or _ladder_end(rule)
     verdict, why = "", ""
     if active is not None:
-        verdict, why = preemption.verdict(active, rule, steps, ruleset)
+        verdict, why = preemption.verdict(active, rule, steps, ruleset, signal.subject)
     elif host.state in (HostState.awaiting_repair, HostState.maintenance):  # unreachable hosts are fair game
         verdict = "beside" if preemption.person_only(steps) else "hold"
         why = f"host is {host.state.value}"
@@ -92,6 +100,10 @@ def decide(
             return None
         ticket_id = preemption.ticket_beside(session, host, firing, steps, report, now)
         record(session, host, rule.id, "ticketed", f"ticket {ticket_id}: {why}", **note)
+        return None
+    wave = rollouts.wave_hold(session, host, rule, now) if previous is None else None
+    if wave is not None:
+        record(session, host, rule.id, "held", wave, **note)
         return None
     tripped = safety.breaker_trips(session, host, rule, now)
     if tripped is not None:
@@ -327,6 +339,10 @@ def escalate(
     host = session.get_one(Host, remediation.host_id)
     host.state = HostState.in_service
     rule = ruleset.get(remediation.rule_id)
+    if rule is not None and rollouts.halted_by(rule, remediation):
+        open_breaker(
+            session, rule.id, f"rollout halted: remediation {remediation.id} on {host.hostname}: {reason}", now
+        )
     steps = rule.rung(remediation.rung + 1) if rule is not None else None
     if steps is None:
         steps = _ladder_end(rule) if rule is not None else [Step(action="ticket", params={"part_type": "host"})]

@@ -65,10 +65,14 @@ def why_not_preemptible(remediation: Remediation) -> str | None:
     return None
 
 
-def verdict(active: Remediation, rule: Rule, steps: list[Step], ruleset: RuleSet) -> tuple[Verdict, str]:
-    """What a firing of `rule` (planning `steps`) does about the host's active remediation, and why."""
+def verdict(
+    active: Remediation, rule: Rule, steps: list[Step], ruleset: RuleSet, subject: str = ""
+) -> tuple[Verdict, str]:
+    """What a firing of `rule` (planning `steps`) on `subject` does about the host's active remediation, and why."""
     theirs = priority_of(active, ruleset)
     what = f"remediation {active.id} ({active.rule_id}, priority {theirs})"
+    if person_only(steps) and active.subject == subject and active.steps and active.steps[-1].action == "ticket":
+        return "hold", f"{what} opens the ticket for {subject or 'the host'}"  # one ticket per part
     blocker = why_not_preemptible(active)
     if rule.priority < theirs and blocker is None:
         return "preempt", f"preempts {what}: priority {rule.priority} before {theirs}, nothing disruptive started"

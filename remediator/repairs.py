@@ -42,6 +42,9 @@ REVERIFY_STATES = ("resolved", "verifying", "closed")
 SIGNAL_PART_TYPES = (
     ("dimm_", "dimm"),
     ("sel_memory_", "dimm"),
+    ("cmci_storm", "dimm"),
+    ("edac_noinfo_", "dimm"),
+    ("psu_input_", "power_feed"),
     ("smart_", "disk"),
     ("nvme_", "disk"),
     ("psu_", "psu"),

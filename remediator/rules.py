@@ -7,6 +7,7 @@ reason, and the pack that was active stays active (RuleRegistry.reload).
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 import threading
@@ -153,11 +154,49 @@ class Breaker(RuleModel):
     scope: Literal["fleet", "datacenter"] = "datacenter"
 
 
+Wave = Annotated[str | int, Field(description="A count of hosts, or a percentage like '5%', of the class.")]
+
+
+def _default_waves() -> list[str | int]:
+    return [1, "5%", "25%", "100%"]
+
+
+class Rollout(RuleModel):
+    """A fleet-wide change in waves per hardware class: a canary, then growing shares, each wave
+    verified (every host of it succeeded and baked) before the next starts. A failure or a side
+    effect on a host of the rollout opens the rule's breaker: the rollout halts until an operator
+    resets it."""
+
+    waves: list[Wave] = Field(
+        default_factory=_default_waves,
+        min_length=1,
+        max_length=10,
+        description="Cumulative sizes per hardware class; the last one bounds the rollout.",
+    )
+    bake_s: Duration = Field(86400, alias="bake", description="After a wave's last success, before the next wave.")
+    side_effects: list[str] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Rules whose firing on a host still being verified halts the rollout (a panic after a new kernel).",
+    )
+
+    @field_validator("waves")
+    @classmethod
+    def _waves_grow(cls, waves: list[str | int]) -> list[str | int]:
+        for wave in waves:
+            if isinstance(wave, str) and (not wave.strip().endswith("%") or not _PERCENT.match(wave.strip()[:-1])):
+                raise ValueError(f"wave {wave!r} is neither a count nor a percentage like '5%'")
+            if isinstance(wave, int) and wave < 1:
+                raise ValueError(f"wave {wave} must be at least 1 host")
+        return waves
+
+
 class RuleSafety(RuleModel):
     requires_approval: bool = Field(False, description="Wait for a person before running (reimage always does).")
     cooldown_s: Duration = Field(86400, alias="cooldown", description="Not again on the same host within this.")
     settle_s: Duration = Field(1800, alias="settle", description="Healthy this long after the fix before it counts.")
     breaker: Breaker = Field(default_factory=Breaker)
+    rollout: Rollout | None = Field(None, description="Go in waves per hardware class (firmware, kernels).")
 
 
 class Rule(RuleModel):
@@ -223,6 +262,13 @@ class PackSafety(RuleModel):
 
 
 _PERCENT = re.compile(r"^\d+(\.\d+)?$")
+
+
+def wave_limit(wave: str | int, hosts_in_class: int) -> int:
+    """How many hosts of a class a cumulative wave covers (at least one)."""
+    if isinstance(wave, int):
+        return wave
+    return max(1, math.ceil(hosts_in_class * float(wave.strip().rstrip("%")) / 100))
 
 
 def cap_limit(cap: str | int, hosts_in_scope: int) -> int:
@@ -321,6 +367,7 @@ def load_ruleset(paths: Iterable[Path], *, include_default: bool = True) -> Rule
     and the last pack that sets `safety` sets it for all."""
     files = ([DEFAULT_PACK] if include_default else []) + _pack_files(paths)
     by_id: dict[str, Rule] = {}
+    where: dict[str, Path] = {}
     safety = PackSafety()
     for file in files:
         pack = load_pack(file)
@@ -328,6 +375,15 @@ def load_ruleset(paths: Iterable[Path], *, include_default: bool = True) -> Rule
             safety = pack.safety
         for rule in pack.rules:
             by_id[rule.id] = rule
+            where[rule.id] = file
+    problems = [
+        f"{where[rule.id]}: rule {rule.id}: rollout side effect {name!r} is no rule of the active packs"
+        for rule in by_id.values()
+        for name in (rule.safety.rollout.side_effects if rule.safety.rollout else [])
+        if name not in by_id
+    ]
+    if problems:
+        raise RulePackError("\n".join(problems))
     return RuleSet(rules=list(by_id.values()), safety=safety)
 
 

@@ -35,8 +35,9 @@ from core.settings import get_settings
 from cyborg import central as cyborg
 from cyborg.actions import ACTIONS as CYBORG_ACTIONS
 from cyborg.actions import ActionRefused, timeout_of
-from cyborg.commands import ActionContext, ActionFailed
+from cyborg.commands import ActionContext, ActionFailed, LiveSystem
 from cyborg.drivers.bmc import Bmc, IpmitoolBmc
+from cyborg.drivers.reach import LiveReach, Reach
 from cyborg.envelope import KeyMaterialError
 from remediator import decisions, draining, planning
 from remediator.actions import ACTIONS
@@ -149,14 +150,28 @@ def _verify(session: Session, remediation: Remediation, ruleset: RuleSet, now: d
     remediation.state = RemediationState.verifying
     remediation.settle_until = now + dt.timedelta(seconds=settle)
     if settle == 0:
-        return settle_if_due(session, remediation, now)
+        return settle_if_due(session, remediation, now, ruleset)
     return remediation.state
 
 
-def settle_if_due(session: Session, remediation: Remediation, now: dt.datetime) -> RemediationState:
+def silent_since_fix(session: Session, remediation: Remediation) -> bool:
+    """A fix for a silent host worked only if the host reported again after its last step."""
+    if ((remediation.evidence or {}).get("signal") or {}).get("kind") != "host_unreachable":
+        return False
+    finished = [s.finished_at for s in remediation.steps if s.finished_at is not None]
+    host = session.get_one(Host, remediation.host_id)
+    return bool(finished) and (host.last_report_at is None or host.last_report_at <= max(finished))
+
+
+def settle_if_due(
+    session: Session, remediation: Remediation, now: dt.datetime, ruleset: RuleSet | None = None
+) -> RemediationState:
     if remediation.state != RemediationState.verifying or remediation.settle_until is None:
         return remediation.state
     if now < remediation.settle_until:
+        return remediation.state
+    if ruleset is not None and silent_since_fix(session, remediation):
+        planning.escalate(session, remediation, "the host did not report again after the fix", ruleset, now)
         return remediation.state
     decisions.finish(session, remediation, RemediationState.succeeded, "healthy through the settle period", now)
     host = session.get_one(Host, remediation.host_id)
@@ -198,6 +213,7 @@ def deadline_grace(timeout_s: int) -> dt.timedelta:
 
 
 _bmc: Bmc | None = None
+_reach: Reach | None = None
 
 
 def awaiting(step: RemediationStep) -> bool:
@@ -215,17 +231,21 @@ def has_next(remediation: Remediation) -> bool:
     return step is None or step.state == StepState.pending
 
 
-def install_cyborg(bmc: Bmc | None = None) -> None:
+def install_cyborg(bmc: Bmc | None = None, reach: Reach | None = None) -> None:
     """Register cyborg's actions (at worker start). `bmc`: the out-of-band power control to use;
-    default: ipmitool with the BMC settings (the demo passes the simulated fleet's)."""
-    global _bmc
+    default: ipmitool with the BMC settings. `reach`: how a silent host is pinged and its agent
+    restarted; default: ping and the clusters' restart_agent hooks (the demo passes the fleet's)."""
+    global _bmc, _reach
     if bmc is not None:
         _bmc = bmc
+    if reach is not None:
+        _reach = reach
     for name, action in CYBORG_ACTIONS.items():
         if action.site == "host":
             EXECUTORS[name] = dispatch_to_host
     EXECUTORS["power_cycle"] = _power_cycle
     EXECUTORS["reimage"] = _reimage
+    EXECUTORS["restart_agent"] = _restart_agent
 
 
 def bmc() -> Bmc:
@@ -234,6 +254,13 @@ def bmc() -> Bmc:
         settings = get_settings()
         _bmc = IpmitoolBmc(settings.bmc_username, settings.bmc_password_file)
     return _bmc
+
+
+def reach() -> Reach:
+    global _reach
+    if _reach is None:
+        _reach = LiveReach(LiveSystem(), get_settings().scheduler_hooks)
+    return _reach
 
 
 def bmc_address(host: Host) -> str | None:
@@ -304,6 +331,18 @@ def _power_cycle(session: Session, host: Host, remediation: Remediation, step: R
     except ActionFailed as error:
         raise StepFailed(f"power cycle through the BMC: {error}", {"commands": ctx.log.as_json()}) from None
     return {"outcome": "succeeded", "changed": done, "commands": ctx.log.as_json()}
+
+
+def _restart_agent(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> dict[str, Any]:
+    """The agent of a host that still answers went silent: start it again (the cluster's hook). The step
+    succeeds when the hook ran; verification is the host reporting again before the settle period ends."""
+    control = reach()
+    ctx = _central_context(step, getattr(control, "system", None))
+    try:
+        done = control.restart_agent(host.hostname, host.cluster, remediation.id, ctx)
+    except ActionFailed as error:
+        raise StepFailed(f"agent restart: {error}", {"commands": ctx.log.as_json()}) from None
+    return {"outcome": "succeeded", **done, "commands": ctx.log.as_json()}
 
 
 def _reimage(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> None:

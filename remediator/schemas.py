@@ -65,6 +65,9 @@ class RemediationOut(BaseModel):
     created_at: dt.datetime
     updated_at: dt.datetime
     finished_at: dt.datetime | None
+    signal: dict[str, Any] | None = Field(
+        None, description="The signal that justified it: kind, subject, value and its detail (the rule's evidence)."
+    )
     steps: list[StepOut]
 
 

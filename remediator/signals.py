@@ -49,6 +49,21 @@ def counters_of(report: Report) -> list[Counter]:
     if edac is None:
         return counters
     for controller in edac.controllers:
+        # Errors the driver could not pin on a DIMM: a rate per controller, with the DIMMs it could be.
+        noinfo_detail = {
+            "mc": controller.mc,
+            "mc_name": controller.mc_name,
+            "candidates": [d.label or f"mc{d.mc}/{d.name}" for d in controller.dimms][:24],
+        }
+        counters.append(
+            Counter(
+                f"edac:mc{controller.mc}:noinfo:ce",
+                controller.ce_noinfo_count,
+                f"mc{controller.mc}",
+                "edac_noinfo_ce_rate",
+                noinfo_detail,
+            )
+        )
         for dimm in controller.dimms:
             subject = dimm.label or f"mc{dimm.mc}/{dimm.name}"
             base = f"edac:mc{dimm.mc}:{dimm.name}"

@@ -25,10 +25,9 @@ from core.settings import get_settings
 from remediator import decisions, planning, runner
 from remediator.hostauth import HostKeys, SignedPayload
 from remediator.ingest import evaluate_host, ingest_batch
-from remediator.models import Host, HostState, Remediation, RemediationState
+from remediator.models import Host, HostState, Remediation, RemediationState, Signal
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult
-from remediator.signals import SignalValue
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +129,13 @@ def run_remediation(remediation_id: int) -> str:
 
 @shared_task(name="remediator.mark_unreachable", queue=REMEDIATE_QUEUE)
 def mark_unreachable() -> int:
-    """Hosts in service that are silent for stale_after_intervals report intervals become unreachable,
-    and the rules decide what to do about it (signal `host_unreachable`, value: seconds silent).
+    """Hosts in service that are silent for stale_after_intervals report intervals become unreachable;
+    each is then looked at from outside (`probe_silent_host`: BMC power state, ping) before the rules
+    decide what to do about it.
 
     A host that goes silent while it is being remediated (a reboot, a reflash) is left to the
     remediation's own timeouts."""
     settings = get_settings()
-    ruleset = get_registry().ruleset
     now = utcnow()
     changed = 0
     with get_database().session() as session:
@@ -157,15 +156,46 @@ def mark_unreachable() -> int:
                 object_id=host.hostname,
                 reason=f"no report since {host.last_report_at.isoformat()}",
             )
-            signal = SignalValue(
-                "host_unreachable", "", silent.total_seconds(), {"last_report_at": str(host.last_report_at)}
-            )
-            memory = dict(host.memory or {})
-            firings = evaluate_host(host, [signal], ruleset, memory, now)
-            host.memory = memory
-            for firing in firings:
-                planning.decide(session, host, firing, ruleset, None, now)
+            send_after_commit(session, probe_silent_host.s(host.hostname).set(queue=REMEDIATE_QUEUE))
     return changed
+
+
+@shared_task(name="remediator.probe_silent_host", queue=REMEDIATE_QUEUE)
+def probe_silent_host(hostname: str) -> str:
+    """Look at a silent host from outside (remediator/unreachable.py) and let the rules decide.
+    Returns the verdict, or what made the probe moot (the host reported meanwhile)."""
+    from remediator import unreachable
+
+    ruleset = get_registry().ruleset
+    with get_database().session() as session:
+        host = session.scalars(select(Host).where(Host.hostname == hostname)).one_or_none()
+        if host is None or host.state != HostState.unreachable:
+            return "moot"
+        address, bmc_address = unreachable.host_address(host), runner.bmc_address(host)
+    seen = unreachable.probe(hostname, address, runner.bmc(), bmc_address, runner.reach())  # no transaction held
+    now = utcnow()
+    with get_database().session() as session:
+        host = session.scalars(select(Host).where(Host.hostname == hostname).with_for_update()).one_or_none()
+        if host is None or host.state != HostState.unreachable:
+            return "moot"  # it reported while we looked
+        signal = unreachable.unreachable_signal(host, seen, now)
+        session.add(
+            Signal(
+                host_id=host.id,
+                kind=signal.kind,
+                subject=signal.subject,
+                value=signal.value,
+                detail=signal.detail,
+                observed_at=now,
+            )
+        )
+        memory = dict(host.memory or {})
+        firings = evaluate_host(host, [signal], ruleset, memory, now)
+        host.memory = memory
+        session.flush()
+        for firing in firings:
+            planning.decide(session, host, firing, ruleset, None, now)
+    return seen.verdict
 
 
 @shared_task(name="remediator.admit_waiting", queue=REMEDIATE_QUEUE)
@@ -185,15 +215,17 @@ def admit_waiting() -> int:
 
 @shared_task(name="remediator.settle_verifications", queue=REMEDIATE_QUEUE)
 def settle_verifications() -> int:
-    """Remediations whose host stayed healthy through the settle period have succeeded."""
+    """Remediations whose host stayed healthy through the settle period have succeeded (a fix for a silent
+    host, only if the host reported again; otherwise it escalates)."""
     now = utcnow()
+    ruleset = get_registry().ruleset
     settled = 0
     with get_database().session() as session:
         due = session.scalars(
             select(Remediation).where(Remediation.state == RemediationState.verifying, Remediation.settle_until <= now)
         ).all()
         for remediation in due:
-            settled += runner.settle_if_due(session, remediation, now) == RemediationState.succeeded
+            settled += runner.settle_if_due(session, remediation, now, ruleset) == RemediationState.succeeded
     return settled
 
 

@@ -36,9 +36,10 @@ def test_report_to_ticket_over_http(client: TestClient, db: Database) -> None:
     from remediator import runner, service
     from remediator.rules import get_registry
 
-    with db.session() as session:
-        [remediation] = service.list_remediations(session)
-        runner.advance(session, remediation.id, ruleset=get_registry().ruleset)
+    for _ in ("drain", "ticket"):
+        with db.session() as session:
+            [remediation] = service.list_remediations(session)
+            runner.advance(session, remediation.id, ruleset=get_registry().ruleset)
     tickets = client.get("/api/v1/tickets").json()["items"]
     assert [(t["hostname"], t["part_type"], t["state"]) for t in tickets] == [("web-001", "dimm", "open")]
     detail = client.get(f"/api/v1/tickets/{tickets[0]['id']}").json()

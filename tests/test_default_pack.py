@@ -4,6 +4,7 @@ for it and plans the expected first action; a healthy fleet plans nothing."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import select
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session
 from checker.sim import FAULT_KINDS, SimulatedFleet, VirtualHost
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
-from remediator.models import Host, HostState, Remediation
+from remediator.models import Host, Remediation
 from remediator.rules import load_ruleset
 
 START = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
@@ -23,34 +24,38 @@ EXPECTED: dict[str, tuple[set[str], str]] = {
     "dimm_ce_storm": ({"dimm-ce-storm"}, "drain"),
     "dimm_ce_moderate": ({"dimm-ce-ppr"}, "hard_ppr"),
     "dimm_ue": ({"dimm-uncorrectable", "sel-memory-uncorrectable"}, "drain"),
-    "cmci_storm": ({"cmci-storm"}, "tune_error_reporting"),
+    # the storm is the DIMM's evidence: it goes (never "turn CMCI off")
+    "cmci_storm": ({"cmci-storm", "dimm-ce-storm"}, "drain"),
     "edac_poll_default": ({"edac-polling-interval"}, "tune_error_reporting"),
     "firmware_old_bios": ({"firmware-below-baseline"}, "reflash_firmware"),
     "firmware_old_bmc": ({"firmware-below-baseline"}, "reflash_firmware"),
     "errata_unpatched": ({"errata-unpatched-kernel"}, "install_kernel"),
     "smart_failing": ({"disk-smart-failing"}, "ticket"),
-    "smart_realloc_growing": ({"disk-reallocated-growing"}, "ticket"),
-    "nvme_critical_warning": ({"nvme-critical-warning"}, "ticket"),
+    "smart_realloc_growing": ({"disk-reallocated-growing", "disk-grown-defects-growing"}, "ticket"),
+    "nvme_critical_warning": ({"nvme-critical-warning", "nvme-spare-low", "nvme-media-errors-growing"}, "ticket"),
+    "nvme_temperature": ({"nvme-temperature"}, "ticket"),
     "psu_failure": ({"psu-failure"}, "ticket"),
+    "psu_input_lost": ({"psu-input-lost"}, "ticket"),
     "fan_failure": ({"fan-failure"}, "ticket"),
     "soft_lockups": ({"soft-lockups"}, "reboot"),
-    "panic": ({"kernel-panic"}, "reboot"),
-    "isolated_irqs": (
-        {"isolated-core-irqs", "isolated-core-tlb-shootdowns", "irq-affinity-isolated"},
-        "repair_irq_affinity",
-    ),
+    "panic": ({"kernel-panic"}, "ticket"),  # it already rebooted: a person looks at the panic
+    "isolated_irqs": ({"isolated-core-irqs", "irq-affinity-isolated"}, "repair_irq_affinity"),
+    "isolated_tlb": ({"isolated-core-tlb-shootdowns"}, "ticket"),  # the workload's owner, not IRQ affinity
     "cxl_demotion_disabled": ({"cxl-demotion-disabled"}, "enable_demotion"),
     "cxl_interleave_default": ({"cxl-interleave-default"}, "set_interleave_weights"),
-    "sel_full": ({"sel-full"}, "clear_sel"),
+    "sel_full": ({"sel-full", "sel-flood"}, ""),  # cleared if history filled it, ticketed if a sensor flooded it
 }
+SILENT = {"unreachable", "powered_off", "agent_dead"}
 
 
 def test_every_fault_kind_has_an_expectation() -> None:
-    assert set(EXPECTED) | {"unreachable"} == set(FAULT_KINDS)
+    assert set(EXPECTED) | SILENT == set(FAULT_KINDS)
 
 
 def faulty_host(kind: str) -> tuple[SimulatedFleet, VirtualHost]:
     fleet = SimulatedFleet(40, seed=5, fault_fraction=0.0)
+    if kind == "edac_poll_default":  # every host has the setting; it matters where the EDAC driver polls
+        fleet.hosts.sort(key=lambda h: h.hardware.edac_driver != "ie31200_edac")
     for host in fleet.hosts:
         try:
             fault = fleet.fault(kind)  # type: ignore[arg-type]
@@ -82,25 +87,59 @@ def test_fault_reaches_its_rule(session: Session, kind: str) -> None:
             break
     assert remediation is not None, f"{kind} planned nothing in ten hours"
     assert remediation.rule_id in rules
-    assert remediation.steps[0].action == first_action
+    if kind == "sel_full":  # the variant decides: clear a log of history, ticket a flood's source
+        flooded = host.faults[0].variant == "flood"
+        assert (remediation.rule_id, remediation.steps[0].action) == (
+            ("sel-flood", "ticket") if flooded else ("sel-full", "clear_sel")
+        )
+    else:
+        assert remediation.steps[0].action == first_action
 
 
-def test_unreachable_host_is_power_cycled(session: Session, db: object) -> None:
+@pytest.fixture
+def simulated_outside(request: pytest.FixtureRequest) -> Iterator[dict[str, VirtualHost]]:
+    """The central side looks at silent hosts through the simulated fleet's BMCs and pings."""
+    from cyborg.drivers.bmc import SimulatedBmc
+    from cyborg.drivers.reach import SimulatedReach
+    from remediator import runner
+
+    hosts: dict[str, VirtualHost] = {}
+    saved = (runner._bmc, runner._reach, dict(runner.EXECUTORS))
+    runner.install_cyborg(bmc=SimulatedBmc(hosts), reach=SimulatedReach(hosts))
+    yield hosts
+    runner._bmc, runner._reach = saved[0], saved[1]
+    runner.EXECUTORS.clear()
+    runner.EXECUTORS.update(saved[2])
+
+
+@pytest.mark.parametrize(
+    ("kind", "rule", "first_action"),
+    [
+        ("unreachable", "host-hung", "power_cycle"),  # the BMC says on, no ping answer: hung
+        ("powered_off", "host-powered-off", "power_cycle"),  # the BMC says off: power it on
+        ("agent_dead", "agent-silent", "restart_agent"),  # the host answers: never a power cycle
+    ],
+)
+def test_a_silent_host_is_looked_at_from_outside_first(
+    session: Session, db: object, simulated_outside: dict[str, VirtualHost], kind: str, rule: str, first_action: str
+) -> None:
     from remediator import tasks
 
-    fleet, host = faulty_host("unreachable")
+    fleet, host = faulty_host(kind)
+    simulated_outside[host.hostname] = host
     register(session, fleet)
     recent = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
-    host.down = False  # it reported once, an hour ago, then went silent
+    host.clear({kind})  # it reported once, an hour ago, then went silent
     ingest(session, fleet.reports(recent, interval_s=60), ruleset=RULES)
-    host.down = True
+    host.inject(fleet.fault(kind))  # type: ignore[arg-type]
     session.commit()
     assert tasks.mark_unreachable() == 1
+    assert tasks.probe_silent_host(host.hostname) == {"unreachable": "hung"}.get(kind, kind.replace("dead", "silent"))
     session.expire_all()
     row = session.scalars(select(Host).where(Host.hostname == host.hostname)).one()
     remediation = session.scalars(select(Remediation).where(Remediation.host_id == row.id)).one()
-    assert (remediation.rule_id, remediation.steps[0].action) == ("host-unreachable", "power_cycle")
-    assert row.state == HostState.remediating
+    assert (remediation.rule_id, remediation.steps[0].action) == (rule, first_action)
+    assert remediation.evidence["signal"]["detail"]["verdict"] in ("hung", "powered_off", "agent_silent")
 
 
 def test_a_healthy_fleet_plans_nothing(session: Session) -> None:

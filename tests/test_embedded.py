@@ -27,9 +27,10 @@ def test_up_with_a_simulated_fleet_shows_a_ticket(tmp_path: Path) -> None:
         def tickets() -> list[dict[str, object]] | None:
             try:
                 found: list[dict[str, object]] = api.get("/api/v1/tickets").json()["items"]
+                handed: list[dict[str, object]] = api.get("/api/v1/remediations").json()["items"]
             except httpx.TransportError:
                 return None
-            return found or None
+            return found if found and any(r["state"] == "escalated" for r in handed) else None
 
         found = wait_until(tickets, 60, "a ticket from the simulated fleet", up)
         assert found[0]["part_type"] == "dimm"

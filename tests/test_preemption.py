@@ -28,8 +28,9 @@ def polling_report(hostname: str, at: dt.datetime, *, ce: int = 0) -> Any:
     report = edac_report(hostname, ce=ce, at=at)
     edac = report.observations.edac
     assert edac is not None
+    controllers = [c.model_copy(update={"mc_name": "IE31200"}) for c in edac.controllers]  # a driver that polls
     report.observations = Observations(
-        edac=EdacState(controllers=edac.controllers, poll_msec=1000),
+        edac=EdacState(controllers=controllers, poll_msec=1000),
         identity=report.observations.identity,
     )
     return report
@@ -219,3 +220,28 @@ def test_a_drained_host_waiting_for_repair_counts_against_the_caps(session: Sess
     other = session.scalars(select(Host).where(Host.hostname == "h1")).one()
     assert safety.caps(session, other, rs.safety) == "rack cap reached (1 of 1 hosts out)"
     assert safety.caps(session, drained, rs.safety) is None  # its own drain takes nothing more
+
+
+def test_two_rules_on_one_part_open_one_ticket(session: Session) -> None:
+    """A DIMM's storm fires dimm-ce-storm and, with its kernel's storm line, cmci-storm: one ticket."""
+    same = RuleSet(
+        rules=[
+            Rule(
+                id=name,
+                description=name,
+                when=Condition(signal="dimm_ce_rate", value=10),
+                plan=[Step(action="drain"), Step(action="ticket", params={"part_type": "dimm"})],
+                priority=2,
+            )
+            for name in ("first", "second")
+        ],
+        safety=PackSafety(spacing=0),
+    )
+    hosts(session, 1)
+    ingest(session, [edac_report("h0", ce=0, at=T0)], ruleset=same)
+    ingest(session, [edac_report("h0", ce=6000, at=T0 + dt.timedelta(minutes=1))], ruleset=same)
+    assert [r.rule_id for r in session.scalars(select(Remediation))] == ["first"]
+    assert session.scalars(select(Ticket)).all() == []  # the remediation opens it, not a second one beside
+    held = [reason for outcome, reason in decisions(session, "h0") if outcome == "held"]
+    first = remediation_of(session, "h0")
+    assert held == [f"remediation {first.id} (first, priority 2) opens the ticket for {LABEL}"]

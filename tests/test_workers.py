@@ -189,18 +189,18 @@ def test_scheduler_marks_silent_hosts_unreachable(
         def state_of(name: str) -> str:
             return query(it_db, lambda s: s.scalars(select(Host.state).where(Host.hostname == name)).one())
 
-        # unreachable, and the default pack's host-unreachable rule plans a power cycle at once;
-        # with no power-cycle executor registered (cyborg's) the ladder ends in a ticket
+        # unreachable; a worker looks from outside: no BMC address is configured and the name does not
+        # answer a ping, so nothing proves the host is hung and nothing is power-cycled: a person
         wait_until(lambda: state_of("silent-1") == "awaiting_repair", 40, "silent-1 handed to a person", beat)
         assert state_of("fresh-1") == "in_service"
         chain = query(
             it_db,
             lambda s: [
-                (r.rule_id, r.steps[0].action, r.state.value)
+                (r.rule_id, [step.action for step in r.steps], r.state.value, r.evidence["signal"]["detail"]["verdict"])
                 for r in s.scalars(select(Remediation).order_by(Remediation.id))
             ],
         )
-        assert chain == [("host-unreachable", "power_cycle", "failed"), ("host-unreachable", "ticket", "escalated")]
+        assert chain == [("host-unreachable-unconfirmed", ["ticket"], "escalated", "unconfirmed")]
         assert "Sending due task mark-unreachable" in beat.output()
 
 

@@ -84,6 +84,16 @@ _TX_TIMEOUT_NEW = (
 _TX_TIMEOUT_OLD = r"NETDEV WATCHDOG: (?P<iface>\S+) \([^)]*\): transmit queue \d{1,20} timed out"
 _THROTTLE = r"CPU(?P<cpu>\d{1,20}): (?:Core|Package) temperature above threshold, cpu clock throttled"
 _CPU = _group("cpu", "CPU {}")
+# Before Linux 6.8 (arch/x86/kernel/cpu/mce/intel.c): "CMCI storm detected: switching to poll mode", at 15
+# CMCIs within a second on a CPU; from 6.8 (mce/threshold.c, per bank): "CPU%d BANK%d CMCI storm detected".
+_CMCI_STORM = r"(?:CPU ?(?P<cpu>\d{1,20}):? (?:BANK ?(?P<bank>\d{1,20}) )?)?CMCI storm detected"
+
+
+def _cpu_maybe_bank(m: re.Match[str]) -> str | None:
+    if m.group("cpu") is None:
+        return None
+    return f"CPU {m.group('cpu')}" + (f" Bank {m.group('bank')}" if m.group("bank") else "")
+
 
 # Order matters: the first rule whose needle and regex match a line wins.
 RULES: tuple[Rule, ...] = (
@@ -96,7 +106,7 @@ RULES: tuple[Rule, ...] = (
     _rule(K.mce_logged, "Machine check events logged", r"Machine check events logged"),
     _rule(K.ghes_error, "[Hardware Error]", r"^\s*\{(?P<n>\d{1,20})\}\[Hardware Error\]: ", None, "ghes"),
     _rule(K.mce_hardware_error, "[Hardware Error]", _MCE_CPU, _cpu_bank, "mce"),
-    _rule(K.cmci_storm, "CMCI storm detected", r"(?:CPU ?(?P<cpu>\d{1,20}):? )?CMCI storm detected", _CPU),
+    _rule(K.cmci_storm, "CMCI storm detected", _CMCI_STORM, _cpu_maybe_bank),
     _rule(K.memory_failure, "emory failure", r"[Mm]emory failure: (?P<pfn>0x[0-9a-fA-F]+|\S+?): ", _group("pfn")),
     _rule(K.memory_failure, "hardware memory corruption",
           r"Killing (?P<task>\S+) due to hardware memory corruption(?: fault at (?P<addr>\S+))?", _group("addr")),

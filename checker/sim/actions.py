@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from checker.sim.faults import CLEARED_BY_REBOOT, CLEARED_BY_REIMAGE
-from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, PATCHED_KERNEL_MARKER, default_weights
+from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, OPTERON_PATCHED_KERNEL, default_weights
 
 if TYPE_CHECKING:
     from checker.sim.host import VirtualHost
@@ -80,7 +80,7 @@ def undrain(host: VirtualHost, params: dict[str, Any]) -> Changes:
 def install_kernel(host: VirtualHost, params: dict[str, Any]) -> Changes:
     release = str(params["release"])
     previous, host.kernel = host.kernel, release
-    cleared = host.clear({"errata_unpatched"}) if PATCHED_KERNEL_MARKER in release else []
+    cleared = host.clear({"errata_unpatched"}) if release == OPTERON_PATCHED_KERNEL else []
     changes = _restart(host, cold=False)  # kexec into the new kernel
     return {"kernel": release, "previous": previous, **changes, "cleared": cleared + changes["cleared"]}
 
@@ -102,7 +102,7 @@ def hard_ppr(host: VirtualHost, params: dict[str, Any]) -> Changes:
 def tune_error_reporting(host: VirtualHost, params: dict[str, Any]) -> Changes:
     poll = int(params.get("poll_msec", EDAC_POLL_TUNED_MSEC))
     previous = host.edac_poll_msec
-    cleared = host.clear({"edac_poll_default", "cmci_storm"})
+    cleared = host.clear({"edac_poll_default"})  # a failing DIMM goes on failing, whatever the reporting
     host.edac_poll_msec = poll
     return {"poll_msec": poll, "previous": previous, "cleared": cleared}
 
@@ -141,11 +141,21 @@ def reimage(host: VirtualHost, params: dict[str, Any]) -> Changes:
 
 
 def power_cycle(host: VirtualHost, params: dict[str, Any]) -> Changes:
-    was_down = host.down
-    cleared = host.clear({"unreachable"})
-    host.down = False
+    """A hung host restarts; one that is off is turned on. A dead agent starts with the new boot too."""
+    was_down, was_off = host.down, host.powered_off
+    cleared = host.clear({"unreachable", "powered_off", "agent_dead"})
+    host.down = host.powered_off = host.agent_dead = False
     changes = _restart(host, cold=True)
-    return {"down": False, "was_down": was_down, **changes, "cleared": cleared + changes["cleared"]}
+    return {"down": False, "was_down": was_down, "was_off": was_off, **changes, "cleared": cleared + changes["cleared"]}
+
+
+def restart_agent(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    """The cluster's hook started the agent again: reports resume. A hung or powered-off host has no agent to start."""
+    if host.down or host.powered_off:
+        raise ValueError(f"{host.hostname} does not answer: there is no agent to restart")
+    was_dead = host.agent_dead
+    host.agent_dead = False
+    return {"agent_restarted": True, "was_dead": was_dead, "cleared": host.clear({"agent_dead"})}
 
 
 ACTIONS: dict[str, Callable[[VirtualHost, dict[str, Any]], Changes]] = {
@@ -160,6 +170,7 @@ ACTIONS: dict[str, Callable[[VirtualHost, dict[str, Any]], Changes]] = {
     "clear_sel": clear_sel,
     "reimage": reimage,
     "power_cycle": power_cycle,
+    "restart_agent": restart_agent,
     "drain": drain,
     "undrain": undrain,
 }
@@ -177,7 +188,7 @@ def apply_action(host: VirtualHost, action: str, params: dict[str, Any]) -> dict
         return {**result, "outcome": "hang", "error": "the host did not answer"}
     if failure == "fail":
         return {**result, "outcome": "failed", "error": "the action failed on the host (simulated)"}
-    if host.down and action != "power_cycle":
+    if (host.down or host.powered_off) and action != "power_cycle":
         return {**result, "outcome": "failed", "error": "host unreachable"}
     changed = handler(host, params)
     if failure == "stay_down":

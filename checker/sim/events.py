@@ -15,12 +15,13 @@ from checker.sim.hardware import (
     EDAC_POLL_DEFAULT_MSEC,
     EDAC_POLL_TUNED_MSEC,
     OPTERON_STOCK_KERNEL,
+    OPTERON_WITHDRAWN_KERNEL,
     SEL_CAPACITY,
     default_weights,
 )
 
 if TYPE_CHECKING:
-    from checker.sim.host import SimDisk, VirtualHost
+    from checker.sim.host import SimDimm, SimDisk, VirtualHost
 
 EDAC_COUNTER_MAX = 2**32 - 1
 PANIC_REBOOT_S = 70  # a cold reboot after a panic (50-73 s on bare metal)
@@ -28,6 +29,8 @@ TLB_SHOOTDOWNS_PER_S = 6.0  # what a munmap-happy neighbour thread caused on an 
 STRAY_IRQS_PER_S = 40.0
 MAX_EVENTS_PER_ADVANCE = 50
 _PERIODIC = {"cmci_storm", "soft_lockups", "panic", "sel_full"}
+STORM_BURST = 15  # corrected errors within a second that make a pre-6.8 kernel declare a CMCI storm
+FLOOD_BACKLOG = 60  # entries a flooding sensor left in the SEL before the fault is first seen
 
 
 def valid_for(host: VirtualHost, kind: str) -> bool:
@@ -39,11 +42,11 @@ def valid_for(host: VirtualHost, kind: str) -> bool:
         return (hw.cpu_vendor, hw.cpu_family, hw.cpu_model, hw.cpu_stepping) == ("AuthenticAMD", 16, 2, 2)
     if kind == "smart_realloc_growing":
         return any(d.spec.rotational for d in host.disks)
-    if kind == "nvme_critical_warning":
+    if kind in ("nvme_critical_warning", "nvme_temperature"):
         return any(d.spec.protocol == "NVMe" for d in host.disks)
     if kind == "smart_failing":
         return bool(host.disks)
-    if kind == "isolated_irqs":
+    if kind in ("isolated_irqs", "isolated_tlb"):
         return bool(host.isolated)
     if kind == "cxl_demotion_disabled":
         return hw.cxl_nodes > 0
@@ -76,7 +79,8 @@ def start(host: VirtualHost, fault: Fault) -> None:
     elif kind == "firmware_old_bmc":
         host.bmc_firmware = host.hardware.old_bmc_firmware
     elif kind == "errata_unpatched":
-        host.kernel = OPTERON_STOCK_KERNEL
+        # the stock kernel, or the first patched build that was withdrawn for its cputime bug
+        host.kernel = OPTERON_WITHDRAWN_KERNEL if fault.variant == "withdrawn" else OPTERON_STOCK_KERNEL
     elif kind == "smart_failing":
         disk = _disk(host, fault, "any")
         disk.smart_passed = False
@@ -91,8 +95,16 @@ def start(host: VirtualHost, fault: Fault) -> None:
             disk.available_spare = 4
         else:
             disk.critical_warning |= 0x04  # NVM subsystem reliability degraded
+    elif kind == "nvme_temperature":
+        disk = _disk(host, fault, "nvme")
+        disk.critical_warning |= 0x02  # over its temperature threshold: a fan out, a blocked inlet
+        disk.temperature_c = 78.0
     elif kind == "unreachable":
-        host.down = True
+        host.down = True  # hung: the kernel answers nothing, the BMC still sees power on
+    elif kind == "powered_off":
+        host.powered_off = True  # a tripped PSU or a person at the wrong rack
+    elif kind == "agent_dead":
+        host.agent_dead = True
     elif kind == "isolated_irqs":
         host.irq_widened.add(device_irqs(host)[0][0])
     elif kind == "cxl_demotion_disabled":
@@ -100,8 +112,9 @@ def start(host: VirtualHost, fault: Fault) -> None:
     elif kind == "cxl_interleave_default":
         host.interleave_weights = dict.fromkeys(host.interleave_weights, 1)
     elif kind == "sel_full":
-        jump = int(SEL_CAPACITY * 0.93) - host.sel_count
-        if jump > 0:  # entries logged before the agent's cursor
+        # entries logged long before the agent's cursor; a flood leaves its last hours to be read
+        jump = int(SEL_CAPACITY * 0.93) - host.sel_count - (FLOOD_BACKLOG if fault.variant == "flood" else 0)
+        if jump > 0:
             host.sel_count += jump
             host.sel_next_id += jump
 
@@ -110,6 +123,10 @@ def stop(host: VirtualHost, kind: str) -> None:
     """Undo what a cleared fault set (a remediation sets anything else itself)."""
     if kind == "unreachable":
         host.down = False
+    elif kind == "powered_off":
+        host.powered_off = False
+    elif kind == "agent_dead":
+        host.agent_dead = False
     elif kind == "edac_poll_default":
         host.edac_poll_msec = EDAC_POLL_TUNED_MSEC
     elif kind == "isolated_irqs":
@@ -142,15 +159,20 @@ def progress(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.dateti
     kind = fault.kind
     if kind in ("dimm_ce_storm", "dimm_ce_moderate", "cmci_storm"):
         dimm = host.dimms[fault.dimm_index]
+        before = int(dimm.ce_count)
         dimm.ce_count = min(dimm.ce_count + fault.ce_per_s * elapsed, EDAC_COUNTER_MAX)
+        if (errors := int(dimm.ce_count) - before) > 0:  # what the EDAC driver prints for them
+            host.log(now, [logs.edac_ce(host.hardware.edac_driver, dimm, errors, host.rng.getrandbits(28) << 12)])
+            host.mce_pending.append(machine_check(host, fault, now, corrected=True))
     elif kind == "dimm_ue":
         dimm = host.dimms[fault.dimm_index]
         dimm.ue_count = max(dimm.ue_count, 1)
         if not fault.logged:
+            host.log(now, [logs.edac_ue(host.hardware.edac_driver, dimm, host.rng.getrandbits(28) << 12)])
             host.sel(now, "Memory #0x53", "Uncorrectable ECC", extra=dimm.locator)
             host.mce_pending.append(machine_check(host, fault, now, corrected=False))
             fault.logged = True
-    elif kind in ("psu_failure", "fan_failure") and not fault.logged:
+    elif kind in ("psu_failure", "psu_input_lost", "fan_failure") and not fault.logged:
         _one_off(host, fault, now)
         fault.logged = True
     elif kind in ("smart_realloc_growing", "nvme_critical_warning"):
@@ -159,7 +181,14 @@ def progress(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.dateti
         irq = device_irqs(host)[0][0]
         for cpu in host.isolated:
             host.irq_extra[(irq, cpu)] = host.irq_extra.get((irq, cpu), 0.0) + STRAY_IRQS_PER_S * elapsed
+    elif kind == "isolated_tlb":
+        # The workload's own threads munmap on housekeeping cores; its threads on isolated cores take the IPIs.
+        for cpu in host.isolated:
             host.irq_extra[("TLB", cpu)] = host.irq_extra.get(("TLB", cpu), 0.0) + TLB_SHOOTDOWNS_PER_S * elapsed
+    if kind == "sel_full" and fault.variant == "flood" and not fault.logged:
+        fault.logged = True  # what the flooding sensor logged in the hours before (the agent reads it now)
+        for i in range(FLOOD_BACKLOG):
+            host.sel(since - dt.timedelta(minutes=(FLOOD_BACKLOG - i) * 10), "Critical Interrupt PCIe Cor Sensor", "")
     if kind in _PERIODIC:
         for at in _due(host, fault, since, now):
             _periodic(host, fault, at, now)
@@ -169,6 +198,10 @@ def _one_off(host: VirtualHost, fault: Fault, at: dt.datetime) -> None:
     if fault.kind == "psu_failure":
         psu = fault.variant or "PS2"
         host.sel(at, f"Power Supply {psu} Status", "Failure detected")
+        host.sel(at, "Power Unit PS Redundancy", "Redundancy Lost")
+    elif fault.kind == "psu_input_lost":  # its feed went: the PSU itself is fine
+        psu = fault.variant or "PS2"
+        host.sel(at, f"Power Supply {psu} Status", "Power Supply AC lost")
         host.sel(at, "Power Unit PS Redundancy", "Redundancy Lost")
     else:
         fan = fault.variant or "System Fan 3"
@@ -200,13 +233,18 @@ def _periodic(host: VirtualHost, fault: Fault, at: dt.datetime, now: dt.datetime
     hardware = f"{hw.system_manufacturer} {hw.system_product}, BIOS {host.bios_version}"
     cpu = host.rng.randrange(hw.logical_cpus)
     if fault.kind == "cmci_storm":
-        host.log(at, logs.cmci_storm())
-        host.mce_pending.append(machine_check(host, fault, at, corrected=True))
+        # the burst that set the storm off: at least 15 corrected errors within a second, then the storm
+        dimm = host.dimms[fault.dimm_index]
+        burst = STORM_BURST + host.rng.randrange(10)
+        dimm.ce_count = min(dimm.ce_count + burst, EDAC_COUNTER_MAX)
+        host.log(at, [logs.edac_ce(hw.edac_driver, dimm, burst, host.rng.getrandbits(28) << 12)])
+        per_socket = hw.logical_cpus // hw.sockets
+        host.log(at, logs.cmci_storm(host.kernel, dimm.socket * per_socket, memory_bank(host, dimm)))
     elif fault.kind == "soft_lockups":
         pid = host.rng.randrange(300, 60000)
         host.log(at, logs.soft_lockup(cpu, host.rng.randrange(22, 60), pid, host.kernel, hardware))
-    elif fault.kind == "sel_full":
-        host.sel(at, "Critical Interrupt PCIe Cor Sensor", "", extra="")
+    elif fault.kind == "sel_full" and fault.variant != "history":
+        host.sel(at, "Critical Interrupt PCIe Cor Sensor", "", extra="")  # a device flooding the log
     elif fault.kind == "panic":
         host.log(at, logs.oops_panic(cpu, host.kernel, hardware))
         host.sel(at, "OS Critical Stop OS Stop", "Run-time critical stop")
@@ -220,21 +258,30 @@ CE_STATUS = 0x8C00004000010090
 UE_STATUS = 0xBE00000000800090
 
 
+def memory_bank(host: VirtualHost, dimm: SimDimm) -> int:
+    """The machine-check bank of the DIMM's memory channel: Intel's iMC banks start at 13 (Skylake-SP and
+    later); AMD's UMC banks follow the core's (the two UMC banks of a Zen CCD's view, 15 and 16)."""
+    if host.hardware.intel:
+        return 13 + dimm.mc % max(1, len({d.mc for d in host.dimms}) // host.hardware.sockets) * 3 + dimm.channel
+    return 15 + dimm.channel % 2
+
+
 def machine_check(host: VirtualHost, fault: Fault, at: dt.datetime, *, corrected: bool) -> MceRecord:
-    """What mcelog records for an error on the fault's DIMM (the memory controller's bank on its socket)."""
+    """What mcelog records for an error on the fault's DIMM (the memory controller's bank on its socket;
+    MCACOD 0000 0000 1MMM CCCC names the channel in its low bits)."""
     dimm = host.dimms[fault.dimm_index]
-    status = CE_STATUS if corrected else UE_STATUS
+    status = (CE_STATUS if corrected else UE_STATUS) | (dimm.channel & 0xF)
     per_socket = host.hardware.logical_cpus // host.hardware.sockets
     return MceRecord(
         timestamp=at,
-        cpu=dimm.mc * per_socket,
-        socket=dimm.mc,
-        bank=13,
+        cpu=dimm.socket * per_socket,
+        socket=dimm.socket,
+        bank=memory_bank(host, dimm),
         status=f"0x{status:016x}",
         address=f"0x{host.rng.getrandbits(36) & ~0x3F:x}",
         error_class=error_class_from_status(status),
         corrected=corrected,
-        message=f"MEMORY CONTROLLER RD_CHANNEL0_ERR Transaction: Memory read error ({dimm.locator})",
+        message=f"MEMORY CONTROLLER RD_CHANNEL{dimm.channel}_ERR Transaction: Memory read error",
     )
 
 

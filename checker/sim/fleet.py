@@ -23,23 +23,61 @@ HOUSEKEEPING_PER_SOCKET = 4  # cores per socket left for the kernel, IRQs and th
 
 
 def _dimms(hw: HardwareClass, rng: random.Random) -> list[SimDimm]:
+    """One DIMM per channel, numbered as each class's EDAC driver numbers them and named as its board's
+    silkscreen names them (the class label maps in remediator/dimm_labels.yaml say how one maps to the other)."""
+    part = {"DDR4": "M393A4K40CB2-CVF", "DDR5": "M321R8GA0BB0-CQKZJ"}.get(hw.mem_type, "M395T5160QZ4-CE66")
     dimms = []
     for socket in range(hw.sockets):
-        for channel in range(hw.channels):
-            locator = f"CPU{socket}_DIMM_{'ABCDEFGH'[channel]}1"
+        for index in range(hw.channels):
+            if hw.edac_driver in ("skx_edac", "i10nm_edac"):
+                # skx: 2 iMCs x 3 channels per socket; i10nm: 4 iMCs x 2 channels; one mcN per iMC.
+                per_imc = 3 if hw.edac_driver == "skx_edac" else 2
+                imc, channel = divmod(index, per_imc)
+                mc, row = socket * (hw.channels // per_imc) + imc, 0
+                name, label = f"dimm{channel * 2}", f"CPU_SrcID#{socket}_MC#{imc}_Chan#{channel}_DIMM#0"
+                locator, bank, layout = f"{'AB'[socket]}{index + 1}", "Not Specified", "dimm"
+                location = f"channel {channel} slot 0"
+            elif hw.edac_driver == "ie31200_edac":
+                # ie31200_edac: mc0, chip-select rows x 2 channels; single-rank DIMMs on rows 0 and 2.
+                dimm_no, channel = divmod(index, 2)
+                imc, mc, row = 0, 0, dimm_no * 2
+                name, label = f"csrow{row}/ch{channel}", f"mc#0csrow#{row}channel#{channel}"
+                locator, bank, layout = (
+                    f"DIMM{'AB'[channel]}{dimm_no + 1}",
+                    f"P0_Node0_Channel{channel}_Dimm{dimm_no}",
+                    "csrow",
+                )
+                location = f"csrow {row} channel {channel}"
+            elif hw.sockets == 1:
+                # amd64_edac on one EPYC socket: mc0, a csrow layer over its 8 UMC channels.
+                imc, mc, row, channel = 0, 0, 0, index
+                name, label = f"csrow0/ch{index}", f"mc#0csrow#0channel#{index}"
+                locator, bank, layout = f"P1-DIMM{'ABCDEFGH'[index]}1", f"P0_Node0_Channel{index}_Dimm0", "csrow"
+                location = f"csrow 0 channel {index}"
+            else:
+                # amd64_edac on a family 10h board: an mc per node, 2 channels x 2 chip-select rows.
+                row, channel = divmod(index, 2)
+                imc, mc = 0, socket
+                name, label = f"csrow{row}/ch{channel}", f"mc#{socket}csrow#{row}channel#{channel}"
+                locator, bank, layout = f"P{socket + 1}-DIMM{row + 1}{'AB'[channel]}", f"BANK{row}", "csrow"
+                location = f"csrow {row} channel {channel}"
             dimms.append(
                 SimDimm(
-                    mc=socket,
-                    name=f"dimm{channel}",
-                    label=locator,
+                    mc=mc,
+                    name=name,
+                    label=label,
                     locator=locator,
-                    bank=f"NODE {socket} CHANNEL {channel} DIMM 0",
+                    bank=bank,
                     serial=f"{rng.getrandbits(32):08X}",
-                    part_number={"DDR4": "M393A4K40CB2-CVF", "DDR5": "M321R8GA0BB0-CQKZJ"}.get(
-                        hw.mem_type, "M395T5160QZ4-CE66"
-                    ),
+                    part_number=part,
                     size_mb=hw.dimm_size_mb,
                     mem_type=hw.mem_type,
+                    socket=socket,
+                    imc=imc,
+                    channel=channel,
+                    row=row,
+                    layout=layout,
+                    location=location,
                 )
             )
     return dimms
@@ -95,10 +133,11 @@ class SimulatedFleet:
 
     Kinds are shared out in proportion to FAULT_RATES (each faulty host gets, among the kinds its
     hardware can have, the one furthest below its share so far), so even a small fleet shows the
-    common faults and a large one shows them in realistic proportions.
+    common faults and a large one shows them in realistic proportions. With `showcase` (the demo),
+    every kind a faulty host can have comes once before any comes twice.
     """
 
-    def __init__(self, size: int, *, seed: int = 1, fault_fraction: float = 0.1) -> None:
+    def __init__(self, size: int, *, seed: int = 1, fault_fraction: float = 0.1, showcase: bool = False) -> None:
         self.rng = random.Random(seed)
         self.hosts = [_make_host(i, self.rng) for i in range(size)]
         # Any fraction above zero means at least one faulty host (the demo always shows one); zero means none.
@@ -108,7 +147,10 @@ class SimulatedFleet:
         for index in faulty:
             host = self.hosts[index]
             kinds = [kind for kind in FAULT_KINDS if valid_for(host, kind)]
-            kind = min(kinds, key=lambda k: ((given[k] + 1) / FAULT_RATES[k], self.rng.random()))
+            if showcase:  # every kind the host can have, once, the common ones first; then in proportion
+                kind = min(kinds, key=lambda k: (given[k], -FAULT_RATES[k], self.rng.random()))
+            else:
+                kind = min(kinds, key=lambda k: ((given[k] + 1) / FAULT_RATES[k], self.rng.random()))
             given[kind] += 1
             host.inject(self.fault(kind, self.rng.randrange(len(host.dimms))))
 
@@ -120,7 +162,8 @@ class SimulatedFleet:
         if kind == "dimm_ce_moderate":
             return Fault(kind, dimm_index, ce_per_s=rng.uniform(0.05, 2))
         if kind == "cmci_storm":
-            return Fault(kind, dimm_index, ce_per_s=rng.uniform(1, 5), per_hour=rng.uniform(12, 20))
+            # the kernel declares a storm at 15 CMCIs/s (before 6.8): the DIMM throws at least that many
+            return Fault(kind, dimm_index, ce_per_s=rng.uniform(15, 40), per_hour=rng.uniform(12, 20))
         if kind == "soft_lockups":
             return Fault(kind, dimm_index, per_hour=rng.uniform(3, 6))
         if kind == "panic":
@@ -129,12 +172,14 @@ class SimulatedFleet:
             return Fault(kind, dimm_index, per_hour=rng.uniform(20, 60))
         if kind == "nvme_critical_warning":
             return Fault(kind, dimm_index, variant=rng.choice(("spare", "reliability")), per_hour=rng.uniform(5, 20))
-        if kind == "psu_failure":
+        if kind in ("psu_failure", "psu_input_lost"):
             return Fault(kind, dimm_index, variant=rng.choice(("PS1", "PS2")))
+        if kind == "errata_unpatched":
+            return Fault(kind, dimm_index, variant=rng.choice(("stock", "withdrawn")))
         if kind == "fan_failure":
             return Fault(kind, dimm_index, variant=f"System Fan {rng.randrange(1, 7)}")
-        if kind == "sel_full":
-            return Fault(kind, dimm_index, per_hour=rng.uniform(60, 120))
+        if kind == "sel_full":  # filled by a flooding sensor, or by years of ordinary history
+            return Fault(kind, dimm_index, variant=rng.choice(("flood", "history")), per_hour=rng.uniform(60, 120))
         return Fault(kind, dimm_index)
 
     def by_name(self, hostname: str) -> VirtualHost:
@@ -144,7 +189,7 @@ class SimulatedFleet:
         raise KeyError(hostname)
 
     def reports(self, now: dt.datetime, *, interval_s: int = 60) -> list[Report]:
-        return [h.report(now, interval_s=interval_s) for h in self.hosts if not h.down]
+        return [h.report(now, interval_s=interval_s) for h in self.hosts if h.reporting]
 
     def inventory(self) -> list[dict[str, str]]:
         """Rows in the `fleetfix hosts import` CSV shape."""

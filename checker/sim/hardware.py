@@ -13,10 +13,12 @@ from typing import Literal
 
 DATACENTERS = ("ams1", "sjc2", "fra3")
 
-# The kernel that works around AMD erratum 298 on Opteron rev B2 carries this in `uname -r`
-# (INFN Pisa's 2.6.23.17-amdpatch); the stock SLES 10.2 kernel does not.
-PATCHED_KERNEL_MARKER = "amdpatch"
-OPTERON_PATCHED_KERNEL = "2.6.23.17-amdpatch"
+# The kernels of AMD erratum 298 on Opteron rev B2 (INFN/CCR-11/01): the stock SLES 10.2 kernel has
+# no fix; INFN Pisa's first build (2.6.23.17-amdpatch) fixed it but reported absurd cputime; the
+# corrected build is the one the class baseline names (remediator/firmware_baselines.yaml; the
+# report gives it no name, so this one is ours).
+OPTERON_PATCHED_KERNEL = "2.6.23.17-amdpatch2"
+OPTERON_WITHDRAWN_KERNEL = "2.6.23.17-amdpatch"
 OPTERON_STOCK_KERNEL = "2.6.16.60-0.21-smp"
 
 EDAC_POLL_TUNED_MSEC = 37000  # the fleet's tuning: ~37 s maximises visibility and minimises stalls
@@ -203,6 +205,33 @@ HARDWARE_CLASSES = (
         nic_firmware="5.11-2",
         nic_interfaces=("eth0",),
         disks=(DiskSpec("/dev/sda", "ATA", "ST3500418AS", "CC38", rotational=True),),
+    ),
+    HardwareClass(
+        name="edge-xeon-e",
+        cpu_vendor="GenuineIntel",
+        cpu_family=6,
+        cpu_model=158,
+        cpu_stepping=10,
+        microcode=0xF4,
+        model_name="Intel(R) Xeon(R) E-2236 CPU @ 3.40GHz",
+        sockets=1,
+        channels=4,  # 2 channels x 2 DIMMs of unbuffered ECC DDR4
+        dimm_size_mb=16384,
+        mem_type="DDR4",
+        edac_driver="ie31200_edac",  # a chipset driver that polls: edac_mc_poll_msec matters here
+        bios_version="2.3",
+        bmc_firmware="1.73.14",
+        old_bios_version="1.9",
+        old_bmc_firmware="1.52.2",
+        bios_vendor="American Megatrends Inc.",
+        system_manufacturer="Supermicro",
+        system_product="X11SCL-F",
+        logical_cpus=12,
+        kernel="6.1.0-28-amd64",
+        nic_driver="igb",
+        nic_firmware="3.25, 0x800005d0",
+        nic_interfaces=("eno1", "eno2"),
+        disks=(DiskSpec("/dev/sda", "ATA", "INTEL SSDSC2KB480G8", "XCV10132", rotational=False),),
     ),
     HardwareClass(
         name="compute-spr-cxl",

@@ -29,15 +29,21 @@ def host_uuid(rng: random.Random) -> str:
 
 @dataclass
 class SimDimm:
-    mc: int
-    name: str
-    label: str
-    locator: str
-    bank: str
+    mc: int  # the EDAC memory controller (mcN in sysfs)
+    name: str  # its sysfs entry: dimm2, csrow0/ch1
+    label: str  # the EDAC label the driver gives it (CPU_SrcID#1_MC#0_Chan#2_DIMM#0, mc#0csrow#0channel#3)
+    locator: str  # SMBIOS type 17 Locator: the slot's silkscreen name (B3, P1-DIMMD1)
+    bank: str  # SMBIOS type 17 Bank Locator
     serial: str
     part_number: str
     size_mb: int
     mem_type: str
+    socket: int = 0
+    imc: int = 0  # the memory controller within its socket (Intel iMC)
+    channel: int = 0  # the memory controller's channel
+    row: int = 0  # the chip-select row (csrow layouts)
+    layout: str = "dimm"  # dimm: dimmN entries (skx, i10nm); csrow: csrowN/chM (amd64)
+    location: str = ""  # EDAC dimm_location ('channel 2 slot 0', 'csrow 0 channel 1')
     ce_count: float = 0.0
     ue_count: int = 0
 
@@ -77,7 +83,9 @@ class VirtualHost:
     faults: list[Fault] = field(default_factory=list)
     last_at: dt.datetime | None = None
     first_at: dt.datetime | None = None  # the first report's instant (power-on hours count from it)
-    down: bool = False
+    down: bool = False  # hung (or restarting): no reports, no ping answers, the BMC still says on
+    powered_off: bool = False  # the chassis is off: no reports, no ping answers, the BMC says off
+    agent_dead: bool = False  # the host runs and answers pings; only its agent is gone
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     kernel: str = ""
     bios_version: str = ""
@@ -115,6 +123,11 @@ class VirtualHost:
         events.start(self, fault)
         self.faults.append(fault)
 
+    @property
+    def reporting(self) -> bool:
+        """Whether its agent sends reports now."""
+        return not (self.down or self.powered_off or self.agent_dead)
+
     def has(self, kind: str) -> bool:
         return any(f.kind == kind for f in self.faults)
 
@@ -133,7 +146,7 @@ class VirtualHost:
             self.first_at = now
             self.boot_at = self.boot_at or now - dt.timedelta(seconds=self.uptime_s)
             events.history(self, now)
-        if self.last_at is not None and not self.down:
+        if self.last_at is not None and not (self.down or self.powered_off):
             elapsed = max(0.0, (now - self.last_at).total_seconds())
             for fault in list(self.faults):
                 events.progress(self, fault, self.last_at, now, elapsed)

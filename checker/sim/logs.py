@@ -8,10 +8,14 @@ the same wording the parser tests prove on real samples.
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from checker.parsers.ipmi_sel import parse_ipmitool_sel
 from checker.parsers.kernel_events import parse_kernel_log
 from checker.schemas import KernelEvent, SelEntry
+
+if TYPE_CHECKING:
+    from checker.sim.host import SimDimm
 
 KERN_EMERG, KERN_WARNING, KERN_NOTICE, KERN_INFO = 0, 4, 5, 6
 
@@ -61,8 +65,37 @@ def oops_panic(cpu: int, kernel: str, hardware: str) -> list[tuple[int, str]]:
     ]
 
 
-def cmci_storm() -> list[tuple[int, str]]:
-    return [(KERN_NOTICE, "CMCI storm detected: switching to poll mode")]
+def cmci_storm(kernel: str, cpu: int, bank: int) -> list[tuple[int, str]]:
+    """Before Linux 6.8 the storm is per CPU at 15 CMCIs/s (mce/intel.c); from 6.8 per bank (mce/threshold.c)."""
+    major, minor = (int(x) for x in kernel.split(".")[:2])
+    if (major, minor) >= (6, 8):
+        return [(KERN_NOTICE, f"mce: CPU{cpu} BANK{bank} CMCI storm detected")]
+    return [(KERN_NOTICE, "mce: CMCI storm detected: switching to poll mode")]
+
+
+def edac_ue(driver: str, dimm: SimDimm, address: int) -> tuple[int, str]:
+    """The EDAC core's line for an uncorrected error (KERN_EMERG in edac_mc_handle_error)."""
+    _level, text = edac_ce(driver, dimm, 1, address)
+    return (KERN_EMERG, text.replace(" 1 CE ", " 1 UE ", 1))
+
+
+def edac_ce(driver: str, dimm: SimDimm, errors: int, address: int) -> tuple[int, str]:
+    """The EDAC core's line for corrected errors on a DIMM, as edac_mc_handle_error prints it (the driver's
+    detail in parentheses, in skx_common's / amd64's wording)."""
+    page, offset = address >> 12, address & 0xFFF
+    if driver in ("skx_edac", "i10nm_edac"):
+        detail = (
+            f"channel:{dimm.channel} slot:0 page:0x{page:x} offset:0x{offset:x} grain:32 syndrome:0x0 - "
+            f"err_code:0x0000:0x009{dimm.channel:x} socket:{dimm.socket} imc:{dimm.imc} "
+            f"rank:0 bg:1 ba:2 row:0x{(address >> 16) & 0x3FFFF:x} col:0x{(address >> 3) & 0x3FF:x}"
+        )
+        text = f"EDAC MC{dimm.mc}: {errors} CE memory read error on {dimm.label} ({detail})"
+    else:
+        text = (
+            f"EDAC MC{dimm.mc}: {errors} CE on {dimm.label} (csrow:{dimm.row} channel:{dimm.channel} "
+            f"page:0x{page:x} offset:0x{offset:x} grain:64 syndrome:0x{address & 0xFFFF:x})"
+        )
+    return (KERN_WARNING, text)
 
 
 def kernel_events(records: list[str], boot_at: dt.datetime) -> tuple[list[KernelEvent], int | None, int | None]:

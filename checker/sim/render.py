@@ -86,19 +86,30 @@ def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Repor
     return report
 
 
+def mc_name(host: VirtualHost, mc: int) -> str:
+    """The controller's name as its EDAC driver sets it (drivers/edac: skx_common.c, i10nm_base.c, amd64_edac.c)."""
+    hw = host.hardware
+    if hw.edac_driver in ("skx_edac", "i10nm_edac"):
+        per_socket = len({d.mc for d in host.dimms}) // hw.sockets
+        socket, imc = divmod(mc, per_socket)
+        prefix = "Skylake Socket" if hw.edac_driver == "skx_edac" else "Intel_10nm Socket"
+        return f"{prefix}#{socket} IMC#{imc}"
+    if hw.edac_driver == "ie31200_edac":
+        return "IE31200"
+    return f"F{hw.cpu_family:X}h"
+
+
 def edac(host: VirtualHost) -> EdacState:
     controllers: dict[int, EdacController] = {}
     for dimm in host.dimms:
-        controller = controllers.setdefault(
-            dimm.mc, EdacController(mc=dimm.mc, mc_name=f"{host.hardware.edac_driver} MC#{dimm.mc}")
-        )
+        controller = controllers.setdefault(dimm.mc, EdacController(mc=dimm.mc, mc_name=mc_name(host, dimm.mc)))
         controller.dimms.append(
             EdacDimm(
                 mc=dimm.mc,
                 name=dimm.name,
-                layout="dimm",
+                layout="csrow" if dimm.layout == "csrow" else "dimm",
                 label=dimm.label,
-                location=f"channel {dimm.name.removeprefix('dimm')} slot 0",
+                location=dimm.location,
                 ce_count=int(dimm.ce_count),
                 ue_count=dimm.ue_count,
                 size_mb=dimm.size_mb,

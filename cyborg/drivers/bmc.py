@@ -20,6 +20,9 @@ class Bmc(Protocol):
 
     def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]: ...
 
+    def power_state(self, hostname: str, address: str | None, ctx: ActionContext) -> str:
+        """'on' or 'off', as the BMC sees the chassis; raises ActionFailed when the BMC does not answer."""
+
     def boot_device(self, hostname: str, address: str | None, device: str, ctx: ActionContext) -> dict[str, Any]:
         """Set the next boot device (pxe, disk)."""
 
@@ -41,6 +44,13 @@ class IpmitoolBmc:
         if self.password_file is not None:
             argv += ["-f", str(self.password_file)]
         return argv
+
+    def power_state(self, hostname: str, address: str | None, ctx: ActionContext) -> str:
+        status = ctx.must([*self.base_argv(address), "chassis", "power", "status"], timeout_s=30, changes=False)
+        words = status.strip().lower().split()  # "Chassis Power is on"
+        if not words or words[-1] not in ("on", "off"):
+            raise ActionFailed(f"the BMC answered {status.strip()[:80]!r} to chassis power status")
+        return words[-1]
 
     def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
         base = self.base_argv(address)
@@ -92,6 +102,11 @@ class SimulatedBmc:
         if self.on_boot is not None:
             self.on_boot(hostname)
         return {"bmc": "simulated", "power": "cycle", "changed": outcome["changed"]}
+
+    def power_state(self, hostname: str, address: str | None, ctx: ActionContext) -> str:
+        host = self._host(hostname)
+        ctx.note("simulated BMC: chassis power status", "off" if host.powered_off else "on", kind="simulated")
+        return "off" if host.powered_off else "on"
 
     def boot_device(self, hostname: str, address: str | None, device: str, ctx: ActionContext) -> dict[str, Any]:
         self._host(hostname)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from checker.parsers.edac import edac_polls
 from checker.schemas import EdacState, Identity, MemoryTiers
-from remediator.baselines import FirmwareBaselines, is_below
+from remediator.baselines import ClassBaseline, FirmwareBaselines, is_below
 from remediator.errata import Erratum, matching_errata
 from remediator.signals import SignalValue
 
@@ -27,14 +27,20 @@ def edac_poll_signals(edac: EdacState | None) -> list[SignalValue]:
     return [SignalValue("edac_poll_interval", "edac", edac.poll_msec / 1000, detail)]
 
 
-def errata_signals(identity: Identity | None, errata: Sequence[Erratum]) -> list[SignalValue]:
+def errata_signals(
+    identity: Identity | None, errata: Sequence[Erratum], baseline: ClassBaseline | None
+) -> list[SignalValue]:
+    """A CPU with a known erratum on a kernel that is not its class's configured fix. Whether a kernel
+    is fixed comes from the class's configuration only (its release, or one it accepts); without one
+    the signal says so (`configured: false`) instead of guessing from the release name."""
     # Without a kernel release there is no telling patched from unpatched: say nothing rather than guess.
     if identity is None or not identity.kernel:
         return []
     kernel = identity.kernel
     signals = []
     for erratum, cpu in matching_errata(identity.cpus, errata):
-        if erratum.kernel_is_patched(kernel):
+        fix = baseline.kernels.get(erratum.id) if baseline is not None else None
+        if fix is not None and (kernel == fix.release or kernel in fix.accept):
             continue
         detail = {
             "cpu": {
@@ -47,7 +53,9 @@ def errata_signals(identity: Identity | None, errata: Sequence[Erratum]) -> list
             },
             "kernel": kernel,
             "remediation": erratum.remediation,
-            "patched_kernel_markers": list(erratum.patched_kernel_markers),
+            "configured": fix is not None,
+            "patched_kernel": {"release": fix.release, "package": fix.package} if fix is not None else None,
+            "withdrawn": fix.withdrawn.get(kernel) if fix is not None else None,
             "source": erratum.source,
         }
         signals.append(SignalValue("errata_match", erratum.id, 1.0, detail))

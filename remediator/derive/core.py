@@ -71,7 +71,7 @@ def derive(
     found, ras = ras_signals(obs.rasdaemon, previous.ras, now=now)
     signals += found
     signals += edac_poll_signals(obs.edac)
-    signals += errata_signals(obs.identity, errata)
+    signals += errata_signals(obs.identity, errata, baselines.for_class(host.hardware_class))
     signals += firmware_signals(obs.identity, host.hardware_class, baselines)
     signals += tier_signals(obs.memory_tiers)
     signals += sensor_signals(obs.sensors)

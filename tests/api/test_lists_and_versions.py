@@ -188,7 +188,7 @@ def test_an_operator_pauses_one_remediation_and_resumes_it(client: TestClient, d
     assert again.status_code == 409
     with db.session() as session:
         assert runner.advance(session, rid, ruleset=get_registry().ruleset) == RemediationState.planned
-        assert [s.state.value for s in session.get_one(Remediation, rid).steps] == ["pending"]
+        assert [s.state.value for s in session.get_one(Remediation, rid).steps] == ["pending", "pending"]
     with db.sessionmaker() as session:
         from remediator import operations
 
@@ -198,6 +198,8 @@ def test_an_operator_pauses_one_remediation_and_resumes_it(client: TestClient, d
     resumed = client.post(f"{url}/resume", json={"reason": "looks fine"}, headers=etag_of(client, url))
     assert resumed.status_code == 200
     assert resumed.json()["paused_by"] is None
+    with db.session() as session:
+        assert runner.advance(session, rid, ruleset=get_registry().ruleset) == RemediationState.running  # drained
     with db.session() as session:
         assert runner.advance(session, rid, ruleset=get_registry().ruleset) == RemediationState.escalated
     assert client.post(f"{url}/resume", json={"reason": "done"}, headers=etag_of(client, url)).status_code == 409

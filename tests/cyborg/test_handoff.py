@@ -240,12 +240,11 @@ def test_abort_stops_the_plan_between_steps(session: Session, cyborg_installed: 
         runner.abort(session, remediation.id, actor="user:ops", reason="again", now=T0)
 
 
-def test_pinned_targets_come_from_the_evidence_or_the_errata_table(
+def test_pinned_targets_come_from_the_evidence_the_class_baselines_put_there(
     session: Session, cyborg_installed: dict[str, Any]
 ) -> None:
-    rs, remediation = plan(session, ["reflash_firmware", "install_kernel"], escalation=[["ticket"]])
+    rs, remediation = plan(session, ["reflash_firmware"], escalation=[["ticket"]])
     remediation.steps[0].params = {"component": "bmc"}
-    remediation.steps[1].params = {"erratum": "AMD-298"}
     remediation.evidence = {
         "signal": {
             "kind": "firmware_below_baseline",
@@ -256,9 +255,38 @@ def test_pinned_targets_come_from_the_evidence_or_the_errata_table(
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     [first] = sent_envelopes(session)
     assert first["params"] == {"targets": [{"component": "bmc", "version": "1.60"}]}
-    runner.record_host_result(session, result(first), rs, T0)
-    runner.advance(session, remediation.id, ruleset=rs, now=T0)
-    assert sent_envelopes(session)[-1]["params"] == {"release": "2.6.23.17-amdpatch", "erratum": "AMD-298"}
+
+
+def test_the_patched_kernel_comes_from_the_errata_signal(session: Session, cyborg_installed: dict[str, Any]) -> None:
+    rs, kernel = plan(session, ["install_kernel"], escalation=[["ticket"]])
+    kernel.steps[0].params = {"erratum": "AMD-298"}
+    kernel.evidence = {
+        "signal": {
+            "kind": "errata_match",
+            "subject": "AMD-298",
+            "detail": {"configured": True, "patched_kernel": {"release": "2.6.23.17-amdpatch2", "package": None}},
+        }
+    }
+    runner.advance(session, kernel.id, ruleset=rs, now=T0)
+    assert sent_envelopes(session)[-1]["params"] == {"release": "2.6.23.17-amdpatch2", "erratum": "AMD-298"}
+
+
+def test_a_kernel_no_class_configures_is_refused_not_guessed(
+    session: Session, cyborg_installed: dict[str, Any]
+) -> None:
+    rs, kernel = plan(session, ["install_kernel"], escalation=[["ticket"]])
+    kernel.steps[0].params = {"erratum": "AMD-298"}
+    kernel.evidence = {
+        "signal": {
+            "kind": "errata_match",
+            "subject": "AMD-298",
+            "value": 1.0,
+            "detail": {"configured": False, "patched_kernel": None},
+        }
+    }
+    runner.advance(session, kernel.id, ruleset=rs, now=T0)
+    assert sent_envelopes(session) == []
+    assert "no patched kernel configured for 'AMD-298'" in kernel.steps[0].result["error"]
 
 
 def test_a_plan_cyborg_cannot_pin_fails_with_the_reason(session: Session, cyborg_installed: dict[str, Any]) -> None:

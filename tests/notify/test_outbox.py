@@ -77,7 +77,8 @@ def test_every_alerting_change_reaches_slack_with_a_link_to_its_page(
     # a CE storm: the remediation hands the host to a technician (escalated) with a ticket
     [escalated_id] = ingest.ingest(session, storm_reports("web-1"), ruleset=RULES).remediations
     session.commit()
-    runner.advance(session, escalated_id, ruleset=RULES)
+    runner.advance(session, escalated_id, ruleset=RULES)  # the drain
+    runner.advance(session, escalated_id, ruleset=RULES)  # the ticket
     # a remediation that failed (its next rung starts)
     [failing_id] = ingest.ingest(session, storm_reports("web-2"), ruleset=RULES).remediations
     planning.escalate(session, session.get_one(Remediation, failing_id), "step 0 (reboot) failed", RULES, utcnow())

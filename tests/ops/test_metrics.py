@@ -54,8 +54,9 @@ def test_metrics_count_the_loop_and_read_state_from_the_database(client: TestCli
         [payload(r) for r in storm_reports("metrics-1")] + [{"schema_version": 1}], database=db, ruleset=RULES
     )
     [remediation_id] = result.remediations
-    with db.session() as session:
-        runner.advance(session, remediation_id, ruleset=RULES)
+    for _ in ("drain", "ticket"):
+        with db.session() as session:
+            runner.advance(session, remediation_id, ruleset=RULES)
     after = scrape(client)
 
     def grew(name: str, **labels: str) -> float:

@@ -71,12 +71,28 @@ def test_amd_298_on_an_unpatched_kernel_fires_on_every_report() -> None:
             2,
         )
         assert "INFN" in signal.detail["source"]
+        # the class's configured build is the one to install (firmware_baselines.yaml), not a guess
+        assert signal.detail["configured"] is True
+        assert signal.detail["patched_kernel"] == {"release": "2.6.23.17-amdpatch2", "package": None}
+        assert signal.detail["withdrawn"] is None
 
 
-def test_the_patched_kernel_and_other_steppings_are_not_affected() -> None:
+def test_the_first_patched_build_is_withdrawn_for_its_cputime_bug() -> None:
+    """INFN Pisa's 2.6.23.17-amdpatch carried the fix and a cputime bug: a host on it is not patched."""
+    run = Deriver(OPTERON_HOST)
+    first = identity(kernel="2.6.23.17-amdpatch", cpus=[cpu(**OPTERON)])
+    (signal,) = of(run(report(at(0), identity=first)), "errata_match")
+    assert "cputime" in signal.detail["withdrawn"]
+    assert signal.detail["patched_kernel"]["release"] == "2.6.23.17-amdpatch2"
+    # a release that merely contains the old marker is not the configured build either
+    lookalike = identity(kernel="2.6.23.17-amdpatch-debug", cpus=[cpu(**OPTERON)])
+    assert of(run(report(at(1), identity=lookalike)), "errata_match")
+
+
+def test_the_configured_build_and_other_steppings_are_not_affected() -> None:
     run = Deriver(OPTERON_HOST)
     assert (
-        of(run(report(at(0), identity=identity(kernel="2.6.23.17-amdpatch", cpus=[cpu(**OPTERON)]))), "errata_match")
+        of(run(report(at(0), identity=identity(kernel="2.6.23.17-amdpatch2", cpus=[cpu(**OPTERON)]))), "errata_match")
         == []
     )
     b3 = {**OPTERON, "stepping": 3}  # the 2356/2360 of the paper: rev B3, not affected
@@ -85,6 +101,26 @@ def test_the_patched_kernel_and_other_steppings_are_not_affected() -> None:
     )
     # without a kernel release there is no telling: say nothing
     assert of(run(report(at(2), identity=identity(kernel=None, cpus=[cpu(**OPTERON)]))), "errata_match") == []
+
+
+def test_an_erratum_host_of_a_class_without_a_configured_kernel_says_so() -> None:
+    run = Deriver(HostFacts("grid-002", "unknown-opteron-class", "fra3"))
+    (signal,) = of(
+        run(report(at(0), identity=identity(kernel="2.6.23.17-amdpatch2", cpus=[cpu(**OPTERON)]))), "errata_match"
+    )
+    assert signal.detail["configured"] is False  # nothing to install, and nothing guessed from the name
+    assert signal.detail["patched_kernel"] is None
+
+
+def test_a_class_configuration_can_accept_other_builds() -> None:
+    baselines = parse_baselines(
+        'version: 1\nclasses:\n  legacy-opteron-8356:\n    kernels:\n      AMD-298: {release: "2.6.23.17-fix", '
+        'accept: ["2.6.23.18-fix"]}\n'
+    )
+    run = Deriver(OPTERON_HOST, baselines=baselines)
+    assert (
+        of(run(report(at(0), identity=identity(kernel="2.6.23.18-fix", cpus=[cpu(**OPTERON)]))), "errata_match") == []
+    )
 
 
 def test_real_cpuinfo_samples_match_by_cpuid_not_by_name() -> None:
@@ -99,7 +135,7 @@ def test_real_cpuinfo_samples_match_by_cpuid_not_by_name() -> None:
         assert of(Deriver()(report(at(0), identity=identity(kernel="2.6.18", cpus=cpus))), "errata_match") == []
 
 
-def test_microcode_bound_and_exact_kernel_list_of_an_erratum() -> None:
+def test_microcode_bound_of_an_erratum() -> None:
     fixed_by_microcode = Erratum(
         id="TEST-1",
         vendor="GenuineIntel",
@@ -109,14 +145,11 @@ def test_microcode_bound_and_exact_kernel_list_of_an_erratum() -> None:
         max_microcode=0x2006E05,
         affected="a test erratum",
         remediation="microcode_update",
-        patched_kernels=("6.1.0-28-fixed",),
         source="test",
     )
     assert fixed_by_microcode.affects(cpu(microcode=0x2006E05))
     assert not fixed_by_microcode.affects(cpu(microcode=0x2007006))
     assert fixed_by_microcode.affects(cpu(microcode=None))  # unknown microcode: check rather than miss
-    assert fixed_by_microcode.kernel_is_patched("6.1.0-28-fixed")
-    assert not fixed_by_microcode.kernel_is_patched("6.1.0-28-fixed-debug")
     assert AMD_298 in ERRATA
 
 

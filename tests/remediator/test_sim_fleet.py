@@ -12,7 +12,7 @@ import pytest
 from checker.schemas import Report
 from checker.sim import FAULT_KINDS, SimulatedFleet, VirtualHost
 from checker.sim.events import valid_for
-from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, PATCHED_KERNEL_MARKER
+from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, OPTERON_PATCHED_KERNEL
 from remediator.derive import HostFacts
 from remediator.signals import PreviousCounter, SignalValue, counters_of, rate_signals
 from tests.remediator.builders import T0, Deriver, of
@@ -22,7 +22,7 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "dimm_ce_storm": [("dimm_ce_rate", "")],
     "dimm_ce_moderate": [("dimm_ce_rate", "")],
     "dimm_ue": [("dimm_ue", ""), ("sel_memory_ecc", "")],
-    "cmci_storm": [("kernel_event_count", "cmci_storm")],
+    "cmci_storm": [("kernel_event_count", "cmci_storm"), ("dimm_ce_rate", "")],
     "edac_poll_default": [("edac_poll_interval", "edac")],
     "firmware_old_bios": [("firmware_below_baseline", "bios")],
     "firmware_old_bmc": [("firmware_below_baseline", "bmc")],
@@ -30,16 +30,17 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "smart_failing": [("smart_failing", "")],
     "smart_realloc_growing": [("smart_", "_growth")],
     "nvme_critical_warning": [("nvme_critical_warning", "")],
+    "nvme_temperature": [("nvme_temperature_warning", "")],
     "psu_failure": [("psu_failure", "PS")],
+    "psu_input_lost": [("psu_input_lost", "PS")],
     "fan_failure": [("fan_failure", "Fan")],
     "soft_lockups": [("kernel_event_count", "soft_lockup")],
     "panic": [("kernel_event_count", "panic")],
     "unreachable": [],
-    "isolated_irqs": [
-        ("isolated_cpu_irq_rate", "cpu"),
-        ("isolated_cpu_tlb_rate", "cpu"),
-        ("irq_affinity_isolated", ""),
-    ],
+    "powered_off": [],
+    "agent_dead": [],
+    "isolated_irqs": [("isolated_cpu_irq_rate", "cpu"), ("irq_affinity_isolated", "")],
+    "isolated_tlb": [("isolated_cpu_tlb_rate", "cpu")],
     "cxl_demotion_disabled": [("cxl_demotion_disabled", "node")],
     "cxl_interleave_default": [("interleave_weights_default", "")],
     "sel_full": [("sel_full", "sel")],
@@ -91,7 +92,7 @@ def run(host: VirtualHost, minutes: range, watch: Watch | None = None) -> tuple[
     reports: list[Report] = []
     signals: list[SignalValue] = []
     for minute in minutes:
-        if host.down:
+        if not host.reporting:
             continue
         report = host.report(T0 + dt.timedelta(minutes=minute))
         reports.append(report)
@@ -113,22 +114,37 @@ SHOWS: dict[str, Callable[[VirtualHost, list[Report]], bool]] = {
     "edac_poll_default": lambda h, r: r[-1].observations.edac.poll_msec == 1000,
     "firmware_old_bios": lambda h, r: _firmware(r).bios_version == h.hardware.old_bios_version,
     "firmware_old_bmc": lambda h, r: _firmware(r).bmc_firmware == h.hardware.old_bmc_firmware,
-    "errata_unpatched": lambda h, r: PATCHED_KERNEL_MARKER not in (r[-1].observations.identity.kernel or "x"),
+    "errata_unpatched": lambda h, r: r[-1].observations.identity.kernel != OPTERON_PATCHED_KERNEL,
     "smart_failing": lambda h, r: any(d.smart_passed is False and "disk_failing" in d.exit_flags for d in _disks(r)),
     "smart_realloc_growing": lambda h, r: _wear(r[-1]) > _wear(r[0]),
     "nvme_critical_warning": lambda h, r: any(d.nvme_critical_warning for d in _disks(r)),
+    "nvme_temperature": lambda h, r: any(
+        (d.nvme_critical_warning or 0) & 0x02 and (d.temperature_c or 0) > 70 for d in _disks(r)
+    ),
     "psu_failure": lambda h, r: any(e.sensor_type == "Power Supply" and "Failure" in e.event for e in _sel(r)),
+    "psu_input_lost": lambda h, r: any(e.sensor_type == "Power Supply" and "AC lost" in e.event for e in _sel(r)),
     "fan_failure": lambda h, r: any(e.sensor_type == "Fan" and e.event == "Lower Critical going low" for e in _sel(r)),
     "soft_lockups": lambda h, r: "soft_lockup" in _kernel_kinds(r),
     "panic": lambda h, r: "panic" in _kernel_kinds(r) and any(x.observations.kernel_log.rebooted for x in r),
     "unreachable": lambda h, r: h.down and r == [],
+    "powered_off": lambda h, r: h.powered_off and r == [],
+    "agent_dead": lambda h, r: h.agent_dead and r == [],
     "isolated_irqs": lambda h, r: any(
         set(cpus) & set(h.isolated) for cpus in r[-1].observations.interrupts.irq_affinity.values()
     ),
+    "isolated_tlb": lambda h, r: _tlb_on_isolated(h, r),
     "cxl_demotion_disabled": lambda h, r: r[-1].observations.memory_tiers.demotion_enabled is False,
     "cxl_interleave_default": lambda h, r: set(r[-1].observations.memory_tiers.interleave_weights.values()) == {1},
     "sel_full": lambda h, r: (r[-1].observations.sel.percent_used or 0) >= 90,
 }
+
+
+def _tlb_on_isolated(host: VirtualHost, reports: list[Report]) -> bool:
+    def counts(r: Report) -> int:
+        row = next(x for x in r.observations.interrupts.rows if x.name == "TLB")
+        return sum(row.per_cpu[c] for c in host.isolated)
+
+    return counts(reports[-1]) > counts(reports[0])
 
 
 def _ce_per_s(reports: list[Report]) -> float:
@@ -223,7 +239,7 @@ def test_the_default_fleet_shows_each_hosts_fault_and_nothing_on_the_others() ->
         if kind is None:
             assert [s for s in signals if is_fault_signal(s)] == [], hostname
             continue
-        if kind == "unreachable":
+        if kind in ("unreachable", "powered_off", "agent_dead"):
             assert signals == []
         for wanted, part in EXPECTED[kind]:
             assert any(shows(wanted, part, s) for s in signals), (hostname, kind, wanted)

@@ -30,7 +30,7 @@ from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Decision, Host, HostState, Remediation, RemediationState, RemediationStep, StepState
 from remediator.rules import load_ruleset
 from remediator.signals import SignalValue
-from remediator.tasks import mark_unreachable
+from remediator.tasks import mark_unreachable, probe_silent_host
 from tests.factories import LABEL, edac_report
 from ticketing import service as tickets
 from ticketing.models import Repair, Ticket, TicketState
@@ -345,9 +345,9 @@ def test_a_firing_reaches_only_a_ticket_of_its_own_part_type(session: Session) -
         session, TicketOpen(hostname="web-1", part_type="psu", title="PSU 2 buzzes"), actor="user:op", now=at(1)
     )
     psu = tickets.get_ticket(session, psu_id)
-    unreachable = RULES.get("host-unreachable")
+    unreachable = RULES.get("host-hung")
     assert unreachable is not None
-    silence = Firing(unreachable, SignalValue("host_unreachable", "", 900.0, {}))
+    silence = Firing(unreachable, SignalValue("host_unreachable", "", 900.0, {"verdict": "hung"}))
     assert repairs.route_detection(session, host, silence, at(2)) is None  # not held while the PSU ticket is open
     assert psu.detections == 1
     repaired(session, psu, at(60))
@@ -358,14 +358,15 @@ def test_a_firing_reaches_only_a_ticket_of_its_own_part_type(session: Session) -
     host.last_report_at = utcnow() - dt.timedelta(hours=1)
     session.commit()
     assert mark_unreachable() == 1
+    assert probe_silent_host("web-1") == "unconfirmed"  # no BMC address, and no such name to ping
     session.expire_all()
     psu = tickets.get_ticket(session, psu_id)
     assert (psu.state, psu.reopened) == (TicketState.closed, 0)
     assert [r.returned_at for r in psu.repairs] == [None]
     [stat] = tickets.repair_stats(session, part_type="psu")
     assert (stat.replaced, stat.verified, stat.returned) == (1, 1, 0)
-    decided = session.scalars(select(Decision.outcome).where(Decision.rule_id == "host-unreachable")).all()
-    assert decided == ["planned", "admitted"]  # the rules decide about the silence: a power cycle
+    decided = session.scalars(select(Decision.outcome).where(Decision.rule_id == "host-unreachable-unconfirmed")).all()
+    assert decided == ["planned", "admitted"]  # the rules decide about the silence: a person, nothing proves it hung
     # a host ticket without a part is about the whole host: that one does hold the firing
     host_ticket_id, _ = repairs.open_by_hand(
         session, TicketOpen(hostname="web-1", part_type="host", title="Reseat the host"), actor="user:op"
@@ -386,5 +387,7 @@ def test_the_part_types_a_firing_can_be_ticketed_as() -> None:
     assert types("nvme-critical-warning", "nvme_critical_warning") == {"disk"}
     assert types("psu-failure", "psu_failure") == {"psu"}
     assert types("fan-failure", "fan_failure") == {"fan"}
-    assert types("host-unreachable", "host_unreachable") == {"host"}
-    assert types("cmci-storm", "kernel_event_count") == {"host"}  # no ticket step: the ladder ends in a host ticket
+    assert types("host-hung", "host_unreachable") == {"host"}
+    assert types("cmci-storm", "cmci_storm") == {"dimm"}
+    assert types("psu-input-lost", "psu_input_lost") == {"power_feed"}  # its feed, not the PSU
+    assert types("edac-polling-interval", "edac_poll_interval") == {"host"}  # no ticket step: the ladder ends in one

@@ -16,9 +16,11 @@ from core.models import Role
 from remediator import runner
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
-from remediator.models import Remediation
+from remediator.models import Remediation, RemediationState
 from remediator.rules import get_registry
 from tests.factories import LABEL, edac_report
+
+RUNNING = (RemediationState.planned, RemediationState.running)
 
 CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -115,7 +117,9 @@ def open_dimm_ticket(
     with db.session() as session:
         remediation_ids = session.scalars(select(Remediation.id).order_by(Remediation.id.desc())).all()
         for remediation_id in remediation_ids:
-            runner.advance(session, remediation_id, ruleset=ruleset)
+            for _ in range(4):  # drain, then the ticket
+                if runner.advance(session, remediation_id, ruleset=ruleset) not in RUNNING:
+                    break
     from ticketing import service as tickets
 
     with db.session() as session:

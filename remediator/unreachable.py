@@ -1,0 +1,92 @@
+"""A silent host, looked at from outside before any rule decides what it needs.
+
+Silence from the agent alone is not proof of a hung host: the agent may have died on a healthy
+machine, the host may be powered off, or nothing may be reachable at all. `probe` asks the BMC for
+the chassis power state and pings the host's address, and names what it saw:
+
+| BMC power | ping       | verdict        | what can help                                  |
+|-----------|------------|----------------|------------------------------------------------|
+| off       | —          | `powered_off`  | power it on; a person if it stays off          |
+| any       | answers    | `agent_silent` | restart the agent; a person — never a power cycle |
+| on        | no answer  | `hung`         | a power cycle through the BMC                  |
+| unknown   | no answer  | `unconfirmed`  | a person: nothing proves the host is hung      |
+
+The probe runs on a central worker (`remediator.probe_silent_host`), one task per silent host,
+and hands the `host_unreachable` signal, with that verdict in its detail, to the rules.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from cyborg.commands import ActionContext, ActionFailed
+from cyborg.drivers.bmc import Bmc
+from cyborg.drivers.reach import Reach
+from remediator.models import Host
+from remediator.signals import SignalValue
+
+PROBE_TIMEOUT_S = 45
+
+
+@dataclass(frozen=True)
+class Probe:
+    power: str  # on, off, unknown
+    ping: str  # answered, no_answer, not_probed
+    verdict: str  # hung, powered_off, agent_silent, unconfirmed
+    bmc: str | None  # the BMC's address, if any
+    address: str
+    notes: list[str]
+    commands: list[dict[str, object]]
+
+
+def host_address(host: Host) -> str:
+    """What to ping: the host's `address` label, else its name."""
+    label = (host.labels or {}).get("address")
+    return str(label) if label else host.hostname
+
+
+def verdict_of(power: str, ping: str) -> str:
+    if power == "off":
+        return "powered_off"
+    if ping == "answered":
+        return "agent_silent"
+    if power == "on" and ping == "no_answer":
+        return "hung"
+    return "unconfirmed"
+
+
+def probe(hostname: str, address: str, bmc: Bmc, bmc_address: str | None, reach: Reach) -> Probe:
+    """Ask the BMC and ping `address`; no database is touched (the caller holds no transaction)."""
+    ctx = ActionContext(getattr(bmc, "system", None) or getattr(reach, "system", None), timeout_s=PROBE_TIMEOUT_S)
+    notes: list[str] = []
+    power = "unknown"
+    if bmc_address is None and bmc.name != "simulated":
+        notes.append("no BMC address for this host (label bmc_address, or FLEETFIX_BMC_ADDRESS_TEMPLATE)")
+    else:
+        try:
+            power = bmc.power_state(hostname, bmc_address, ctx)
+        except ActionFailed as error:
+            notes.append(f"BMC: {error}")
+    try:
+        answered = reach.ping(hostname, address, ctx)
+    except ActionFailed as error:
+        notes.append(f"ping: {error}")
+        answered = None
+    ping = "not_probed" if answered is None else ("answered" if answered else "no_answer")
+    return Probe(power, ping, verdict_of(power, ping), bmc_address, address, notes, ctx.log.as_json())
+
+
+def unreachable_signal(host: Host, seen: Probe, now: dt.datetime) -> SignalValue:
+    silent = (now - host.last_report_at).total_seconds() if host.last_report_at else 0.0
+    detail: dict[str, object] = {
+        "last_report_at": host.last_report_at.isoformat() if host.last_report_at else None,
+        "verdict": seen.verdict,
+        "power": seen.power,
+        "ping": seen.ping,
+        "address": seen.address,
+        "bmc": seen.bmc,
+        "notes": seen.notes,
+        "commands": seen.commands[-6:],
+    }
+    return SignalValue("host_unreachable", "", silent, detail)
