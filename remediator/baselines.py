@@ -115,11 +115,15 @@ class BaselinesError(Exception):
 
 
 def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int:
+    """The line of the YAML node at a pydantic error's location (mapping keys and list indexes)."""
     node, line = root, (root.start_mark.line + 1 if root is not None else 1)
     for part in loc:
-        if not isinstance(node, yaml.MappingNode):
+        if isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            node = node.value[part] if 0 <= part < len(node.value) else None
+        elif isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
+        else:
             break
-        node = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
         if node is None:
             break
         line = node.start_mark.line + 1

@@ -7,13 +7,16 @@ calls them owns the transaction.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from core.errors import NotFound
+from remediator.dimms import DimmLabelMaps, attribute, load_label_maps, locate_in_observations
 from remediator.models import (
     Host,
     Remediation,
@@ -118,7 +121,7 @@ def part_evidence(
             "bios_version": firmware.get("bios_version"),
         },
         "part_type": part_type,
-        "part": _part(part_type, subject, observations),
+        "part": _part(part_type, subject, observations, hardware_class=host.hardware_class, recent=recent),
         "reason": reason,
         "rule": rule,
         "remediation_id": remediation.id if remediation is not None else None,
@@ -140,24 +143,19 @@ def _norm(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
-def _dimm(subject: str, dimms: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The dmidecode record of the DIMM a signal names: EDAC labels and DMI locators seldom match exactly.
-    Tried in turn: the same name, the locator inside the label (Chan#2_DIMM#0 in
-    CPU_SrcID#0_Ha#0_Chan#2_DIMM#0), the label inside the locator or bank locator."""
-    wanted = _norm(subject)
-    if not wanted:
-        return None
-    names = [(d, _norm(d.get("locator") or ""), _norm(d.get("bank_locator") or "")) for d in dimms]
-    for dimm, locator, bank in names:
-        if wanted in (locator, bank):
-            return dimm
-    for dimm, locator, _bank in names:
-        if locator and locator in wanted:
-            return dimm
-    for dimm, locator, bank in names:
-        if wanted in locator or wanted in bank:
-            return dimm
-    return None
+@functools.cache
+def dimm_label_maps() -> DimmLabelMaps:
+    return load_label_maps()
+
+
+def _dimm(subject: str, observations: dict[str, Any], hardware_class: str, recent: Sequence[Signal]) -> dict[str, Any]:
+    """The DIMM a signal names, by topology and the hardware class's label map (remediator.dimms): its
+    dmidecode record and serial only when that is certain, else the EDAC location and the candidates."""
+    detail = next((s.detail for s in recent if s.detail and ("mc" in s.detail or "label" in s.detail)), None)
+    location = locate_in_observations(subject, observations, detail)
+    dimms = (observations.get("identity") or {}).get("dimms") or []
+    found = attribute(location, dimms, hardware_class=hardware_class, label_maps=dimm_label_maps())
+    return found.evidence()
 
 
 def _disk(subject: str, observations: dict[str, Any]) -> dict[str, Any] | None:
@@ -165,13 +163,17 @@ def _disk(subject: str, observations: dict[str, Any]) -> dict[str, Any] | None:
     return next((d for d in disks if subject and subject in (d.get("serial"), d.get("device"))), None)
 
 
-def _part(part_type: str, subject: str, observations: dict[str, Any]) -> dict[str, Any] | None:
+def _part(
+    part_type: str,
+    subject: str,
+    observations: dict[str, Any],
+    *,
+    hardware_class: str = "",
+    recent: Sequence[Signal] = (),
+) -> dict[str, Any] | None:
     """What the part is, with `vendor`, `model` and `serial` named the same way for every kind."""
     if part_type == "dimm":
-        dimm = _dimm(subject, ((observations.get("identity") or {}).get("dimms")) or [])
-        if dimm is None:
-            return None
-        return {**dimm, "vendor": dimm.get("manufacturer"), "model": dimm.get("part_number")}
+        return _dimm(subject, observations, hardware_class, recent)
     if part_type == "disk":
         disk = _disk(subject, observations)
         if disk is None:

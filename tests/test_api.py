@@ -43,7 +43,8 @@ def test_report_to_ticket_over_http(client: TestClient, db: Database) -> None:
     tickets = client.get("/api/v1/tickets").json()["items"]
     assert [(t["hostname"], t["part_type"], t["state"]) for t in tickets] == [("web-001", "dimm", "open")]
     detail = client.get(f"/api/v1/tickets/{tickets[0]['id']}").json()
-    assert detail["evidence"]["part"]["serial"] == "1A2B3C4D"
+    part = detail["evidence"]["part"]
+    assert (part["certain"], part["serial"], [c["serial"] for c in part["candidates"]]) == (False, None, ["1A2B3C4D"])
     host = client.get("/api/v1/hosts/web-001").json()
     assert host["state"] == "awaiting_repair"
     assert host["remediations"][0]["state"] == "escalated"

@@ -9,6 +9,7 @@ row is locked while syncing, so two syncs of one ticket take turns.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -83,6 +84,20 @@ def _locked_link(session: Session, ticket_id: int, tracker_name: str) -> Tracker
     return link
 
 
+def _unconfirmed_slot(part: dict[str, Any]) -> list[str]:
+    """A DIMM the evidence could not pin on one slot: say so, with the candidates, never one serial."""
+    if part.get("certain") is not False:
+        return []
+    candidates = ", ".join(
+        f"{c.get('locator')}"
+        + (f" / {c['bank_locator']}" if c.get("bank_locator") else "")
+        + f" (serial {c.get('serial')})"
+        for c in part.get("candidates") or []
+    )
+    where = (part.get("edac") or {}).get("text") or "the EDAC location"
+    return [f"*Confirm the slot before pulling:* {where} is one of: {candidates or 'no DIMM inventory'}"]
+
+
 def snapshot(ticket: Ticket, public_url: str) -> IssueSnapshot:
     evidence = ticket.evidence or {}
     location = evidence.get("location") or {}
@@ -94,6 +109,7 @@ def snapshot(ticket: Ticket, public_url: str) -> IssueSnapshot:
     lines = [
         f"*Host:* {ticket.hostname} ({where or 'location unknown'})",
         f"*Part:* {ticket.part_type} {ticket.part}" + (f" — {part_line}" if part_line else ""),
+        *_unconfirmed_slot(part),
         f"*Why:* {evidence.get('reason') or ticket.title}",
         f"*Priority:* P{ticket.priority}",
         f"*Evidence and history:* {public_url.rstrip('/')}/tickets/{ticket.id}",

@@ -17,6 +17,7 @@ from core.models import AuditEntry
 from ticketing import service as tickets
 from ticketing.models import Repair, Ticket, TicketState
 from ticketing.schemas import Replacement, Resolution, TicketRequest
+from ticketing.sync import snapshot
 
 NOW = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.UTC)
 ALICE, BOB = "user:alice", "user:bob"
@@ -169,6 +170,65 @@ def test_a_serial_that_disagrees_with_the_evidence_is_flagged(session: Session) 
     assert ticket.events[-1].detail["serial_mismatch"] == [
         {"part": "CPU0_DIMM_A1", "evidence_serial": "1A2B3C4D", "old_serial": "ZZZZ0000"}
     ]
+
+
+UNCERTAIN_DIMM = {  # the evidence's part when the slot is not certain (remediator.dimms)
+    "certain": False,
+    "locator": None,
+    "serial": None,
+    "vendor": None,
+    "model": None,
+    "edac": {"text": "EDAC mc3 (socket 1, MC#1) channel 2 slot 0", "coordinates": "3.2.0"},
+    "candidates": [
+        {"locator": "DIMM_A1", "bank_locator": "P0 CHANNEL A", "serial": "S0A1", "manufacturer": "Samsung",
+         "part_number": "M393A4K40CB2-CVF", "size_mb": 32768},
+        {"locator": "DIMM_A1", "bank_locator": "P1 CHANNEL A", "serial": "S1A1", "manufacturer": "Hynix",
+         "part_number": "HMA84GR7CJR4N-VK", "size_mb": 32768},
+    ],
+    "method": "EDAC label equals a repeated locator — unconfirmed",
+    "note": "… confirm the slot before pulling.",
+}  # fmt: skip
+
+
+def test_an_uncertain_dimm_has_no_serial_to_mismatch_and_the_pulled_candidate_is_recorded(session: Session) -> None:
+    ticket, _ = tickets.open_ticket(
+        session, request(evidence={"part": UNCERTAIN_DIMM}), actor="system:remediator", now=NOW
+    )
+    tickets.claim(session, ticket, actor=ALICE)
+    [repair] = tickets.resolve(session, ticket, replaced(old="s1a1"), actor=ALICE)  # typed in lower case
+    detail = ticket.events[-1].detail
+    assert "serial_mismatch" not in detail
+    assert detail["serial_matches_candidate"] == [
+        {"part": "CPU0_DIMM_A1", "old_serial": "s1a1", "locator": "DIMM_A1", "bank_locator": "P1 CHANNEL A"}
+    ]
+    assert (repair.vendor, repair.model) == ("Hynix", "HMA84GR7CJR4N-VK")  # the candidate that came out
+
+
+def test_a_tracker_issue_of_an_uncertain_dimm_lists_the_candidates_and_no_serial(session: Session) -> None:
+    ticket, _ = tickets.open_ticket(
+        session, request(evidence={"part": UNCERTAIN_DIMM}), actor="system:remediator", now=NOW
+    )
+    description = snapshot(ticket, "https://fleetfix.example").description
+    assert (
+        "*Confirm the slot before pulling:* EDAC mc3 (socket 1, MC#1) channel 2 slot 0 is one of: "
+        "DIMM_A1 / P0 CHANNEL A (serial S0A1), DIMM_A1 / P1 CHANNEL A (serial S1A1)"
+    ) in description
+    assert "*Part:* dimm CPU0_DIMM_A1\n" in description  # no vendor, model or serial claimed
+
+
+def test_a_serial_that_is_none_of_the_candidates_is_flagged(session: Session) -> None:
+    ticket, _ = tickets.open_ticket(
+        session, request(evidence={"part": UNCERTAIN_DIMM}), actor="system:remediator", now=NOW
+    )
+    tickets.claim(session, ticket, actor=ALICE)
+    [repair] = tickets.resolve(session, ticket, replaced(old="ZZZZ0000"), actor=ALICE)
+    detail = ticket.events[-1].detail
+    assert "serial_mismatch" not in detail
+    assert "serial_matches_candidate" not in detail
+    assert detail["serial_matches_no_candidate"] == [
+        {"part": "CPU0_DIMM_A1", "old_serial": "ZZZZ0000", "candidate_serials": ["S0A1", "S1A1"]}
+    ]
+    assert (repair.vendor, repair.model) == ("", "")
 
 
 def test_a_replacement_must_name_a_new_part() -> None:

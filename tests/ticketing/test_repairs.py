@@ -20,6 +20,7 @@ from checker.schemas import (
     SelEntry,
     SelState,
 )
+from checker.sim.standalone import standalone_host
 from core.db import utcnow
 from core.dispatch import pending_tasks
 from core.settings import get_settings
@@ -115,14 +116,16 @@ def test_the_evidence_bundle_says_where_what_why_and_what_was_tried(session: Ses
     }
     assert (ticket.datacenter, ticket.rack, ticket.part_type, ticket.part) == ("ams1", "R12-07", "dimm", LABEL)
     part = evidence["part"]
-    assert (part["locator"], part["bank_locator"], part["size_mb"], part["part_number"], part["serial"]) == (
-        "Chan#2_DIMM#0",
-        "NODE 0 CHANNEL 2 DIMM 0",
-        32768,
-        "M393A4K40CB2-CVF",
-        "1A2B3C4D",
-    )
-    assert part["model"] == "M393A4K40CB2-CVF"
+    # The class's label map puts EDAC mc0 channel 2 slot 0 in slot A3, which this host does not list: the
+    # DIMM whose bank locator fits is a candidate, and nothing on the ticket claims its serial.
+    assert (part["certain"], part["locator"], part["serial"]) == (False, None, None)
+    assert [
+        (c["locator"], c["bank_locator"], c["size_mb"], c["part_number"], c["serial"]) for c in part["candidates"]
+    ] == [("Chan#2_DIMM#0", "NODE 0 CHANNEL 2 DIMM 0", 32768, "M393A4K40CB2-CVF", "1A2B3C4D")]
+    assert part["model"] == "M393A4K40CB2-CVF"  # every candidate is the same part
+    assert (part["edac"]["mc"], part["edac"]["channel"], part["edac"]["slot"]) == (0, 2, 0)
+    assert "in slot A3; this host's dmidecode does not list it" in part["note"]
+    assert part["note"].endswith("confirm the slot before pulling.")
     # the DIMM's CE counter through each stored observation state, and the rates derived from it
     assert [(h["ce"], h["ue"]) for h in evidence["counter_history"]] == [(0, 0), (3000, 0), (6000, 0)]
     assert [s["value"] for s in evidence["signals"] if s["kind"] == "dimm_ce_rate"] == [50.0, 50.0]
@@ -328,12 +331,33 @@ def test_a_ticket_opened_by_hand_freezes_evidence_and_holds_the_host(session: Se
     )
     ticket = tickets.get_ticket(session, ticket_id)
     assert created
-    assert ticket.evidence["part"]["serial"] == "1A2B3C4D"
+    assert ticket.evidence["part"]["serial"] is None  # the slot is not certain (see the test above)
+    assert [c["serial"] for c in ticket.evidence["part"]["candidates"]] == ["1A2B3C4D"]
     assert ticket.evidence["reason"] == "seen on the console"
     assert host_state(session) == HostState.awaiting_repair
     tickets.cancel(session, ticket, actor="user:op", reason="reseated by the on-call")
     repairs.after_cancel(session, "web-1", ticket_id, actor="user:op")
     assert host_state(session) == HostState.in_service
+
+
+def test_the_evidence_names_a_dimm_and_its_serial_only_when_the_label_map_makes_it_certain(session: Session) -> None:
+    """A simulated compute-skx-2s host: skx_edac's mc3 channel 2 slot 0 is slot B6 by the class's label map."""
+    sim = standalone_host("web-1", hardware_class="compute-skx-2s")
+    host = located(session)
+    send(session, sim.report(at(0)))
+    [dimm] = [d for d in sim.dimms if (d.mc, d.channel) == (3, 2)]
+    part = remediator.part_evidence(session, host, "dimm", dimm.label, reason="by hand")["part"]
+    assert (part["certain"], part["locator"], part["serial"], part["candidates"]) == (True, "B6", dimm.serial, [])
+    assert (part["vendor"], part["method"], part["edac"]["coordinates"]) == (
+        "Samsung",
+        "label map compute-skx-2s",
+        "3.2.0",
+    )
+    # Without a label map for its class, the same host's DIMM is one of twelve: no serial is claimed.
+    host.hardware_class = "unknown"
+    part = remediator.part_evidence(session, host, "dimm", dimm.label, reason="by hand")["part"]
+    assert (part["certain"], part["locator"], part["serial"], len(part["candidates"])) == (False, None, None, 12)
+    assert "EDAC mc3 (socket 1, MC#1) channel 2 slot 0 could not be mapped" in part["note"]
 
 
 def test_a_firing_reaches_only_a_ticket_of_its_own_part_type(session: Session) -> None:

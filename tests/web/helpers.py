@@ -9,7 +9,7 @@ import secrets
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from checker.schemas import KernelEvent, KernelLogState, Report, SelEntry, SelState
+from checker.schemas import DimmInventory, KernelEvent, KernelLogState, Report, SelEntry, SelState
 from core import auth
 from core.db import Database
 from core.models import Role
@@ -56,10 +56,20 @@ def signed_in(client: TestClient, db: Database, username: str, role: Role, *, da
 
 
 def field_report(
-    hostname: str, *, at: dt.datetime, ce: int, sel_raw: str = "", kernel_line: str = "", event_text: str = ""
+    hostname: str,
+    *,
+    at: dt.datetime,
+    ce: int,
+    sel_raw: str = "",
+    kernel_line: str = "",
+    event_text: str = "",
+    dimms: list[DimmInventory] | None = None,
 ) -> Report:
-    """An EDAC report with, optionally, a SEL entry and a kernel-log event about the DIMM."""
+    """An EDAC report with, optionally, a SEL entry and a kernel-log event about the DIMM, and the host's
+    dmidecode inventory (default: edac_report's one DIMM)."""
     report = edac_report(hostname, at=at, ce=ce)
+    if dimms is not None and report.observations.identity is not None:
+        report.observations.identity.dimms = dimms
     if sel_raw or event_text:
         report.observations.sel = SelState(
             entries=[
@@ -92,6 +102,8 @@ def open_dimm_ticket(
     start: dt.datetime | None = None,
     sel_raw: str = "",
     kernel_line: str = "",
+    hardware_class: str = "unknown",
+    dimms: list[DimmInventory] | None = None,
 ) -> int:
     """A CE storm on one DIMM through the real ingest path and the remediation's steps: the ticket it opens."""
     start = start or dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)
@@ -99,7 +111,16 @@ def open_dimm_ticket(
     with db.session() as session:
         apply_inventory(
             session,
-            [HostInventory(hostname=hostname, datacenter=datacenter, row="r01", rack=rack, slot="U12")],
+            [
+                HostInventory(
+                    hostname=hostname,
+                    hardware_class=hardware_class,
+                    datacenter=datacenter,
+                    row="r01",
+                    rack=rack,
+                    slot="U12",
+                )
+            ],
             actor="test",
         )
     with db.session() as session:
@@ -110,6 +131,7 @@ def open_dimm_ticket(
                 ce=3000 * i,
                 sel_raw=sel_raw if i == 2 else "",
                 kernel_line=kernel_line if i == 2 else "",
+                dimms=dimms,
             )
             for i in range(3)
         ]

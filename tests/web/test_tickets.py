@@ -8,6 +8,7 @@ import re
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from checker.schemas import DimmInventory
 from core.db import Database
 from core.models import Role
 from tests.web.helpers import login, make_user, open_dimm_ticket, signed_in
@@ -154,9 +155,14 @@ def test_ticket_page_says_where_to_go_what_to_replace_and_shows_the_evidence(cli
     assert "row <strong>r01</strong>" in page
     assert "rack <strong>ams1-r01</strong>" in page
     assert "<strong>U12</strong>" in page
-    assert "DIMM in slot <strong>Chan#2_DIMM#0</strong> (NODE 0 CHANNEL 2 DIMM 0)" in page
-    assert "M393A4K40CB2-CVF" in page
-    assert '<dd id="expected-serial">1A2B3C4D</dd>' in page
+    # The host has no label map for its class: its one DIMM is a candidate, with a warning, not a certainty.
+    assert 'id="confirm-slot"' in page
+    assert "Confirm the slot before pulling." in page
+    assert "EDAC mc0 (socket 0, MC#0) channel 2 slot 0" in page
+    candidates = page[page.index('id="dimm-candidates"') :]
+    row = "<td>Chan#2_DIMM#0</td><td>NODE 0 CHANNEL 2 DIMM 0</td><td>1A2B3C4D</td><td>M393A4K40CB2-CVF</td>"
+    assert row in candidates
+    assert 'id="expected-serial"' not in page
     chart = page[page.index("Correctable errors per second") :]
     assert "<svg" in chart
     assert chart.count('<circle class="dot') >= 2  # a rate per report after the first
@@ -164,6 +170,42 @@ def test_ticket_page_says_where_to_go_what_to_replace_and_shows_the_evidence(cli
     assert "EDAC MC0: 1 CE memory read" in page
     assert "Remediation " in page[page.index('id="attempts"') :]  # what the remediator tried before
     assert 'id="resolve-form"' not in page  # not before it is claimed
+
+
+def test_a_dimm_certain_by_its_class_label_map_shows_its_slot_and_serial(client: TestClient, db: Database) -> None:
+    """EDAC mc0 channel 2 slot 0 on a compute-skx-2s host is slot A3 (remediator/dimm_labels.yaml)."""
+    dimms = [
+        DimmInventory(locator=f"A{n}", size_mb=32768, part_number="M393A4K40CB2-CVF", serial=serial)
+        for n, serial in ((1, "AAAA0001"), (2, "AAAA0002"), (3, "1A2B3C4D"))
+    ]
+    ticket_id = open_dimm_ticket(db, hardware_class="compute-skx-2s", dimms=dimms)
+    token = signed_in(client, db, "tom", Role.technician)
+    page = client.get(f"/tickets/{ticket_id}").text
+    assert "DIMM in slot <strong>A3</strong>" in page
+    assert '<dd id="expected-serial">1A2B3C4D</dd>' in page
+    assert "<dd>label map compute-skx-2s</dd>" in page
+    assert "Confirm the slot" not in page
+    assert 'id="dimm-candidates"' not in page
+    client.post(f"/tickets/{ticket_id}/claim", data={"version": version_on(page), "csrf_token": token})
+    assert "(the host reported 1A2B3C4D)" in client.get(f"/tickets/{ticket_id}").text
+
+
+def test_an_uncertain_dimm_asks_for_a_candidate_serial(client: TestClient, db: Database) -> None:
+    """Locators that repeat across sockets, an EDAC label that names none of them: every candidate is listed."""
+    dimms = [
+        DimmInventory(locator="DIMM_A1", bank_locator=f"P{socket} CHANNEL A", size_mb=32768, serial=f"S{socket}A1")
+        for socket in (0, 1)
+    ]
+    ticket_id = open_dimm_ticket(db, dimms=dimms)
+    token = signed_in(client, db, "tom", Role.technician)
+    page = client.get(f"/tickets/{ticket_id}").text
+    assert "Confirm the slot before pulling." in page
+    assert "<td>DIMM_A1</td><td>P0 CHANNEL A</td><td>S0A1</td>" in page
+    assert "<td>DIMM_A1</td><td>P1 CHANNEL A</td><td>S1A1</td>" not in page  # socket 0, by the EDAC label
+    client.post(f"/tickets/{ticket_id}/claim", data={"version": version_on(page), "csrf_token": token})
+    page = client.get(f"/tickets/{ticket_id}").text
+    assert "it should be one of the candidates' serials" in page
+    assert "the host reported" not in page
 
 
 def test_resolve_keeps_what_was_typed_when_it_is_wrong_and_records_the_repair(client: TestClient, db: Database) -> None:
