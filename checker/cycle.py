@@ -13,7 +13,18 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 
-from checker.collectors import edac, identity, interrupts, ipmi, kernel_log, mce, memory_tiers, rasdaemon, smart
+from checker.collectors import (
+    edac,
+    identity,
+    interrupts,
+    ipmi,
+    isolated_workload,
+    kernel_log,
+    mce,
+    memory_tiers,
+    rasdaemon,
+    smart,
+)
 from checker.collectors.base import HostAccess
 from checker.collectors.context import BudgetExceeded, CollectorState, Context, ParseFailed, Unavailable
 from checker.schemas import CollectorRun, CollectorStatus, HostIdentity, Observations, Report
@@ -35,6 +46,7 @@ COLLECTORS: dict[str, Collector] = {
     "sensors": ipmi.collect_sensors,
     "smart": smart.collect,
     "interrupts": interrupts.collect,
+    "isolated_workload": isolated_workload.collect,
     "memory_tiers": memory_tiers.collect,
 }
 
@@ -140,14 +152,21 @@ def _halve_sel(report: Report) -> bool:
 
 
 def _halve_mce(report: Report) -> bool:
+    cut = False
     records = report.observations.mce
-    if not records or len(records) <= 1:
-        return False
-    drop = len(records) // 2
-    report.observations.mce = records[drop:]
-    if (run := report.collectors.get("mce")) is not None and len(run.problems) < 20:
-        run.problems.append(f"{drop} older MCE records dropped to keep the report bounded")
-    return True
+    if records and len(records) > 1:
+        drop = len(records) // 2
+        report.observations.mce = records[drop:]
+        if (run := report.collectors.get("mce")) is not None and len(run.problems) < 20:
+            run.problems.append(f"{drop} older MCE records dropped to keep the report bounded")
+        cut = True
+    ras = report.observations.rasdaemon  # rasdaemon's mce_record rows, read by its own collector too
+    if ras is not None and ras.mce_records and len(ras.mce_records) > 1:
+        drop = len(ras.mce_records) // 2
+        ras.mce_records = ras.mce_records[drop:]
+        ras.truncated += drop
+        cut = True
+    return cut
 
 
 # In order: a kernel event's first lines carry what it is, so the rest of its lines go before

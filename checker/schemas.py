@@ -13,7 +13,7 @@ import uuid
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
 
 SCHEMA_VERSION: Literal[1] = 1
 MAX_LINES_PER_EVENT = 40
@@ -154,10 +154,16 @@ class RasdaemonState(Model):
         default_factory=list,
         max_length=512,
         description="Error totals per type and DIMM location (what `ras-mc-ctl --summary` prints); "
-        "where EDAC under-counts, these are the truth.",
+        "written from the same EDAC path as the sysfs counters, so they under-count where EDAC does.",
     )
     last_ids: dict[str, int] = Field(
         default_factory=dict, description="Highest id read per table (mc_event, aer_event, …): the cursors."
+    )
+    mce_records: list[MceRecord] | None = Field(
+        None,
+        max_length=MAX_EVENTS,
+        description="New rows of mce_record (the mce:mce_record trace event, raised for every machine check, "
+        "also those the kernel's CE collector took and EDAC never saw); None: no mce_record table was read.",
     )
 
 
@@ -288,6 +294,7 @@ class MceRecord(Model):
     error_class: Literal["memory", "cache", "bus", "internal", "other"]
     corrected: bool
     message: str = Field("", max_length=1000)
+    id: int | None = Field(None, description="rasdaemon's mce_record row id (its cursor); None from mcelog.")
 
 
 class MceMemoryCounter(Model):
@@ -366,10 +373,58 @@ class InterruptRow(Model):
 
 
 class Interrupts(Model):
-    cpu_count: NonNegativeInt
+    cpu_count: NonNegativeInt = Field(description="CPUn columns of the header (online CPUs).")
     rows: list[InterruptRow] = Field(default_factory=list, max_length=2048)
     irq_affinity: dict[str, list[NonNegativeInt]] = Field(
         default_factory=dict, description="IRQ number to its smp_affinity_list."
+    )
+    cpus: list[NonNegativeInt] = Field(
+        default_factory=list,
+        max_length=4096,
+        description="The header's CPU numbers in column order: per_cpu[i] counts CPU cpus[i] (offline CPUs have "
+        "no column, so CPU0 CPU1 CPU3 gives [0, 1, 3]). Empty (older agents): column i is CPU i.",
+    )
+
+    @model_validator(mode="after")
+    def _one_cpu_per_column(self) -> Interrupts:
+        if self.cpus and (len(self.cpus) != self.cpu_count or len(set(self.cpus)) != len(self.cpus)):
+            raise ValueError("cpus must name one distinct CPU per column (cpu_count of them)")
+        return self
+
+
+MAX_ISOLATED_PROCESSES = 16
+
+
+class IsolatedProcess(Model):
+    """A user process with threads whose last CPU (field 39 of /proc/PID/task/TID/stat) is isolated."""
+
+    pid: int = Field(ge=1)
+    comm: str = Field(max_length=64, description="/proc/PID/comm: the process's name, as the kernel keeps it.")
+    threads: NonNegativeInt = Field(description="Its threads that were read.")
+    isolated_threads: NonNegativeInt = Field(description="Of those, the threads that last ran on an isolated CPU.")
+    threads_by_cpu: dict[Annotated[str, Field(pattern=r"^[0-9]{1,5}$")], NonNegativeInt] = Field(
+        default_factory=dict, max_length=4096, description="Isolated CPU to its threads that last ran there."
+    )
+
+
+class IsolatedWorkload(Model):
+    """Which user processes run on the isolated cores: who a TLB-shootdown ticket goes to."""
+
+    isolated_cpus: list[NonNegativeInt] = Field(
+        default_factory=list,
+        max_length=4096,
+        description="isolcpus and nohz_full CPUs (/proc/cmdline, /sys/devices/system/cpu/isolated and nohz_full).",
+    )
+    processes: list[IsolatedProcess] = Field(
+        default_factory=list,
+        max_length=MAX_ISOLATED_PROCESSES,
+        description="Processes with threads on isolated CPUs, most such threads first.",
+    )
+    dropped: NonNegativeInt = Field(0, description="Further processes with threads on isolated CPUs, not listed.")
+    processes_scanned: NonNegativeInt = Field(0, description="Processes whose /proc/PID/stat was read.")
+    threads_read: NonNegativeInt = Field(0, description="Thread stat files read (/proc/PID/task/TID/stat).")
+    unscanned: NonNegativeInt = Field(
+        0, description="Processes, or their threads, not read (past the scan caps): the list may miss one."
     )
 
 
@@ -414,6 +469,7 @@ class Observations(Model):
     memory_tiers: MemoryTiers | None = None
     mce_memory: list[MceMemoryCounter] | None = Field(None, max_length=512)
     agent: AgentStatus | None = None
+    isolated_workload: IsolatedWorkload | None = None
 
 
 class Report(Model):

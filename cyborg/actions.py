@@ -118,6 +118,29 @@ class NoParams(ActionParams):
     pass
 
 
+MAX_CPU = 8191  # the largest NR_CPUS a kernel is built with (x86 MAXSMP)
+
+
+class OfflineCpuParams(ActionParams):
+    cpu: int = Field(strict=True, le=MAX_CPU, description="The logical CPU to take offline (cpuN in sysfs), 1 or more.")
+    core: bool = Field(
+        True,
+        strict=True,
+        description="Its SMT siblings too (topology/thread_siblings_list): they share the core's L1 and L2.",
+    )
+
+    @field_validator("cpu")
+    @classmethod
+    def _not_the_boot_cpu(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError(
+                "CPU 0 is the boot CPU: most kernels cannot take it offline (it has no online file in sysfs)"
+            )
+        if value < 0:
+            raise ValueError("a CPU number is 1 or more")
+        return value
+
+
 NumaNode = Annotated[str, Field(pattern=r"^\d{1,4}$")]
 InterleaveWeight = Annotated[int, Field(ge=1, le=255)]
 
@@ -193,6 +216,9 @@ ACTIONS: dict[str, CyborgAction] = {
         CyborgAction("enable_demotion", NoParams, 60, idempotent=True),
         CyborgAction("set_interleave_weights", InterleaveParams, 60, idempotent=True),
         CyborgAction("clear_sel", NoParams, 300, idempotent=True, description="archive the SEL, then clear it"),
+        CyborgAction(
+            "offline_cpu", OfflineCpuParams, 60, idempotent=True, description="take one CPU offline through sysfs"
+        ),
         # Carried out from the central side: the host cannot do them for itself.
         CyborgAction("power_cycle", NoParams, 900, idempotent=False, site="central", restarts=True),
         CyborgAction("reimage", NoParams, 7200, idempotent=False, site="central", restarts=True),

@@ -36,6 +36,12 @@ ACTIONS: dict[str, ActionSpec] = {
             "set_interleave_weights", disruptive=False, description="weighted interleave for CPU-less (CXL) nodes"
         ),
         ActionSpec("clear_sel", disruptive=False, idempotent=True, description="archive then clear a full SEL"),
+        # Not disruptive: one CPU's capacity goes, but the host keeps running and serving on the others
+        # (the kernel moves its tasks and interrupts), nothing restarts, and the driver refuses the CPUs
+        # the host cannot do without. Undone by a reboot, so a ticket for the CPU follows it in the plan.
+        ActionSpec(
+            "offline_cpu", disruptive=False, description="take a CPU with repeated errors offline (sysfs online=0)"
+        ),
         ActionSpec("reimage", disruptive=True, destructive=True, idempotent=False, description="PXE reinstall"),
         ActionSpec(
             "restart_agent", disruptive=False, description="start a silent host's agent again (the cluster's hook)"

@@ -103,7 +103,8 @@ def report_digest(report: Report) -> str:
 
     Left out: when it was said, how long collectors took, and counters that
     grow whatever the hardware does (interrupt counts, power-on hours,
-    temperatures, log cursors, the agent's own memory and CPU time). Their meaning is in the signals derived from
+    temperatures, log cursors, the agent's own memory and CPU time, the files the
+    isolated-workload scan read). Their meaning is in the signals derived from
     them, which are stored on their own; the stored body keeps the values of
     the first report of each state.
     """
@@ -119,6 +120,7 @@ def report_digest(report: Report) -> str:
                 "kernel_log": {"first_seq", "last_seq", "lines_read"},
                 "sensors": {"__all__": {"reading"}},
                 "agent": {"rss_kb", "cpu_seconds", "last_delivery"},
+                "isolated_workload": {"processes_scanned", "threads_read"},  # any process start moves them
             },
         },
     )

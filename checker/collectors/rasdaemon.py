@@ -1,9 +1,12 @@
-"""rasdaemon's SQLite database: memory (mc_event), PCIe AER and memory-failure records, read
-incrementally by row id, and the per-DIMM error totals.
+"""rasdaemon's SQLite database: memory (mc_event), machine-check (mce_record), PCIe AER and
+memory-failure records, read incrementally by row id, and the per-DIMM error totals of mc_event.
 
-On Intel with the kernel's CE collector on, EDAC's sysfs counters under-count corrected errors;
-rasdaemon records every trace event, so its totals are the truth there. The database is opened
-read-only (`file:…?mode=ro`): the agent never writes it and never creates one.
+mc_event is not a source apart from EDAC: rasdaemon writes it from the `ras:mc_event` trace event
+that edac_mc_handle_error raises, so it under-counts exactly when EDAC's sysfs counters do (a
+corrected error the kernel's CE collector, RAS_CEC, took never reaches EDAC). mce_record comes from
+the `mce:mce_record` trace event, raised for every machine check ahead of the decoders: it is the
+one that sees what EDAC missed. The database is opened read-only (`file:…?mode=ro`): the agent
+never writes it and never creates one.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from checker.parsers.rasdaemon import (
     parse_aer_event_rows,
     parse_dimm_total_rows,
     parse_mc_event_rows,
+    parse_mce_record_rows,
     parse_memory_failure_rows,
 )
 from checker.schemas import MAX_EVENTS, RasdaemonState
@@ -27,6 +31,7 @@ TABLES: dict[str, Callable[[list[dict[str, Any]]], Parsed[Any]]] = {
     "mc_event": parse_mc_event_rows,
     "aer_event": parse_aer_event_rows,
     "memory_failure_event": parse_memory_failure_rows,
+    "mce_record": parse_mce_record_rows,
 }
 _LAYOUT = ("err_type", "label", "mc", "top_layer", "middle_layer", "lower_layer")
 MAX_DIMM_TOTALS = 512
@@ -95,6 +100,8 @@ def _collect(ctx: Context, conn: sqlite3.Connection) -> None:
             state.last_id = top
         elif table == "aer_event":
             state.aer_events = parsed
+        elif table == "mce_record":
+            state.mce_records = parsed
         else:
             state.memory_failures = parsed
     if "mc_event" in present and set(_LAYOUT) <= columns_of(conn, "mc_event"):

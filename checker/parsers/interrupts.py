@@ -2,7 +2,8 @@
 
 Every row is kept: numbered device IRQs, the x86 rows (NMI, LOC, CAL, TLB, TRM, THR, DFR, MCE,
 MCP …), arm64 IPIn rows, and the single-number rows (ERR, MIS, Err) whose per_cpu list has one
-total. per_cpu[i] belongs to the i-th CPUn column of the header (offline CPUs have no column).
+total. per_cpu[i] belongs to the i-th CPUn column of the header, and `cpus` keeps the header's CPU
+numbers: offline CPUs have no column (nosmt, hotplug), so column i is not always CPU i.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ def parse_interrupts(text: str) -> Parsed[Interrupts]:
         return Parsed(Interrupts(cpu_count=0), [problem("no CPU header line in /proc/interrupts", text)])
     cpu_columns = [c for c in lines[header_index].split() if c.startswith("CPU")]
     cpu_count = min(len(cpu_columns), MAX_CPUS)
+    cpus = _header_cpus(cpu_columns[:cpu_count])
+    if cpus is None:
+        cpus = []
+        problems.append(
+            problem("header CPU columns are not distinct CPUn names; column i taken as CPU i", lines[header_index])
+        )
     rows: list[InterruptRow] = []
     for line in lines[header_index + 1 :]:
         if not line.strip():
@@ -49,7 +56,15 @@ def parse_interrupts(text: str) -> Parsed[Interrupts]:
             problems.append(f"more than {MAX_ROWS} interrupt rows; the rest dropped")
             break
         rows.append(InterruptRow(name=clip(name, 32), per_cpu=counts, description=clip(description, 256)))
-    return Parsed(Interrupts(cpu_count=cpu_count, rows=rows), problems)
+    return Parsed(Interrupts(cpu_count=cpu_count, rows=rows, cpus=cpus), problems)
+
+
+def _header_cpus(columns: list[str]) -> list[int] | None:
+    """'CPU0 CPU1 CPU3' -> [0, 1, 3]; None when a column is not CPUn or a number repeats."""
+    numbers = [int(c[3:]) for c in columns if c[3:].isdecimal() and len(c) <= 9]
+    if len(numbers) != len(columns) or len(set(numbers)) != len(numbers):
+        return None
+    return numbers
 
 
 @guarded(list)

@@ -264,7 +264,7 @@ def parse_mce_record_rows(rows: Iterable[Row]) -> Parsed[list[MceRecord]]:
     records: list[MceRecord] = []
     problems: list[str] = []
     for row in rows:
-        if _row_id(row, "mce_record", problems) is None:
+        if (row_id := _row_id(row, "mce_record", problems)) is None:
             continue
         status = _row_int(row, "status")
         status = status & _U64 if status is not None else None
@@ -289,6 +289,7 @@ def parse_mce_record_rows(rows: Iterable[Row]) -> Parsed[list[MceRecord]]:
                 error_class=error_class_of(words, status),
                 corrected=corrected,
                 message=clip(words, 1000),
+                id=row_id,
             )
         )
     return Parsed(records, problems)

@@ -158,6 +158,16 @@ def restart_agent(host: VirtualHost, params: dict[str, Any]) -> Changes:
     return {"agent_restarted": True, "was_dead": was_dead, "cleared": host.clear({"agent_dead"})}
 
 
+def offline_cpu(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    """One CPU taken offline: the host keeps running on the others."""
+    cpu = int(params["cpu"])
+    if not 0 < cpu < host.hardware.logical_cpus:
+        raise ValueError(f"no CPU {cpu} that can be taken offline on {host.hostname}")
+    already = cpu in host.offline_cpus
+    host.offline_cpus.add(cpu)
+    return {"cpu": cpu, "online": False, "already_offline": already}
+
+
 ACTIONS: dict[str, Callable[[VirtualHost, dict[str, Any]], Changes]] = {
     "reboot": reboot,
     "reflash_firmware": reflash_firmware,
@@ -168,6 +178,7 @@ ACTIONS: dict[str, Callable[[VirtualHost, dict[str, Any]], Changes]] = {
     "enable_demotion": enable_demotion,
     "set_interleave_weights": set_interleave_weights,
     "clear_sel": clear_sel,
+    "offline_cpu": offline_cpu,
     "reimage": reimage,
     "power_cycle": power_cycle,
     "restart_agent": restart_agent,

@@ -107,6 +107,7 @@ class VirtualHost:
     irq_widened: set[str] = field(default_factory=set)  # IRQs whose affinity a fault spread to every CPU
     reported_boot_id: str | None = None
     drained: bool = False  # out of the workload scheduler (no change on the host itself)
+    offline_cpus: set[int] = field(default_factory=set)  # CPUs taken offline by the offline_cpu action
     fail_next_action: str | None = None  # "hang", "fail" or "stay_down": consumed by the next apply()
 
     def __post_init__(self) -> None:

@@ -1,7 +1,8 @@
 """The real driver: each action as argv lists for the host's own tools, and sysfs writes.
 
 Nothing is a shell string. Tests assert the argv built here and feed recorded tool outputs through
-a recorded `System`. Firmware and hard PPR live in their own modules (firmware.py, ppr.py).
+a recorded `System`. Firmware, hard PPR and CPU offlining live in their own modules (firmware.py,
+ppr.py, cpus.py).
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from cyborg.actions import (
     HardPprParams,
     InstallKernelParams,
     InterleaveParams,
+    OfflineCpuParams,
     RebootParams,
     ReflashFirmwareParams,
     TuneErrorReportingParams,
 )
 from cyborg.commands import ActionContext, ActionFailed, ActionTimedOut, System
-from cyborg.drivers import firmware, ppr
+from cyborg.drivers import cpus, firmware, ppr
 from cyborg.drivers.base import require_restarted
+from cyborg.drivers.cpus import cpu_list
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 OSRELEASE = "/proc/sys/kernel/osrelease"
@@ -43,21 +46,6 @@ WEIGHTED_INTERLEAVE = "/sys/kernel/mm/mempolicy/weighted_interleave"
 NODES = "/sys/devices/system/node"
 IRQBALANCE_DEFAULTS = ("/etc/default/irqbalance", "/etc/sysconfig/irqbalance")
 DRAM_WEIGHT, CXL_WEIGHT = 5, 1  # 5:1 gained 7 % where the default 1:1 lost 44 % (docs/domain: seed 003)
-
-
-def cpu_list(cpus: set[int] | list[int]) -> str:
-    """The kernel's cpu-list syntax for a set of CPUs: {0,1,2,5} -> '0-2,5'."""
-    ordered = sorted(set(cpus))
-    ranges: list[str] = []
-    start = previous = None
-    for cpu in [*ordered, None]:
-        if cpu is not None and previous is not None and cpu == previous + 1:
-            previous = cpu
-            continue
-        if start is not None:
-            ranges.append(str(start) if start == previous else f"{start}-{previous}")
-        start = previous = cpu
-    return ",".join(ranges)
 
 
 class LinuxDriver:
@@ -106,6 +94,8 @@ class LinuxDriver:
             return self.tune_error_reporting(params, ctx)
         if isinstance(params, InterleaveParams):
             return self.set_interleave_weights(params, ctx)
+        if isinstance(params, OfflineCpuParams):
+            return cpus.offline_cpu(self, params, ctx)
         handler = {
             "repair_irq_affinity": self.repair_irq_affinity,
             "enable_demotion": self.enable_demotion,

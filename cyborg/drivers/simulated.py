@@ -32,6 +32,7 @@ from cyborg.actions import (
     HardPprParams,
     InstallKernelParams,
     InterleaveParams,
+    OfflineCpuParams,
     RebootParams,
     ReflashFirmwareParams,
     TuneErrorReportingParams,
@@ -56,6 +57,8 @@ def _sim_params(params: ActionParams) -> list[dict[str, Any]]:
         return [{"poll_msec": params.edac_poll_s * 1000}]
     if isinstance(params, InterleaveParams):
         return [{"weights": params.weights} if params.weights else {}]
+    if isinstance(params, OfflineCpuParams):
+        return [{"cpu": params.cpu}]
     return [{}]
 
 

@@ -19,6 +19,7 @@ from remediator.derive.configuration import edac_poll_signals, errata_signals, f
 from remediator.derive.disks import disk_signals
 from remediator.derive.interrupts import irq_signals
 from remediator.derive.kernel import kernel_signals
+from remediator.derive.mce import mce_signals
 from remediator.derive.memory import HostMemory, load_memory
 from remediator.derive.rasdaemon import ras_signals
 from remediator.derive.sel import sel_signals
@@ -66,9 +67,14 @@ def derive(
     signals += found
     found, disks = disk_signals(obs.disks, previous.disks)
     signals += found
-    found, irq = irq_signals(obs.interrupts, obs.identity, previous.irq, now=now, boot_id=boot_id)
+    found, irq = irq_signals(
+        obs.interrupts, obs.identity, previous.irq, now=now, boot_id=boot_id, workload=obs.isolated_workload
+    )
     signals += found
     found, ras = ras_signals(obs.rasdaemon, previous.ras, now=now)
+    signals += found
+    mce_run = report.collectors.get("mce")
+    found, mce = mce_signals(obs, mce_run.source if mce_run else None, previous.mce, now=now)
     signals += found
     signals += edac_poll_signals(obs.edac)
     signals += errata_signals(obs.identity, errata, baselines.for_class(host.hardware_class))
@@ -76,5 +82,5 @@ def derive(
     signals += tier_signals(obs.memory_tiers)
     signals += sensor_signals(obs.sensors)
 
-    new = HostMemory(at=now, boot=boot_id, klog=klog, sel=sel, disks=disks, irq=irq, ras=ras).dump()
+    new = HostMemory(at=now, boot=boot_id, klog=klog, sel=sel, disks=disks, irq=irq, ras=ras, mce=mce).dump()
     return Derived(signals, new, new != memory)

@@ -4,22 +4,29 @@ and IRQs whose affinity still lets them.
 Cores isolated with isolcpus or nohz_full should see no device IRQs (irqbalance with
 IRQBALANCE_BANNED_CPUS keeps them off) and no TLB shootdown IPIs; the local timer (LOC)
 still fires about once a second and is not a fault. Rates come from /proc/interrupts
-counters of the isolated CPUs only (kept in memory), and the i-th per-CPU column is taken
-to be CPU i. A new boot id, a counter that went down, a first sight or a gap longer than
-MAX_GAP_S gives no rate.
+counters of the isolated CPUs only (kept in memory). Column i of a row is CPU `cpus[i]`, the
+header's number (offline CPUs have no column); a report without `cpus` (older agents) means
+column i is CPU i. A new boot id, a counter that went down, a first sight, a change between
+those two ways of numbering, or a gap longer than MAX_GAP_S gives no rate.
+
+TLB shootdowns come from munmap/mprotect in sibling threads of the process that runs on the
+core: no affinity moves them, its owner must. Their signal names the processes whose threads
+last ran on that CPU (the report's isolated_workload section), for a ticket to that owner.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from checker.schemas import Identity, InterruptRow, Interrupts
+from checker.schemas import Identity, InterruptRow, Interrupts, IsolatedProcess, IsolatedWorkload
 from remediator.derive.memory import IrqMemory
 from remediator.signals import MAX_GAP_S, SignalValue
 
 MAX_TRACKED_CPUS = 64
 MAX_AFFINITY_SIGNALS = 32
 TOP_IRQS = 3
+MAX_TLB_PROCESSES = 5  # processes named in one isolated_cpu_tlb_rate signal
+MAX_CPU_LIST_CHARS = 128
 
 
 def isolated_cpus(identity: Identity) -> list[int]:
@@ -42,8 +49,16 @@ def _isolated_by(identity: Identity, cpu: int) -> list[str]:
     return [name for name, cpus in lists if cpu in cpus]
 
 
-def _at(row: InterruptRow, cpu: int) -> int:
-    return row.per_cpu[cpu] if cpu < len(row.per_cpu) else 0
+def cpu_columns(interrupts: Interrupts) -> dict[int, int]:
+    """CPU number -> its column in every row's per_cpu: the header's numbers when the report has
+    them (CPU0 CPU1 CPU3 -> {0: 0, 1: 1, 3: 2}), else column i is CPU i."""
+    if interrupts.cpus:
+        return {cpu: column for column, cpu in enumerate(interrupts.cpus)}
+    return {cpu: cpu for cpu in range(interrupts.cpu_count)}
+
+
+def _at(row: InterruptRow, column: int) -> int:
+    return row.per_cpu[column] if column < len(row.per_cpu) else 0
 
 
 def _rate_signal(kind: str, cpu: int, delta: int, elapsed: float, detail: dict[str, object]) -> SignalValue:
@@ -59,6 +74,7 @@ def irq_signals(
     *,
     now: dt.datetime,
     boot_id: str | None,
+    workload: IsolatedWorkload | None = None,
 ) -> tuple[list[SignalValue], IrqMemory | None]:
     if interrupts is None or identity is None:
         return [], previous
@@ -68,10 +84,16 @@ def irq_signals(
     signals = _affinity_signals(interrupts, set(isolated))
     devices = [row for row in interrupts.rows if row.name.isdigit()]
     tlb = next((row for row in interrupts.rows if row.name == "TLB"), None)
-    tracked = [cpu for cpu in isolated if cpu < interrupts.cpu_count][:MAX_TRACKED_CPUS]
-    counts = {str(cpu): (sum(_at(r, cpu) for r in devices), _at(tlb, cpu) if tlb else 0) for cpu in tracked}
+    columns = cpu_columns(interrupts)
+    tracked = [cpu for cpu in isolated if cpu in columns][:MAX_TRACKED_CPUS]
+    counts = {
+        str(cpu): (sum(_at(r, columns[cpu]) for r in devices), _at(tlb, columns[cpu]) if tlb else 0) for cpu in tracked
+    }
+    by_header = bool(interrupts.cpus)
 
     usable = previous is not None and not (boot_id and previous.boot and boot_id != previous.boot)
+    # Counts kept by column position cannot be compared with counts kept by CPU number.
+    usable = usable and previous is not None and previous.header_cpus == by_header
     elapsed = (now - previous.at).total_seconds() if previous is not None else 0.0
     if usable and previous is not None and 0 < elapsed <= MAX_GAP_S:
         for cpu in tracked:
@@ -81,14 +103,52 @@ def irq_signals(
             (dev_now, tlb_now), (dev_was, tlb_was) = counts[str(cpu)], before
             via = _isolated_by(identity, cpu)
             if dev_now > dev_was:
-                top = sorted(((_at(r, cpu), r) for r in devices if _at(r, cpu)), key=lambda x: -x[0])[:TOP_IRQS]
+                column = columns[cpu]
+                busy = ((_at(r, column), r) for r in devices if _at(r, column))
+                top = sorted(busy, key=lambda x: -x[0])[:TOP_IRQS]
                 irqs = [{"irq": r.name, "description": r.description, "count": n} for n, r in top]
                 detail: dict[str, object] = {"isolated_by": via, "irqs": irqs}
                 signals.append(_rate_signal("isolated_cpu_irq_rate", cpu, dev_now - dev_was, elapsed, detail))
             if tlb_now > tlb_was:
-                detail = {"isolated_by": via}
+                detail = {"isolated_by": via, **workload_detail(workload, cpu)}
                 signals.append(_rate_signal("isolated_cpu_tlb_rate", cpu, tlb_now - tlb_was, elapsed, detail))
-    return signals, IrqMemory(at=now, boot=boot_id, cpus=counts)
+    return signals, IrqMemory(at=now, boot=boot_id, cpus=counts, header_cpus=by_header)
+
+
+def _threads_on(process: IsolatedProcess, cpu: int) -> int:
+    return process.threads_by_cpu.get(str(cpu), 0)
+
+
+def _clipped_cpu_list(cpus: list[int]) -> str:
+    text = cpu_list(cpus)
+    return text if len(text) <= MAX_CPU_LIST_CHARS else text[: MAX_CPU_LIST_CHARS - 1] + "…"
+
+
+def workload_detail(workload: IsolatedWorkload | None, cpu: int) -> dict[str, object]:
+    """Who the TLB shootdowns on `cpu` are about: the processes whose threads last ran there (most
+    threads first), a one-line `workload` naming them for a ticket, and whether the agent's list
+    was whole (no section, processes it dropped or did not scan: one may be missing)."""
+    if workload is None:
+        return {"processes": [], "workload": "unknown", "processes_complete": False}
+    here = sorted((p for p in workload.processes if _threads_on(p, cpu)), key=lambda p: (-_threads_on(p, cpu), p.pid))
+    listed = here[:MAX_TLB_PROCESSES]
+    processes = [
+        {
+            "pid": p.pid,
+            "comm": p.comm,
+            "threads": _threads_on(p, cpu),
+            "isolated_cpus": _clipped_cpu_list([int(c) for c in p.threads_by_cpu if c.isdigit()]),
+        }
+        for p in listed
+    ]
+    names = ", ".join(f"{p.comm} (pid {p.pid})" for p in listed)
+    if len(here) > len(listed):
+        names += f" and {len(here) - len(listed)} more"
+    return {
+        "processes": processes,
+        "workload": names or "unknown",
+        "processes_complete": workload.dropped == 0 and workload.unscanned == 0,
+    }
 
 
 def _affinity_signals(interrupts: Interrupts, isolated: set[int]) -> list[SignalValue]:

@@ -49,11 +49,29 @@ class IrqMemory(_Section):
     cpus: dict[str, tuple[int, int]] = Field(
         default_factory=dict, description="Isolated cpu -> (device IRQs, TLB shootdowns) counted so far."
     )
+    header_cpus: bool = Field(
+        False, description="The cpus are the /proc/interrupts header's numbers (false: column i taken as CPU i)."
+    )
 
 
 class RasMemory(_Section):
     at: AwareDatetime
     last: int | None = Field(None, description="Highest rasdaemon mc_event id seen.")
+
+
+MAX_MCE_KEYS = 64
+
+
+class MceMemory(_Section):
+    at: AwareDatetime = Field(description="captured_at of the newest report with a machine-check source.")
+    last: int | None = Field(None, description="Highest rasdaemon mce_record id seen (None: never read one).")
+    logged: bool = Field(False, description="Machine checks without an id (mcelog's) have been seen.")
+    since: AwareDatetime | None = Field(None, description="Records without an id up to this time are history.")
+    keys: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_MCE_KEYS,
+        description="'epoch:digest' of the records without an id counted after `since`: one sent again is known.",
+    )
 
 
 class HostMemory(_Section):
@@ -65,6 +83,7 @@ class HostMemory(_Section):
     disks: dict[str, DiskCounters] | None = None
     irq: IrqMemory | None = None
     ras: RasMemory | None = None
+    mce: MceMemory | None = None
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)

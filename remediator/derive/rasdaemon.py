@@ -1,10 +1,13 @@
 """DIMM error rates from rasdaemon's mc_event records.
 
-On Intel hosts with the kernel's CE collector enabled, EDAC's counters under-count corrected
-errors, and rasdaemon's records are the truth. Events newer than the last id seen are summed
-per DIMM label over the time since the previous report into `dimm_ce_rate` (detail.source =
-"rasdaemon"); uncorrected, fatal and deferred events become `dimm_ue`. The first sight of a
-host's rasdaemon database records its last id only: its history spans an unknown time.
+mc_event is EDAC seen through rasdaemon, not a second opinion: rasdaemon writes it from the
+`ras:mc_event` trace event that edac_mc_handle_error raises, so it misses what EDAC misses (the
+corrected errors the kernel's CE collector, RAS_CEC, took before EDAC's decoders saw them). What it
+adds is the DIMM label and a per-event record. The machine checks that EDAC never saw are in
+rasdaemon's mce_record table (remediator/derive/mce.py). Events newer than the last id seen are
+summed per DIMM label over the time since the previous report into `dimm_ce_rate` (detail.source =
+"rasdaemon mc_event (EDAC path)"); uncorrected, fatal and deferred events become `dimm_ue`. The
+first sight of a host's rasdaemon database records its last id only: its history spans an unknown time.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from checker.schemas import RasdaemonState, RasMemoryEvent
 from remediator.derive.memory import RasMemory
 from remediator.signals import MAX_GAP_S, SignalValue
 
+SOURCE = "rasdaemon mc_event (EDAC path)"
 CORRECTED = frozenset({"corrected"})
 UNCORRECTED = frozenset({"uncorrected", "fatal", "deferred"})
 
@@ -71,7 +75,7 @@ def ras_signals(
 
 def _about(events: list[RasMemoryEvent]) -> dict[str, object]:
     return {
-        "source": "rasdaemon",
+        "source": SOURCE,
         "events": len(events),
         "first_id": events[0].id,
         "last_id": events[-1].id,

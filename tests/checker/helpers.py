@@ -84,3 +84,15 @@ def listing_to_files(text: str, root: str) -> dict[str, str]:
         elif current is not None and not line.startswith("#"):
             files[current] += line + "\n"
     return files
+
+
+OURS = Path(__file__).resolve().parent / "fixtures"
+
+
+def ours(name: str) -> str:
+    """One of our own fixtures (tests/checker/fixtures, written in the real formats where the corpus
+    has no sample), without its leading '#' lines that say so."""
+    lines = (OURS / name).read_text(encoding="utf-8").splitlines(keepends=True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "".join(lines)

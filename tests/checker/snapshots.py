@@ -18,7 +18,7 @@ from checker.collectors.context import CollectorState
 from checker.cycle import run_cycle
 from checker.parsers.kernel_log import parse_log_lines
 from checker.schemas import Report
-from tests.checker.helpers import listing_to_files, read_ttar, sample
+from tests.checker.helpers import listing_to_files, ours, read_ttar, sample
 
 REFERENCE = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 BOOT_ID = "6c1a4a9e-1f0b-4d43-9a52-0c1f3f1e2d3a"
@@ -206,7 +206,8 @@ def insert_zen2_mce_records(conn: sqlite3.Connection) -> None:
 def rich_snapshot(directory: Path) -> SnapshotBuilder:
     """A host with something in every collector, from the real samples: a DIMM with 4 CEs in
     EDAC, rasdaemon records, an sb_edac CE in the kernel log, correctable-ECC SEL entries, a disk
-    with 304 reallocated sectors, rasdaemon's MCE records, an Intel CPU with microcode 0xb4."""
+    with 304 reallocated sectors, rasdaemon's MCE records, an Intel CPU with microcode 0xb4, and
+    a process with threads on its isolated cores."""
     b = SnapshotBuilder(directory).boot()
     b.file("/etc/machine-id", "0123456789abcdef0123456789abcdef\n")
     b.files(EDAC_ROOT, listing_to_files(sample("edac-sysfs/i10nm-mc7-dimm0-ce4.txt"), EDAC_ROOT))
@@ -263,6 +264,9 @@ def rich_snapshot(directory: Path) -> SnapshotBuilder:
     b.file("/sys/kernel/mm/numa/demotion_enabled", "false\n")
     b.file("/proc/sys/kernel/numa_balancing", "1\n")
     b.files("/sys/kernel/mm/mempolicy/weighted_interleave", {"node0": "1\n", "node1": "1\n"})
+    # Processes on the isolated cores 2-3 (our /proc fixture; the corpus has no /proc/PID trees).
+    workload = listing_to_files(ours("proc-isolated-workload.txt"), "/")
+    b.files("/", {path: text for path, text in workload.items() if path != "proc/cmdline"})
     return b
 
 

@@ -114,7 +114,8 @@ def test_rasdaemon_records_and_totals_read_only(tmp_path: Path) -> None:
         ("0000:00:1d.0", "Corrected", "Receiver Error")
     ]
     assert [(m.pfn, m.action_result) for m in ras.memory_failures] == [("0xe16677", "Recovered")]
-    assert ras.last_ids == {"mc_event": 3, "aer_event": 1, "memory_failure_event": 1}
+    assert ras.last_ids == {"mc_event": 3, "aer_event": 1, "memory_failure_event": 1, "mce_record": 0}
+    assert ras.mce_records == []  # the table is there, with nothing in it
     assert db.read_bytes() == before  # opened with mode=ro
 
 

@@ -38,6 +38,7 @@ from checker.parsers.rasdaemon import (
 )
 from checker.parsers.smart import parse_scan_open_json, parse_scan_open_text, parse_smartctl_json
 from checker.parsers.smart_text import parse_nvme_smart_log, parse_smartctl_text
+from checker.parsers.task_stat import parse_task_stat
 from tests.checker.helpers import sample, sample_names
 
 TextParser = Callable[[str], Parsed[Any]]
@@ -76,6 +77,7 @@ TEXT_PARSERS: dict[str, tuple[TextParser, tuple[str, ...]]] = {
     "ethtool_driver": (lambda t: parse_ethtool_driver(t, "eth0"), ("firmware",)),
     "fwupd": (parse_fwupd_devices, ("firmware",)),
     "interrupts": (parse_interrupts, ("proc-interrupts",)),
+    "task_stat": (parse_task_stat, ()),
 }
 CUTS = 24
 

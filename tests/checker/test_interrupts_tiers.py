@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from checker.parsers.interrupts import parse_affinity_list, parse_interrupts, parse_irq_affinities
 from checker.parsers.memory_tiers import cpuless_memory_nodes, parse_memory_tiers
-from tests.checker.helpers import sample
+from checker.schemas import Interrupts
+from tests.checker.helpers import ours, sample, sample_names
 
 
 def rows_of(name: str) -> tuple[int, dict[str, tuple[list[int], str]]]:
@@ -70,6 +74,42 @@ def test_affinity_lists() -> None:
         {"42/smp_affinity_list": "2-3\n", "7/smp_affinity_list": "0\n", "default_smp_affinity": "ff"}
     )
     assert parsed.value == {"7": [0], "42": [2, 3]}
+
+
+@pytest.mark.parametrize("name", sample_names("proc-interrupts"))
+def test_every_real_sample_keeps_its_header_cpu_numbers(name: str) -> None:
+    parsed = parse_interrupts(sample(name)).value
+    header = next(line for line in sample(name).splitlines() if line.strip().startswith("CPU"))
+    assert parsed.cpus == [int(c.removeprefix("CPU")) for c in header.split()]
+    assert parsed.cpus == list(range(parsed.cpu_count))  # every CPU of the corpus's hosts is online
+
+
+def test_offline_cpus_leave_gaps_in_the_header_and_the_columns_follow_it() -> None:
+    parsed = parse_interrupts(ours("proc-interrupts-offline-cpus.txt"))  # ours: CPUs 2 and 4 offline
+    assert parsed.problems == []
+    irq = parsed.value
+    assert (irq.cpu_count, irq.cpus) == (6, [0, 1, 3, 5, 6, 7])
+    rows = {r.name: r.per_cpu for r in irq.rows}
+    # the sixth column is CPU 7: its NIC queue and its TLB shootdowns
+    assert rows["124"][irq.cpus.index(7)] == 2212345
+    assert rows["TLB"] == [221345, 219876, 201234, 3, 2, 918273]
+    assert rows["ERR"] == [0]
+
+
+def test_a_header_that_does_not_name_distinct_cpus_falls_back_to_column_order() -> None:
+    for header in ("  CPU0 CPU1 CPU1\n", "  CPU0 CPUx CPU2\n"):
+        parsed = parse_interrupts(header + "LOC: 1 2 3 Local timer interrupts\n")
+        assert (parsed.value.cpu_count, parsed.value.cpus) == (3, [])
+        assert len(parsed.problems) == 1
+        assert parsed.value.rows[0].per_cpu == [1, 2, 3]
+
+
+def test_cpus_must_name_one_cpu_per_column() -> None:
+    assert Interrupts(cpu_count=2, cpus=[0, 3]).cpus == [0, 3]
+    assert Interrupts(cpu_count=2).cpus == []  # older agents: column i is CPU i
+    for cpus in ([0], [0, 1, 2], [3, 3]):
+        with pytest.raises(ValidationError, match="one distinct CPU per column"):
+            Interrupts(cpu_count=2, cpus=cpus)
 
 
 # -- memory tiers: no public samples; fixtures follow the kernel's documented formats -------------

@@ -50,7 +50,7 @@ def test_rich_snapshot_every_collector_reports_what_the_samples_show(tmp_path: P
     (total,) = obs.rasdaemon.dimm_totals
     assert (total.label, total.err_type, total.err_count) == ("CPU_SrcID#1_Ha#0_Chan#0_DIMM#0", "Corrected", 5539)
     assert [e.id for e in obs.rasdaemon.memory_events] == [1, 2, 3]
-    assert obs.rasdaemon.last_ids == {"mc_event": 3, "aer_event": 0, "memory_failure_event": 0}
+    assert obs.rasdaemon.last_ids == {"mc_event": 3, "aer_event": 0, "memory_failure_event": 0, "mce_record": 85}
     # Kernel log from /dev/kmsg: sb_edac's decoded block and its CE line are one event.
     log = obs.kernel_log
     assert log is not None
@@ -83,6 +83,7 @@ def test_rich_snapshot_every_collector_reports_what_the_samples_show(tmp_path: P
         (2, 17, "memory", True, "0x27aad20c0")
     }
     assert obs.mce[0].status == "0x9c2041000000011b"
+    assert obs.rasdaemon.mce_records == obs.mce  # the same rows, read by the rasdaemon collector too
     assert report.collectors["mce"].source == "rasdaemon"
     # Identity: the i7-8650U's microcode, isolated cores, DIMM inventory and firmware.
     ident = obs.identity
@@ -109,6 +110,13 @@ def test_rich_snapshot_every_collector_reports_what_the_samples_show(tmp_path: P
     assert rows["MCE"] == [0, 0, 0, 0]
     assert all(n > 2000 for n in rows["MCP"])
     assert irq.irq_affinity == {"0": [0, 1, 2, 3], "8": [0, 1], "16": [2]}
+    assert irq.cpus == [0, 1, 2, 3]
+    # Processes on the isolated cores: trader's threads on CPUs 2 and 3, the feed handler on 3.
+    assert obs.isolated_workload is not None
+    assert [(p.pid, p.threads_by_cpu) for p in obs.isolated_workload.processes] == [
+        (4242, {"2": 2, "3": 1}),
+        (5150, {"3": 1}),
+    ]
     tiers = obs.memory_tiers
     assert tiers is not None
     assert [(n.node, n.cpus, n.memory_mb) for n in tiers.nodes][1] == (1, [], 128000)

@@ -17,7 +17,7 @@ def test_first_sight_is_a_baseline_then_new_events_make_a_rate() -> None:
     (rate,) = of(signals, "dimm_ce_rate")
     assert rate.subject == LABEL
     assert rate.value == 20.0  # 1200 corrected errors in 60 s
-    assert rate.detail["source"] == "rasdaemon"
+    assert rate.detail["source"] == "rasdaemon mc_event (EDAC path)"
     assert (rate.detail["first_id"], rate.detail["last_id"], rate.detail["events"]) == (40, 41, 2)
 
 
@@ -46,7 +46,7 @@ def test_uncorrected_events_are_dimm_ue_and_other_dimms_are_apart() -> None:
         ("dimm_ue", LABEL),
         ("dimm_ce_rate", "CPU_SrcID#1_MC#0_Chan#0_DIMM#0"),
     }
-    assert by_subject(signals, "dimm_ue")[LABEL].detail["source"] == "rasdaemon"
+    assert by_subject(signals, "dimm_ue")[LABEL].detail["source"] == "rasdaemon mc_event (EDAC path)"
 
 
 def test_a_recreated_database_restarts_ids() -> None:
