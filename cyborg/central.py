@@ -79,6 +79,15 @@ def resolve_params(action: CyborgAction, params: dict[str, Any], evidence: dict[
         own["release"] = pin["release"]
         if pin.get("package") and "package" not in own:
             own["package"] = pin["package"]
+    if action.name == "offline_cpu" and "cpu" not in own:
+        detail = signal.get("detail") or {}
+        cpu = detail.get("cpu") if signal.get("kind") == "mce_cpu_corrected" else None
+        if detail.get("scope") != "core" or not isinstance(cpu, int) or isinstance(cpu, bool):
+            raise ActionRefused(
+                "offline_cpu: no cpu given and the signal does not name one core (only an error in a core's own "
+                "L0/L1 cache or TLB does; a shared cache's bank is logged by any CPU)"
+            )
+        own["cpu"] = cpu
     return action.parse(own).model_dump(mode="json", exclude_none=True)
 
 

@@ -68,7 +68,24 @@ def record(
     )
 
 
-_TEMPLATE_FIELD = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
+_TEMPLATE_FIELD = re.compile(r"\{(\w+(?:\.\w+)?)(?::([^{}]*))?\}")
+_DETAIL_TEXT_MAX = 120
+
+
+def template_values(hostname: str, rule_id: str, subject: str, value: float, detail: Any) -> dict[str, Any]:
+    """What a title template may name: {subject}, {value}, {hostname}, {rule}, and {detail.KEY} for each
+    scalar in the signal's detail. Detail text comes from the host (a process name, a sensor name), so
+    it is cut to one line of at most 120 characters."""
+    values: dict[str, Any] = {"subject": subject, "value": value, "hostname": hostname, "rule": rule_id}
+    for key, item in (detail or {}).items() if isinstance(detail, dict) else ():
+        if isinstance(item, bool) or item is None:
+            values[f"detail.{key}"] = str(item)
+        elif isinstance(item, int | float):
+            values[f"detail.{key}"] = item
+        elif isinstance(item, str):
+            text = "".join(ch if ch.isprintable() else " " for ch in item)
+            values[f"detail.{key}"] = text[:_DETAIL_TEXT_MAX]
+    return values
 
 
 def render_template(template: str, values: dict[str, Any]) -> str:

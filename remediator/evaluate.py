@@ -22,6 +22,26 @@ class Firing:
     signal: SignalValue  # the signal that decided it; for windows, value is the aggregate
 
 
+def _windowed(rule: Rule, samples: list[list[Any]], hits: list[SignalValue]) -> SignalValue:
+    """The window's aggregate per subject (one disk's growth, one core's errors: never several parts
+    added together), and the subject that comes nearest to firing, with its latest detail."""
+    when = rule.when
+    by_subject: dict[str, list[float]] = {}
+    for _, value, subject in samples:
+        by_subject.setdefault(subject, []).append(value)
+    totals = {subject: _aggregate(when.aggregate, values) for subject, values in by_subject.items()}
+    pick = min if when.op in ("<", "<=") else max
+    subject = pick(sorted(totals), key=lambda name: totals[name])
+    latest = next((s for s in reversed(hits) if s.subject == subject), None)
+    detail = {
+        **(latest.detail if latest is not None else {}),
+        "aggregate": when.aggregate,
+        "window_s": when.window_s,
+        "samples": len(by_subject[subject]),
+    }
+    return SignalValue(when.signal, subject, totals[subject], detail)
+
+
 def _aggregate(kind: str, values: list[float]) -> float:
     if kind == "count":
         return float(len(values))
@@ -61,14 +81,7 @@ def evaluate(
             samples = samples[-MAX_SAMPLES:]
             entry["samples"] = samples
             if samples:
-                value = _aggregate(when.aggregate, [x[1] for x in samples])
-                top = max(samples, key=lambda x: x[1])
-                decisive = SignalValue(
-                    when.signal,
-                    top[2],
-                    value,
-                    {"aggregate": when.aggregate, "window_s": when.window_s, "samples": len(samples)},
-                )
+                decisive = _windowed(rule, samples, hits)
         elif hits:
             decisive = max(hits, key=lambda s: s.value)
         if decisive is not None and when.holds(decisive.value):

@@ -29,7 +29,7 @@ from core.dispatch import send_after_commit
 from core.queue import REMEDIATE_QUEUE
 from remediator import draining, preemption, repairs, rollouts, safety
 from remediator.actions import ACTIONS
-from remediator.decisions import SYSTEM, active_remediation, finish, record, render_template
+from remediator.decisions import SYSTEM, active_remediation, finish, record, render_template, template_values
 from remediator.evaluate import Firing
 from remediator.models import (
     Host,
@@ -177,12 +177,8 @@ def create(
     previous: Remediation | None,
     now: dt.datetime,
 ) -> Remediation | None:
-    values = {
-        "subject": evidence["signal"]["subject"],
-        "value": evidence["signal"]["value"],
-        "hostname": host.hostname,
-        "rule": rule.id,
-    }
+    signal = evidence["signal"]
+    values = template_values(host.hostname, rule.id, signal["subject"], signal["value"], signal.get("detail"))
     remediation = Remediation(
         host_id=host.id,
         rule_id=rule.id,

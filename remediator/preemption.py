@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy.orm import Session
 
@@ -25,11 +25,11 @@ from checker.schemas import Report
 from core import audit
 from remediator import draining
 from remediator.actions import ACTIONS
-from remediator.decisions import SYSTEM, finish, record, render_template
+from remediator.decisions import SYSTEM, finish, record, render_template, template_values
 from remediator.evaluate import Firing
 from remediator.models import Host, HostState, Remediation, RemediationState, StepState
 from remediator.rules import Rule, RuleSet, Step
-from remediator.service import part_evidence
+from remediator.service import part_evidence, ticket_title
 from ticketing import service as tickets
 from ticketing.schemas import TicketRequest
 
@@ -111,12 +111,7 @@ def ticket_beside(
     """Open the plan's ticket now, without waiting for the host's active remediation to end."""
     rule, signal = firing.rule, firing.signal
     ticket_step = steps[-1]
-    values: dict[str, Any] = {
-        "subject": signal.subject,
-        "value": signal.value,
-        "hostname": host.hostname,
-        "rule": rule.id,
-    }
+    values = template_values(host.hostname, rule.id, signal.subject, signal.value, signal.detail)
     part_type = str(ticket_step.params.get("part_type", "host"))
     title = render_template(str(ticket_step.params.get("title", rule.description)), values)
     reason = f"{rule.id}: {signal.kind} {signal.value:.3g} on {signal.subject or host.hostname}"
@@ -137,7 +132,7 @@ def ticket_beside(
             rack=host.rack,
             part_type=part_type,
             part=signal.subject,
-            title=title,
+            title=ticket_title(title, evidence),
             priority=rule.priority,
             evidence=evidence,
         ),

@@ -44,6 +44,8 @@ SIGNAL_PART_TYPES = (
     ("sel_memory_", "dimm"),
     ("cmci_storm", "dimm"),
     ("edac_noinfo_", "dimm"),
+    ("mce_memory_", "dimm"),
+    ("mce_cpu_", "cpu"),
     ("psu_input_", "power_feed"),
     ("smart_", "disk"),
     ("nvme_", "disk"),

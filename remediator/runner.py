@@ -43,7 +43,7 @@ from remediator import decisions, draining, planning
 from remediator.actions import ACTIONS
 from remediator.models import Host, HostState, Remediation, RemediationState, RemediationStep, StepState
 from remediator.rules import RuleSet, Step
-from remediator.service import evidence_bundle
+from remediator.service import evidence_bundle, ticket_title
 from ticketing import service as tickets
 from ticketing.schemas import TicketRequest
 
@@ -187,16 +187,17 @@ def settle_if_due(
 
 def _open_ticket(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> tuple[int, bool]:
     params = step.params
+    evidence = evidence_bundle(session, host, remediation)
     request = TicketRequest(
         hostname=host.hostname,
         datacenter=host.datacenter,
         rack=host.rack,
         part_type=str(params.get("part_type", "host")),
         part=remediation.subject,
-        title=str(params.get("title", remediation.reason)),
+        title=ticket_title(str(params.get("title", remediation.reason)), evidence),
         priority=int(params.get("priority", 3)),
         remediation_id=remediation.id,
-        evidence=evidence_bundle(session, host, remediation),
+        evidence=evidence,
     )
     ticket, created = tickets.open_ticket(session, request, actor=decisions.SYSTEM)
     return ticket.id, created

@@ -7,6 +7,7 @@ calls them owns the transaction.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import logging
 from collections.abc import Sequence
@@ -43,6 +44,7 @@ KERNEL_KINDS = {
     "dimm": {"edac_ce", "edac_ue", "mce_hardware_error", "mce_logged", "cmci_storm", "ghes_error", "memory_failure"},
     "disk": {"block_io_error", "nvme_timeout", "nvme_reset"},
     "fan": {"thermal_throttle"},
+    "cpu": {"mce_hardware_error", "mce_logged"},
     "host": {"panic", "oops", "hard_lockup", "soft_lockup", "hung_task", "mce_hardware_error"},
 }
 
@@ -136,7 +138,52 @@ def part_evidence(
     }
     if part_type == "disk":
         bundle["smart"] = _bounded(_disk(subject, observations))
+    if part_type == "power_feed":
+        bundle["rack_input_loss"] = rack_input_loss(session, host)
     return bundle
+
+
+RACK_FEED_WINDOW = dt.timedelta(hours=1)
+
+
+def rack_input_loss(session: Session, host: Host) -> dict[str, Any] | None:
+    """The hosts of this host's rack whose PSUs lost their input within an hour of this host's latest
+    loss (this one among them): several at once point at the rack's feed (its PDU or breaker), not at
+    each host's PSU."""
+    if not host.rack:
+        return None
+    latest = session.scalar(
+        select(Signal.observed_at)
+        .where(Signal.host_id == host.id, Signal.kind == "psu_input_lost")
+        .order_by(Signal.observed_at.desc())
+        .limit(1)
+    )
+    if latest is None:
+        return None
+    names = session.scalars(
+        select(Host.hostname)
+        .join(Signal, Signal.host_id == Host.id)
+        .where(
+            Host.datacenter == host.datacenter,
+            Host.rack == host.rack,
+            Signal.kind == "psu_input_lost",
+            Signal.observed_at >= latest - RACK_FEED_WINDOW,
+            Signal.observed_at <= latest + RACK_FEED_WINDOW,
+        )
+        .distinct()
+        .order_by(Host.hostname)
+        .limit(MAX_ITEMS)
+    ).all()
+    return {"datacenter": host.datacenter, "rack": host.rack, "hosts": list(names), "window_s": 3600}
+
+
+def ticket_title(title: str, evidence: dict[str, Any]) -> str:
+    """The rule's title, with what the evidence adds that a technician must read first: a power-feed
+    check names the rack's feed when several hosts of the rack lost their input together."""
+    feed = evidence.get("rack_input_loss") if evidence.get("part_type") == "power_feed" else None
+    if isinstance(feed, dict) and len(feed.get("hosts") or []) >= 2:
+        return f"{title} ({len(feed['hosts'])} hosts of rack {feed['rack']} lost input: check the rack's feed)"
+    return title
 
 
 def _norm(text: str) -> str:
@@ -156,6 +203,33 @@ def _dimm(subject: str, observations: dict[str, Any], hardware_class: str, recen
     dimms = (observations.get("identity") or {}).get("dimms") or []
     found = attribute(location, dimms, hardware_class=hardware_class, label_maps=dimm_label_maps())
     return found.evidence()
+
+
+def _cpu(subject: str, observations: dict[str, Any], recent: Sequence[Signal]) -> dict[str, Any]:
+    """The package a CPU signal is about: `socketS bankB`, or `cpuN` with the socket its machine-check
+    records named (CPU numbers are not laid out by socket on every board, so none is guessed); model and
+    microcode from the identity section. A CPU has no serial the host shows."""
+    socket: int | None = None
+    head = subject.split()[0] if subject.split() else ""
+    if head.startswith("socket") and head[6:].isdigit():
+        socket = int(head[6:])
+    else:
+        named = next(
+            (s.detail for s in recent if s.subject == subject and (s.detail or {}).get("socket") is not None), None
+        )
+        socket = (named or {}).get("socket")
+    packages = (observations.get("identity") or {}).get("cpus") or []
+    package = next((p for p in packages if p.get("socket") == socket), None)
+    if package is None and len({(p.get("model_name"), p.get("microcode")) for p in packages}) == 1:
+        package = packages[0]  # every package alike: the model is known even when the socket is not
+    return {
+        "id": subject,
+        "socket": socket,
+        "vendor": (package or {}).get("vendor"),
+        "model": (package or {}).get("model_name"),
+        "microcode": (package or {}).get("microcode"),
+        "serial": None,
+    }
 
 
 def _disk(subject: str, observations: dict[str, Any]) -> dict[str, Any] | None:
@@ -187,6 +261,8 @@ def _part(
             "serial": disk.get("serial"),
             "firmware": disk.get("firmware"),
         }
+    if part_type == "cpu":
+        return _cpu(subject, observations, recent)
     if part_type in ("psu", "fan"):
         sensors = [
             s

@@ -77,6 +77,32 @@ def test_window_aggregates() -> None:
     ]
 
 
+def test_a_window_aggregates_each_subject_apart() -> None:
+    """Errors on several cores (or sectors on several disks) are not one part's: 6 + 6 + 6 on three
+    cores is no core at 18; 18 on one core is, and the firing names that core with its own detail."""
+    r = rule(window="1d", aggregate="sum", value=18)
+    memory: dict[str, Any] = {}
+
+    def at(minute: int, *signals: SignalValue) -> list[Any]:
+        return evaluate(
+            [r],
+            list(signals),
+            hardware_class="c",
+            datacenter="dc",
+            labels={},
+            memory=memory,
+            now=T0 + dt.timedelta(minutes=minute),
+        )
+
+    spread = [SignalValue("dimm_ce_rate", f"cpu{n}", 6.0, {"scope": "core", "cpu": n}) for n in (3, 4, 5)]
+    assert at(0, *spread) == []
+    assert at(1, SignalValue("dimm_ce_rate", "cpu5", 6.0, {"scope": "core", "cpu": 5})) == []
+    (fired,) = at(2, SignalValue("dimm_ce_rate", "cpu5", 6.0, {"scope": "core", "cpu": 5}))
+    assert (fired.signal.subject, fired.signal.value) == ("cpu5", 18.0)
+    assert fired.signal.detail["cpu"] == 5
+    assert (fired.signal.detail["aggregate"], fired.signal.detail["samples"]) == ("sum", 3)
+
+
 def test_selector() -> None:
     r = Rule(
         id="r",

@@ -7,6 +7,7 @@ counters (EDAC, interrupts, SMART) are absolute, as the kernel and the drives ke
 from __future__ import annotations
 
 import datetime as dt
+import zlib
 from typing import TYPE_CHECKING
 
 from checker.parsers.smart import decode_exit_status
@@ -24,6 +25,8 @@ from checker.schemas import (
     Identity,
     InterruptRow,
     Interrupts,
+    IsolatedProcess,
+    IsolatedWorkload,
     KernelLogState,
     MceRecord,
     MemoryTiers,
@@ -68,8 +71,17 @@ def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Repor
         captured_at=now,
         interval_s=interval_s,
         collectors={
-            name: CollectorRun(status=CollectorStatus.ok, duration_ms=1.0, source=source)
-            for name, source in COLLECTORS.items()
+            **{
+                name: CollectorRun(status=CollectorStatus.ok, duration_ms=1.0, source=source)
+                for name, source in COLLECTORS.items()
+            },
+            "isolated_workload": CollectorRun(status=CollectorStatus.ok, duration_ms=0.3)
+            if host.isolated
+            else CollectorRun(
+                status=CollectorStatus.unavailable,
+                duration_ms=0.0,
+                reason="no isolated CPUs (isolcpus, nohz_full): no workload to watch",
+            ),
         },
         observations=Observations(
             edac=edac(host),
@@ -80,6 +92,7 @@ def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Repor
             identity=identity(host),
             interrupts=interrupts(host, now),
             memory_tiers=memory_tiers(host),
+            isolated_workload=isolated_workload(host),
         ),
     )
     host.reported_boot_id = host.boot_id
@@ -266,6 +279,31 @@ def interrupts(host: VirtualHost, now: dt.datetime) -> Interrupts:
         ]
         rows.append(InterruptRow(name=name, per_cpu=counts, description=description))
     return Interrupts(cpu_count=cpus, rows=rows, irq_affinity=affinity)
+
+
+LATENCY_WORKLOAD = "pktcapture"  # the latency-critical process a host with isolated cores runs
+WORKLOAD_HOUSEKEEPING_THREADS = 3  # its sibling threads on housekeeping cores (the ones that munmap)
+
+
+def isolated_workload(host: VirtualHost) -> IsolatedWorkload | None:
+    """What the agent's isolated_workload collector reports: the latency workload has one thread pinned
+    on each isolated core and a few helper threads elsewhere; its pid is fixed per host."""
+    if not host.isolated:
+        return None
+    pid = 2000 + zlib.crc32(host.hostname.encode()) % 30000
+    worker = IsolatedProcess(
+        pid=pid,
+        comm=LATENCY_WORKLOAD,
+        threads=len(host.isolated) + WORKLOAD_HOUSEKEEPING_THREADS,
+        isolated_threads=len(host.isolated),
+        threads_by_cpu={str(cpu): 1 for cpu in host.isolated},
+    )
+    return IsolatedWorkload(
+        isolated_cpus=list(host.isolated),
+        processes=[worker],
+        processes_scanned=180,
+        threads_read=worker.threads,
+    )
 
 
 def memory_tiers(host: VirtualHost) -> MemoryTiers:

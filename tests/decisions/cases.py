@@ -14,9 +14,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from checker.schemas import Report
-from tests.checker.helpers import read_ttar, sample
+from cyborg.actions import ACTIONS as CYBORG_ACTIONS
+from cyborg.central import resolve_params
+from remediator.models import Remediation
+from tests.checker.helpers import listing_to_files, ours, read_ttar, sample
+from tests.checker.snapshots import insert_zen2_mce_records, signed64
+from tests.checker.test_collector_rasdaemon_mce import _INSERT as MCE_INSERT
+from tests.checker.test_collector_rasdaemon_mce import icelake_row, skylake_l2_row
 from tests.decisions.harness import Expect, SnapHost
+from ticketing.models import Ticket
 
 Builder = Callable[[Path], tuple[SnapHost, list[Report], Expect]]
 CASES: dict[str, tuple[str | None, Builder]] = {}
@@ -164,6 +173,161 @@ def polling_long(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return host, [host.cycle(0)], Expect("edac-polling-interval-long", "tune_error_reporting")
 
 
+# -- machine checks ---------------------------------------------------------------------------
+# Rows in rasdaemon's mce_record schema, modelled on the corpus's decoded machine checks (the Ice
+# Lake memory-controller event, the Skylake-SP bank-11 cache error; tests/checker/
+# test_collector_rasdaemon_mce.py says how). The corpus has no L1 record: `core_l1_row` is the
+# Skylake row as a core's own instruction cache logs it (MCACOD 0x0151: L1, instruction fetch).
+
+CORE_L1_STATUS = 0x9000004000010151  # valid, enabled, corrected; L1 instruction-fetch error
+SHARED_CE_STATUS = 0x900000000003110A  # the Skylake-SP bank-11 error, corrected (UC and PCC clear)
+MEMORY_UE_STATUS = 0xBC00004200800091  # the Ice Lake event, uncorrected, on channel 1
+
+
+def mce_rows(host: SnapHost, rows: list[tuple[object, ...]]) -> None:
+    conn = host.snap.rasdaemon()
+    conn.executemany(MCE_INSERT, rows)
+    conn.commit()
+    conn.close()
+
+
+def with_status(row: tuple[object, ...], row_id: int, status: int, **changes: object) -> tuple[object, ...]:
+    fields = [row_id, *row[1:]]
+    fields[3] = signed64(status)
+    if "cpu" in changes:
+        fields[8] = changes["cpu"]
+    if "bank" in changes:
+        fields[12] = changes["bank"]
+    if "addr" in changes:
+        fields[4] = changes["addr"]
+    if "message" in changes:
+        fields[14], fields[15] = changes["message"], "Corrected_error"
+    return tuple(fields)
+
+
+def core_l1_row(row_id: int, cpu: int) -> tuple[object, ...]:
+    return with_status(
+        skylake_l2_row(row_id),
+        row_id,
+        CORE_L1_STATUS,
+        cpu=cpu,
+        bank=0,
+        message="Instruction CACHE Level-1 Instruction-Fetch Error",
+    )
+
+
+def mce_host(tmp: Path) -> tuple[SnapHost, Report]:
+    """A host whose rasdaemon already holds the real Zen 2 records (ids 83-85): its first report only
+    sets the cursor."""
+    host = SnapHost(tmp)
+    conn = host.snap.rasdaemon()
+    insert_zen2_mce_records(conn)
+    conn.commit()
+    conn.close()
+    return host, host.cycle(0)
+
+
+@case(
+    "an uncorrected memory error only the machine-check log holds: the host out, the slot confirmed",
+    "mce-memory-uncorrected",
+)
+def mce_memory_ue(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host, first = mce_host(tmp)
+    mce_rows(host, [with_status(icelake_row(86), 86, MEMORY_UE_STATUS)])
+    return (
+        host,
+        [first, host.cycle(1)],
+        Expect("mce-memory-uncorrected", "drain", title="uncorrected error in the machine-check log", serial=""),
+    )
+
+
+@case("a hundred corrected memory errors in a day that EDAC never counted: a ticket", "mce-memory-corrected")
+def mce_memory_ce(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host, first = mce_host(tmp)
+    reports = [first]
+    for batch in range(4):  # 25 an hour, at different addresses of the same channel
+        start = 86 + 25 * batch
+        mce_rows(
+            host,
+            [
+                with_status(icelake_row(n), n, 0x8C00004200800090, addr=0x1EFA4C7CC40 + 64 * n)
+                for n in range(start, start + 25)
+            ],
+        )
+        reports.append(host.cycle(60 * (batch + 1)))
+    return (
+        host,
+        reports,
+        Expect("mce-memory-corrected", "ticket", title=r"socket1 bank13 channel0: 100 in a day", serial=""),
+    )
+
+
+@case("99 corrected memory errors in the machine-check log within a day: below the threshold, nothing", None)
+def mce_memory_ce_below(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host, first = mce_host(tmp)
+    mce_rows(host, [with_status(icelake_row(n), n, 0x8C00004200800090) for n in range(86, 185)])
+    return host, [first, host.cycle(60)], Expect(None)
+
+
+@case("the real Skylake-SP cache error, uncorrected: the host out, the CPU checked", "mce-cpu-uncorrected")
+def mce_cpu_ue(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host, first = mce_host(tmp)
+    mce_rows(host, [skylake_l2_row(86)])
+    return (
+        host,
+        [first, host.cycle(1)],
+        Expect(
+            "mce-cpu-uncorrected",
+            "drain",
+            title="Uncorrected CPU machine check on .* socket0 bank11",
+            part_type="cpu",
+            never_actions=frozenset({"offline_cpu"}),  # a shared cache: no one core to take out
+        ),
+    )
+
+
+@case(
+    "one core's own L1 cache correcting 18 errors in a day: that core offline, and a ticket", "mce-cpu-core-corrected"
+)
+def mce_core(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host, first = mce_host(tmp)
+    reports = [first]
+    for batch in range(3):
+        start = 86 + 6 * batch
+        mce_rows(host, [core_l1_row(n, cpu=5) for n in range(start, start + 6)])
+        reports.append(host.cycle(120 * (batch + 1)))
+
+    def offlines_cpu5(session: Session, remediation: Remediation | None, ticket: Ticket | None) -> None:
+        assert remediation is not None
+        step = remediation.steps[0]
+        params = resolve_params(CYBORG_ACTIONS["offline_cpu"], step.params, remediation.evidence or {})
+        assert params == {"cpu": 5, "core": True}
+
+    return host, reports, Expect("mce-cpu-core-corrected", "offline_cpu", also=offlines_cpu5)
+
+
+@case(
+    "a shared cache correcting 18 errors in a day, logged by many CPUs: a ticket, no core offlined",
+    "mce-cpu-shared-corrected",
+)
+def mce_shared(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host, first = mce_host(tmp)
+    rows = [with_status(skylake_l2_row(n), n, SHARED_CE_STATUS, cpu=n % 8) for n in range(86, 104)]
+    mce_rows(host, rows)
+    return (
+        host,
+        [first, host.cycle(30)],
+        Expect(
+            "mce-cpu-shared-corrected",
+            "ticket",
+            title="CPU on .* socket0 bank11: 18 corrected machine checks",
+            part_type="cpu",
+            never_actions=frozenset({"offline_cpu"}),
+            never=frozenset({"mce-cpu-core-corrected"}),
+        ),
+    )
+
+
 def dumps(data: object) -> str:
     return json.dumps(data, indent=2)
 
@@ -185,8 +349,10 @@ def two_sel_cycles(tmp: Path, path: str, first: Callable[[int], bool]) -> tuple[
     return host, reports
 
 
-def csv_sel_cycles(tmp: Path, path: str, first: Callable[[int], bool]) -> tuple[SnapHost, list[Report]]:
-    host = SnapHost(tmp)
+def csv_sel_cycles(
+    tmp: Path, path: str, first: Callable[[int], bool], *, hostname: str = "dt-host-01"
+) -> tuple[SnapHost, list[Report]]:
+    host = SnapHost(tmp, hostname)
     listing = [line for line in sample(path).splitlines() if line.strip()]
     head = [line for line in listing if first(int(line.split(",")[0]))]
     host.sel("\n".join(head))
@@ -637,17 +803,30 @@ def affinity(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
 @case("TLB shootdowns on isolated cores: the workload's owner, never an IRQ move", "isolated-core-tlb-shootdowns")
 def tlb(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host = latency_host(tmp, "2-3\n")
+    # The processes on the isolated cores: our /proc tree in the kernel's formats (the corpus has none),
+    # where "trader" has threads on CPUs 2 and 3 and "feed) handler" one on CPU 3.
+    host.snap.files("/", listing_to_files(ours("proc-isolated-workload.txt"), "/"))
     first = host.cycle(0)
     host.file("/proc/interrupts", interrupts_grown("TLB", {2: 600, 3: 540}))
+
+    def names_the_process(session: Session, remediation: Remediation | None, ticket: Ticket | None) -> None:
+        assert remediation is not None
+        assert remediation.signal is not None
+        detail = remediation.signal["detail"]
+        assert detail["processes"][0]["pid"] == 4242
+        assert detail["processes"][0]["comm"] == "trader"
+        assert detail["processes_complete"] is True
+
     return (
         host,
         [first, host.cycle(1)],
         Expect(
             "isolated-core-tlb-shootdowns",
             "ticket",
-            title="Workload on .*: TLB shootdowns on isolated cpu",
+            title=r"Workload trader \(pid 4242\).* on .*: TLB shootdowns on isolated cpu",
             part_type="workload",
             never_actions=frozenset({"repair_irq_affinity"}),
+            also=names_the_process,
         ),
     )
 

@@ -214,7 +214,8 @@ def check(session: Session, host: SnapHost, expect: Expect, *, rules: RuleSet = 
     if expect.action is not None:
         assert remediation.steps[0].action == expect.action, [s.action for s in remediation.steps]
     ticket = None
-    if remediation.steps[-1].action == "ticket":
+    # a plan whose host action comes first opens its ticket after the host carried it out
+    if remediation.steps[-1].action == "ticket" and all(s.action in ("drain", "ticket") for s in remediation.steps):
         ticket = to_ticket(session, remediation, rules)
         assert ticket is not None, remediation.steps
         if expect.title is not None:
