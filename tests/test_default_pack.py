@@ -26,7 +26,7 @@ EXPECTED: dict[str, tuple[set[str], str]] = {
     "dimm_ue": ({"dimm-uncorrectable", "sel-memory-uncorrectable"}, "drain"),
     # the storm is the DIMM's evidence: it goes (never "turn CMCI off")
     "cmci_storm": ({"cmci-storm", "dimm-ce-storm"}, "drain"),
-    "edac_poll_default": ({"edac-polling-interval"}, "tune_error_reporting"),
+    "edac_poll_slow": ({"edac-polling-latched-slow"}, "tune_error_reporting"),
     "firmware_old_bios": ({"firmware-below-baseline"}, "reflash_firmware"),
     "firmware_old_bmc": ({"firmware-below-baseline"}, "reflash_firmware"),
     "errata_unpatched": ({"errata-unpatched-kernel"}, "install_kernel"),
@@ -54,7 +54,7 @@ def test_every_fault_kind_has_an_expectation() -> None:
 
 def faulty_host(kind: str) -> tuple[SimulatedFleet, VirtualHost]:
     fleet = SimulatedFleet(40, seed=5, fault_fraction=0.0)
-    if kind == "edac_poll_default":  # every host has the setting; it matters where the EDAC driver polls
+    if kind == "edac_poll_slow":  # every host has the setting; it matters where the EDAC driver polls
         fleet.hosts.sort(key=lambda h: h.hardware.edac_driver != "ie31200_edac")
     for host in fleet.hosts:
         try:

@@ -32,6 +32,25 @@ EDAC_NEVER_POLLS = ("Skylake Socket", "Intel_10nm Socket", "F1", "ghes", "Intel_
 EDAC_POLLED_ONCE = ("Sandy Bridge", "Ivy Bridge", "Haswell", "Broadwell", "Knights Landing", "i7 core")
 
 
+# What one poll can count. i7core_edac reads the controller's corrected-error counters
+# (MC_COR_ECC_CNT_*, 15 bits each) and adds up what moved: a poll aggregates every error since the
+# last, and a long interval risks the overflow the memory-failures design names. The chipset drivers
+# read a latched error log instead (ie31200_process_error_info, i82443bxgx: edac_mc_handle_error with a
+# count of 1 per channel per poll): errors between two polls beyond the first are lost, so a longer
+# interval hides a failing DIMM's rate and the kernel's 1 s is the most a poll can see.
+EDAC_POLL_AGGREGATES = ("i7 core",)
+
+
+def edac_poll_counts(mc_name: str | None) -> str | None:
+    """`aggregates` (a poll counts every error since the last), `latches` (one per channel per poll),
+    or None (the driver does not poll, or its name is unknown)."""
+    if not mc_name:
+        return None
+    if mc_name.startswith(EDAC_POLL_AGGREGATES):
+        return "aggregates"
+    return "latches" if edac_polls(mc_name) is True else None
+
+
 def edac_polls(mc_name: str | None) -> bool | None:
     """True: the driver polls (chipset drivers such as ie31200, e752x, i5000); False: it never does;
     None: it depends on the kernel version, or the name is unknown."""

@@ -12,7 +12,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from checker.sim.faults import CLEARED_BY_REBOOT, CLEARED_BY_REIMAGE
-from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, OPTERON_PATCHED_KERNEL, default_weights
+from checker.sim.hardware import (
+    EDAC_POLL_LATCHED_MAX_MSEC,
+    EDAC_POLL_TUNED_MSEC,
+    OPTERON_PATCHED_KERNEL,
+    default_weights,
+)
 
 if TYPE_CHECKING:
     from checker.sim.host import VirtualHost
@@ -102,7 +107,9 @@ def hard_ppr(host: VirtualHost, params: dict[str, Any]) -> Changes:
 def tune_error_reporting(host: VirtualHost, params: dict[str, Any]) -> Changes:
     poll = int(params.get("poll_msec", EDAC_POLL_TUNED_MSEC))
     previous = host.edac_poll_msec
-    cleared = host.clear({"edac_poll_default"})  # a failing DIMM goes on failing, whatever the reporting
+    # A failing DIMM goes on failing, whatever the reporting; the slow poll is gone only if the new
+    # interval lets a latching driver see again (the edge class's ie31200 keeps one error per poll).
+    cleared = host.clear({"edac_poll_slow"}) if poll <= EDAC_POLL_LATCHED_MAX_MSEC else []
     host.edac_poll_msec = poll
     return {"poll_msec": poll, "previous": previous, "cleared": cleared}
 

@@ -13,7 +13,7 @@ from checker.sim import logs
 from checker.sim.faults import Fault
 from checker.sim.hardware import (
     EDAC_POLL_DEFAULT_MSEC,
-    EDAC_POLL_TUNED_MSEC,
+    EDAC_POLL_SLOW_MSEC,
     OPTERON_STOCK_KERNEL,
     OPTERON_WITHDRAWN_KERNEL,
     SEL_CAPACITY,
@@ -72,8 +72,8 @@ def start(host: VirtualHost, fault: Fault) -> None:
     if not valid_for(host, fault.kind):
         raise ValueError(f"{fault.kind} cannot happen on {host.hostname} ({host.hardware.name})")
     kind = fault.kind
-    if kind == "edac_poll_default":
-        host.edac_poll_msec = EDAC_POLL_DEFAULT_MSEC
+    if kind == "edac_poll_slow":
+        host.edac_poll_msec = EDAC_POLL_SLOW_MSEC
     elif kind == "firmware_old_bios":
         host.bios_version = host.hardware.old_bios_version
     elif kind == "firmware_old_bmc":
@@ -127,8 +127,8 @@ def stop(host: VirtualHost, kind: str) -> None:
         host.powered_off = False
     elif kind == "agent_dead":
         host.agent_dead = False
-    elif kind == "edac_poll_default":
-        host.edac_poll_msec = EDAC_POLL_TUNED_MSEC
+    elif kind == "edac_poll_slow":
+        host.edac_poll_msec = EDAC_POLL_DEFAULT_MSEC
     elif kind == "isolated_irqs":
         host.irq_widened.clear()
     elif kind == "cxl_demotion_disabled":

@@ -21,8 +21,10 @@ OPTERON_PATCHED_KERNEL = "2.6.23.17-amdpatch2"
 OPTERON_WITHDRAWN_KERNEL = "2.6.23.17-amdpatch"
 OPTERON_STOCK_KERNEL = "2.6.16.60-0.21-smp"
 
-EDAC_POLL_TUNED_MSEC = 37000  # the fleet's tuning: ~37 s maximises visibility and minimises stalls
-EDAC_POLL_DEFAULT_MSEC = 1000  # the kernel's edac_mc_poll_msec default
+EDAC_POLL_TUNED_MSEC = 37000  # the design's ~37 s: for drivers whose poll adds up counters
+EDAC_POLL_DEFAULT_MSEC = 1000  # the kernel's edac_mc_poll_msec default, right for latching chipset drivers
+EDAC_POLL_SLOW_MSEC = 120000  # an old hand tuning left behind (the edac_poll_slow fault)
+EDAC_POLL_LATCHED_MAX_MSEC = 10000  # slower than this, a latching driver loses a failing DIMM's rate
 SEL_CAPACITY = 1024  # entries the BMC's SEL holds
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from checker.schemas import MceRecord, Report
 from checker.sim import actions, events, logs, render
 from checker.sim.faults import Fault
-from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, SEL_CAPACITY, DiskSpec, HardwareClass, default_weights
+from checker.sim.hardware import EDAC_POLL_DEFAULT_MSEC, SEL_CAPACITY, DiskSpec, HardwareClass, default_weights
 
 BOOT_RECORDS = 1500  # kmsg records a boot writes before the agent's first read
 
@@ -91,7 +91,7 @@ class VirtualHost:
     bios_version: str = ""
     bmc_firmware: str = ""
     nic_firmware: dict[str, str] = field(default_factory=dict)  # interface -> firmware reflashed away from the class's
-    edac_poll_msec: int = EDAC_POLL_TUNED_MSEC
+    edac_poll_msec: int = EDAC_POLL_DEFAULT_MSEC
     demotion_enabled: bool = True
     interleave_weights: dict[str, int] = field(default_factory=dict)
     uptime_s: float = 86400.0  # at the first report

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from checker.parsers.edac import edac_polls
+from checker.parsers.edac import edac_poll_counts, edac_polls
 from checker.schemas import EdacState, Identity, MemoryTiers
 from remediator.baselines import ClassBaseline, FirmwareBaselines, is_below
 from remediator.errata import Erratum, matching_errata
@@ -23,7 +23,9 @@ def edac_poll_signals(edac: EdacState | None) -> list[SignalValue]:
     names = sorted({c.mc_name for c in edac.controllers if c.mc_name})
     verdicts = {edac_polls(name) for name in names}
     polls = True if True in verdicts else (False if verdicts == {False} else None)
-    detail = {"poll_msec": edac.poll_msec, "polls": polls, "controllers": names[:8]}
+    counting = {edac_poll_counts(name) for name in names} - {None}
+    counts = "aggregates" if "aggregates" in counting else ("latches" if counting == {"latches"} else None)
+    detail = {"poll_msec": edac.poll_msec, "polls": polls, "counts": counts, "controllers": names[:8]}
     return [SignalValue("edac_poll_interval", "edac", edac.poll_msec / 1000, detail)]
 
 

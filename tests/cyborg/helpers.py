@@ -61,7 +61,7 @@ class Reports:
 def sim_executor(
     signer: Signer,
     *,
-    faults: tuple[str, ...] = ("edac_poll_default",),
+    faults: tuple[str, ...] = ("edac_poll_slow",),
     journal: Journal | None = None,
     time_scale: float = 0.0,
     allowed: tuple[str, ...] | None = None,

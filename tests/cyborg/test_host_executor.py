@@ -33,18 +33,18 @@ def test_action_table_agrees_with_the_remediators_contract() -> None:
 
 def test_a_signed_envelope_runs_once_and_reports_its_commands(signer: Signer) -> None:
     executor, driver, reports = sim_executor(signer)
-    message = signer.sign(envelope("tune_error_reporting", {"edac_poll_s": 37})).model_dump()
+    message = signer.sign(envelope("tune_error_reporting", {"edac_poll_s": 1})).model_dump()
     assert executor.handle(message) == {"outcome": "succeeded", "error": None}
-    assert driver.host.edac_poll_msec == 37000
-    assert not driver.host.has("edac_poll_default")
+    assert driver.host.edac_poll_msec == 1000
+    assert not driver.host.has("edac_poll_slow")
     [started] = reports.of(STARTED_TASK)
     [result] = reports.of(RESULT_TASK)
     assert started["envelope_id"] == result["envelope_id"]
     assert result["outcome"] == "succeeded"
     [command] = result["commands"]
-    assert command["argv"] == ["simulated", "tune_error_reporting", '{"poll_msec": 37000}']
+    assert command["argv"] == ["simulated", "tune_error_reporting", '{"poll_msec": 1000}']
     assert command["exit_status"] == 0
-    assert "edac_poll_default" in command["output"]
+    assert "edac_poll_slow" in command["output"]
 
     # the same message again is a replay: refused, reported, and nothing runs twice
     assert executor.handle(message)["refused"] == "replayed"
@@ -125,7 +125,7 @@ def test_failures_hangs_and_dry_runs(signer: Signer) -> None:
     executor, driver, reports = sim_executor(signer)
     driver.host.fail_next_action = "fail"
     assert executor.handle(signer.sign(envelope()).model_dump())["outcome"] == "failed"
-    assert driver.host.has("edac_poll_default")
+    assert driver.host.has("edac_poll_slow")
 
     driver.host.fail_next_action = "hang"
     hung = executor.handle(signer.sign(envelope(timeout_s=1)).model_dump())
@@ -135,10 +135,10 @@ def test_failures_hangs_and_dry_runs(signer: Signer) -> None:
     dry = executor.handle(signer.sign(envelope(dry_run=True)).model_dump())
     assert dry["outcome"] == "succeeded"
     assert reports.of(RESULT_TASK)[-1]["commands"][0]["kind"] == "dry_run"
-    assert driver.host.has("edac_poll_default")  # a dry run changes nothing
+    assert driver.host.has("edac_poll_slow")  # a dry run changes nothing
 
-    assert executor.handle(signer.sign(envelope()).model_dump())["outcome"] == "succeeded"
-    assert not driver.host.has("edac_poll_default")
+    assert executor.handle(signer.sign(envelope(params={"edac_poll_s": 1})).model_dump())["outcome"] == "succeeded"
+    assert not driver.host.has("edac_poll_slow")
 
 
 def test_running_an_idempotent_action_twice_leaves_the_host_as_once(signer: Signer) -> None:

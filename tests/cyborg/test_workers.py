@@ -80,7 +80,7 @@ def agent_env(redis_url: str, tmp_path: Path, keys: Path, **extra: str) -> dict[
         "FLEETFIX_AGENT_STATE_DIR": str(tmp_path / "agent-state"),
         "FLEETFIX_AGENT_ACTION_PUBLIC_KEY": str(keys.with_suffix(".pub")),
         "FLEETFIX_AGENT_DRIVER": "simulated",
-        "FLEETFIX_AGENT_SIMULATE_FAULTS": '["edac_poll_default"]',
+        "FLEETFIX_AGENT_SIMULATE_FAULTS": '["edac_poll_slow"]',
         "FLEETFIX_AGENT_SIMULATE_TIME_SCALE": "0.1",
     }
     return base_env(**{**settings, **extra})
@@ -146,7 +146,7 @@ def test_a_multi_step_plan_runs_step_by_step_on_the_host(
     with start_agent(redis_url, tmp_path, keys) as agent:
         steps = [
             Step(action="drain"),
-            Step(action="tune_error_reporting", params={"edac_poll_s": 37}),
+            Step(action="tune_error_reporting", params={"edac_poll_s": 1}),
             Step(action="reboot", params={"mode": "warm"}),
             Step(action="undrain"),
         ]
@@ -164,8 +164,8 @@ def test_a_multi_step_plan_runs_step_by_step_on_the_host(
         ("undrain", StepState.succeeded),
     ]
     tune, reboot = done["steps"][1][2], done["steps"][2][2]
-    assert tune["commands"][0]["argv"] == ["simulated", "tune_error_reporting", '{"poll_msec": 37000}']
-    assert tune["changed"]["cleared"] == ["edac_poll_default"]
+    assert tune["commands"][0]["argv"] == ["simulated", "tune_error_reporting", '{"poll_msec": 1000}']
+    assert tune["changed"]["cleared"] == ["edac_poll_slow"]
     assert reboot["verified"]["boot_id"] == reboot["changed"]["boot_id"]
     assert applied(tmp_path) == ["tune_error_reporting", "reboot"]  # each once, in order
     starts = [line for line in central_worker.output().splitlines() if "cyborg.run_action" in line]

@@ -76,6 +76,54 @@ def storm_i10nm(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     )
 
 
+SB_EDAC_LOG = "kernel-log/dmesg-T-sb-edac-sandybridge-ce-read.log"
+
+
+def sb_edac_files(ce: int) -> dict[str, str]:
+    """Ours, in the kernel's sysfs format: sb_edac's mc0 (socket 0's home agent), whose layers are 4
+    channels x 3 slots, so channel 2 slot 0 is dimm6; the label is the one the real sb_edac log names."""
+    return {
+        "mc0/mc_name": "Sandy Bridge SrcID#0_Ha#0\n",
+        "mc0/dimm6/dimm_label": "CPU_SrcID#0_Ha#0_Chan#2_DIMM#0\n",
+        "mc0/dimm6/dimm_location": "channel 2 slot 0 \n",
+        "mc0/dimm6/dimm_mem_type": "Registered-DDR3\n",
+        "mc0/dimm6/dimm_ce_count": f"{ce}\n",
+        "mc0/dimm6/dimm_ue_count": "0\n",
+    }
+
+
+@case(
+    "a DIMM at 50 CE/s on the real X9DRT-P and sb_edac log: its slot, serial and log lines named",
+    "dimm-ce-storm",
+)
+def storm_sb_edac(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = SnapHost(tmp)  # class x9drt-lab: its label map ties channel 2 slot 0 of mc0 to P1-DIMMC1
+    host.kernel_log(sample(SB_EDAC_LOG))
+    reports = []
+    for minute, ce in ((0, 1), (1, 3001), (2, 6001)):
+        host.edac(sb_edac_files(ce), poll_msec=1000)
+        reports.append(host.cycle(minute))
+
+    def with_its_logs(session: Session, remediation: Remediation | None, ticket: Ticket | None) -> None:
+        assert ticket is not None
+        part = ticket.evidence["part"]
+        assert (part["certain"], part["locator"], part["manufacturer"]) == (True, "P1-DIMMC1", "Micron")
+        lines = [line for event in ticket.evidence["kernel_log"] for line in event.get("lines") or []]
+        assert any("CPU_SrcID#0_Ha#0_Chan#2_DIMM#0" in line for line in lines), lines
+
+    return (
+        host,
+        reports,
+        Expect(
+            "dimm-ce-storm",
+            "drain",
+            title=r"Replace DIMM CPU_SrcID#0_Ha#0_Chan#2_DIMM#0: 50\.0 CE/s",
+            serial="45402C24",
+            also=with_its_logs,
+        ),
+    )
+
+
 @case("an uncorrectable error on the real i10nm listing: the host out, the DIMM goes", "dimm-uncorrectable")
 def ue_i10nm(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host = SnapHost(tmp, hardware_class="compute-icx-2s")
@@ -150,11 +198,42 @@ def noinfo(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return host, reports, Expect("edac-unattributed-errors", "ticket", title="no known DIMM", part="mc0")
 
 
-@case("EDAC polling at the kernel's 1 s on a chipset driver that polls: tuned to 37 s", "edac-polling-interval")
+def tuned_to(seconds: int) -> Callable[[Session, Remediation | None, Ticket | None], None]:
+    def check(session: Session, remediation: Remediation | None, ticket: Ticket | None) -> None:
+        assert remediation is not None
+        assert remediation.steps[0].params["edac_poll_s"] == seconds
+
+    return check
+
+
+@case("i7core polling at the kernel's 1 s: its counters add up, so tuned to the design's 37 s", "edac-polling-interval")
 def polling_short(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host = SnapHost(tmp)
+    host.edac(csrow_files(mc_name="i7 core #0"), poll_msec=1000)
+    return host, [host.cycle(0)], Expect("edac-polling-interval", "tune_error_reporting", also=tuned_to(37))
+
+
+@case("ie31200 polling at the kernel's 1 s: one error per poll, so a longer interval would hide them", None)
+def polling_latched_default(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = SnapHost(tmp)
     host.edac(csrow_files(mc_name="IE31200"), poll_msec=1000)
-    return host, [host.cycle(0)], Expect("edac-polling-interval", "tune_error_reporting")
+    return host, [host.cycle(0)], Expect(None, never_actions=frozenset({"tune_error_reporting"}))
+
+
+@case("ie31200 left polling every 120 s: back to the kernel's 1 s, never 37 s", "edac-polling-latched-slow")
+def polling_latched_slow(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = SnapHost(tmp)
+    host.edac(csrow_files(mc_name="IE31200"), poll_msec=120000)
+    return (
+        host,
+        [host.cycle(0)],
+        Expect(
+            "edac-polling-latched-slow",
+            "tune_error_reporting",
+            never=frozenset({"edac-polling-interval-long"}),
+            also=tuned_to(1),
+        ),
+    )
 
 
 @case("EDAC polling at 1 s on skx, which logs each error from the MCE decode chain: left alone", None)
@@ -164,13 +243,11 @@ def polling_skx(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return host, [host.cycle(0)], Expect(None)
 
 
-@case(
-    "EDAC polling at 120 s on a polling driver: aggregation may overflow, tuned to 37 s", "edac-polling-interval-long"
-)
+@case("i7core polling every 120 s: its aggregation may overflow, tuned to 37 s", "edac-polling-interval-long")
 def polling_long(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host = SnapHost(tmp)
-    host.edac(csrow_files(mc_name="IE31200"), poll_msec=120000)
-    return host, [host.cycle(0)], Expect("edac-polling-interval-long", "tune_error_reporting")
+    host.edac(csrow_files(mc_name="i7 core #0"), poll_msec=120000)
+    return host, [host.cycle(0)], Expect("edac-polling-interval-long", "tune_error_reporting", also=tuned_to(37))
 
 
 # -- machine checks ---------------------------------------------------------------------------

@@ -175,7 +175,8 @@ def test_regression_a_socket_1_label_never_names_a_socket_0_dimm() -> None:
 
 def test_the_shipped_label_maps_name_every_simulated_dimm_with_its_serial() -> None:
     """Every DIMM of every simulated class, through its EDAC entry, reaches its own dmidecode record."""
-    assert set(MAPS.classes) == {hw.name for hw in HARDWARE_CLASSES}
+    # every simulated class, and the decision scenarios' X9DRT-P (tests/decisions: a real dmidecode)
+    assert set(MAPS.classes) == {hw.name for hw in HARDWARE_CLASSES} | {"x9drt-lab"}
     assert load_label_maps(DEFAULT_DIMM_LABELS) == MAPS
     for hw in HARDWARE_CLASSES:
         host = standalone_host("sim-1", hardware_class=hw.name)

@@ -12,7 +12,7 @@ import pytest
 from checker.schemas import Report
 from checker.sim import FAULT_KINDS, SimulatedFleet, VirtualHost
 from checker.sim.events import valid_for
-from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, OPTERON_PATCHED_KERNEL
+from checker.sim.hardware import EDAC_POLL_DEFAULT_MSEC, OPTERON_PATCHED_KERNEL
 from remediator.derive import HostFacts
 from remediator.signals import PreviousCounter, SignalValue, counters_of, rate_signals
 from tests.remediator.builders import T0, Deriver, of
@@ -23,7 +23,7 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "dimm_ce_moderate": [("dimm_ce_rate", "")],
     "dimm_ue": [("dimm_ue", ""), ("sel_memory_ecc", "")],
     "cmci_storm": [("kernel_event_count", "cmci_storm"), ("dimm_ce_rate", "")],
-    "edac_poll_default": [("edac_poll_interval", "edac")],
+    "edac_poll_slow": [("edac_poll_interval", "edac")],
     "firmware_old_bios": [("firmware_below_baseline", "bios")],
     "firmware_old_bmc": [("firmware_below_baseline", "bmc")],
     "errata_unpatched": [("errata_match", "AMD-298")],
@@ -49,15 +49,15 @@ CE_STORM = 10.0  # the default pack's dimm-ce-storm threshold
 
 
 def is_fault_signal(signal: SignalValue) -> bool:
-    """Anything but the healthy readings: EDAC polling at the tuned ~37 s, a moderate CE trickle is a fault too."""
-    return not (signal.kind == "edac_poll_interval" and signal.value * 1000 == EDAC_POLL_TUNED_MSEC)
+    """Anything but the healthy readings: EDAC polling at the kernel's 1 s, a moderate CE trickle is a fault too."""
+    return not (signal.kind == "edac_poll_interval" and signal.value * 1000 == EDAC_POLL_DEFAULT_MSEC)
 
 
 def shows(kind: str, subject_part: str, signal: SignalValue) -> bool:
     if kind == "smart_":
         return signal.kind.startswith("smart_") and signal.kind.endswith(subject_part)
     if kind == "edac_poll_interval":
-        return signal.kind == kind and signal.value * 1000 != EDAC_POLL_TUNED_MSEC
+        return signal.kind == kind and signal.value * 1000 != EDAC_POLL_DEFAULT_MSEC
     return signal.kind == kind and subject_part in signal.subject
 
 
@@ -111,7 +111,7 @@ SHOWS: dict[str, Callable[[VirtualHost, list[Report]], bool]] = {
     "cmci_storm": lambda h, r: (
         "cmci_storm" in _kernel_kinds(r) and any(m.error_class == "memory" and m.corrected for m in _mce(r))
     ),
-    "edac_poll_default": lambda h, r: r[-1].observations.edac.poll_msec == 1000,
+    "edac_poll_slow": lambda h, r: r[-1].observations.edac.poll_msec == 120000,
     "firmware_old_bios": lambda h, r: _firmware(r).bios_version == h.hardware.old_bios_version,
     "firmware_old_bmc": lambda h, r: _firmware(r).bmc_firmware == h.hardware.old_bmc_firmware,
     "errata_unpatched": lambda h, r: r[-1].observations.identity.kernel != OPTERON_PATCHED_KERNEL,
@@ -221,7 +221,7 @@ def test_a_healthy_fleet_of_200_over_an_hour_raises_no_alarm() -> None:
             assert report.observations.mce == []
             assert report.observations.kernel_log.events == []
     assert [s for s in seen if is_fault_signal(s)] == []
-    assert {s.kind for s in seen} == {"edac_poll_interval"}  # every host reports its tuned EDAC polling
+    assert {s.kind for s in seen} == {"edac_poll_interval"}  # every host reports its EDAC polling (the kernel default)
 
 
 def test_the_default_fleet_shows_each_hosts_fault_and_nothing_on_the_others() -> None:
