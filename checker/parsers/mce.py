@@ -24,6 +24,17 @@ _CLASS_WORDS: tuple[tuple[re.Pattern[str], ErrorClass], ...] = (
     (re.compile(r"internal|parity|unclassified", re.I), "internal"),
 )
 _UC_BIT = 1 << 61
+_AMD_DEFERRED_BIT = 1 << 44  # AMD: MCA_STATUS[Deferred]; on Intel bits 38-52 are the corrected-error count
+AMD_VENDORS = (2, 9)  # the kernel's X86_VENDOR_AMD and X86_VENDOR_HYGON, as rasdaemon stores cpuvendor
+
+
+def corrected_from_status(status: int, *, amd: bool) -> bool:
+    """Whether MCi_STATUS says corrected: UC (bit 61) clear and, on AMD, Deferred (bit 44) clear. A deferred
+    error is uncorrectable data the hardware has not consumed yet; Linux grades it with the uncorrected
+    ones (arch/x86/kernel/cpu/mce/severity.c, mce_severity_amd), and EDAC's amd64 decoder says "Deferred"."""
+    if status & _UC_BIT:
+        return False
+    return not (amd and status & _AMD_DEFERRED_BIT)
 
 
 def error_class_from_status(status: int) -> ErrorClass:
@@ -113,6 +124,7 @@ def parse_mcelog(text: str) -> Parsed[list[MceRecord]]:
 
 def _mcelog_record(record: _Record) -> MceRecord | None:
     cpu = bank = socket = status = None
+    amd = False
     address = None
     stamp = record.syslog_time
     verdict: bool | None = None
@@ -128,6 +140,8 @@ def _mcelog_record(record: _Record) -> MceRecord | None:
             address = "0x" + m.group(1).lower()
         if m := re.search(r"\bSOCKETID (\d{1,20})", line):
             socket = int(m.group(1))
+        if line.startswith("CPUID Vendor"):
+            amd = line.split()[2:3] in (["AMD"], ["Hygon"])
         if line.startswith("Corrected error"):
             verdict = True
         elif line.startswith("Uncorrected error"):
@@ -136,7 +150,9 @@ def _mcelog_record(record: _Record) -> MceRecord | None:
             words.append(line)
     if status is None and verdict is None:
         return None
-    corrected = verdict if verdict is not None else not (status or 0) & _UC_BIT
+    corrected = verdict if verdict is not None else corrected_from_status(status or 0, amd=amd)
+    if corrected and amd and status is not None and not corrected_from_status(status, amd=True):
+        corrected = False  # an AMD deferred error, whatever an older mcelog's words say
     message = " ".join(w for w in words if not w.startswith("STATUS"))
     return MceRecord(
         timestamp=stamp,
@@ -284,12 +300,13 @@ def _ras_mce(body: str, stamp: dt.datetime | None) -> MceRecord:
         bank = int(m.group(1))
     addr = _kv_int(body, "addr")
     lowered = body.lower()
-    if "uncorrected" in lowered or "fatal" in lowered or "mci uecc" in lowered:
+    if "uncorrected" in lowered or "fatal" in lowered or "mci uecc" in lowered or "deferred" in lowered:
         corrected = False
     elif "corrected" in lowered or "cecc" in lowered:
         corrected = True
     else:
-        corrected = not (status or 0) & _UC_BIT
+        vendor = _kv_int(body, "cpuvendor")
+        corrected = corrected_from_status(status or 0, amd=vendor in AMD_VENDORS)
     message = re.split(r", (?:mcgcap|status|mcgstatus_msg)=", body, maxsplit=1)[0]
     return MceRecord(
         timestamp=stamp,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from checker.parsers.common import Parsed, clip, guarded, problem
-from checker.parsers.mce import error_class_of
+from checker.parsers.mce import AMD_VENDORS, corrected_from_status, error_class_of
 from checker.schemas import MceRecord, RasAerEvent, RasDimmTotal, RasMemoryEvent, RasMemoryFailure
 
 _FAILURE = re.compile(r"DBD::|no such table|Can't (?:call|locate|open|connect)|ras-mc-ctl: Error|Permission denied")
@@ -259,8 +259,8 @@ def _ras_timestamp(text: str) -> dt.datetime | None:
 
 @guarded(list)
 def parse_mce_record_rows(rows: Iterable[Row]) -> Parsed[list[MceRecord]]:
-    """mce_record rows -> MceRecord. Corrected or not comes from MCi_STATUS's UC bit (61) when the
-    row has a status, else from rasdaemon's decoded words."""
+    """mce_record rows -> MceRecord. Corrected or not comes from MCi_STATUS when the row has a status (UC,
+    bit 61; on AMD also Deferred, bit 44), else from rasdaemon's decoded words."""
     records: list[MceRecord] = []
     problems: list[str] = []
     for row in rows:
@@ -273,10 +273,10 @@ def parse_mce_record_rows(rows: Iterable[Row]) -> Parsed[list[MceRecord]]:
             w for key in ("bank_name", "error_msg", "mc_location", "mcistatus_msg") if (w := _row_text(row, key, 400))
         )
         if status is not None:
-            corrected = not status & (1 << 61)
+            corrected = corrected_from_status(status, amd=_row_int(row, "cpuvendor") in AMD_VENDORS)
         else:
             lowered = words.lower()
-            corrected = "uncorrected" not in lowered and "fatal" not in lowered
+            corrected = not any(w in lowered for w in ("uncorrected", "fatal", "deferred"))
         cpu, socket, bank = _row_int(row, "cpu"), _row_int(row, "socketid"), _row_int(row, "bank")
         records.append(
             MceRecord(

@@ -10,6 +10,7 @@ it happened, and memory stays bounded however many events a storm brings.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import defaultdict
 
 from checker.schemas import KernelEvent, KernelEventKind, KernelLogState
@@ -38,6 +39,25 @@ DEVICE_KINDS = frozenset(
     {K.nic_link_down, K.nic_tx_timeout, K.pcie_aer_corrected, K.pcie_aer_uncorrected, K.nvme_timeout, K.nvme_reset}
 )
 MAX_DEVICES = 16  # per kind
+
+
+# A panic the hardware caused (a fatal machine check, the NMI watchdog's hard lockup, an NMI for a bus
+# or memory error) is counted apart, as `hardware_fatal`: a reinstall cannot help it, so it must never
+# add up to kernel-panic-repeated's reimage. (Not "*panic*": rules match subjects by substring.)
+HARDWARE_FATAL = "hardware_fatal"
+HARDWARE_FATAL_WINDOW_S = 7 * DAY_S
+_HARDWARE_PANIC = re.compile(
+    r"machine check|hard lockup|\bnmi\b|not all cpus entered broadcast exception handler|"
+    r"uncorrected hardware memory error|\bmce\b",
+    re.IGNORECASE,
+)
+
+
+def _hardware_panic(event: KernelEvent) -> bool:
+    """The panic's reason ("Kernel panic - not syncing: Fatal machine check") names the hardware."""
+    return bool(_HARDWARE_PANIC.search(event.subject or "")) or any(
+        _HARDWARE_PANIC.search(line) for line in event.lines[:1]
+    )
 
 
 def window_of(kind: KernelEventKind) -> int:
@@ -83,25 +103,33 @@ def kernel_signals(
     if last_seq is not None:
         high = last_seq if high is None else max(high, last_seq)
 
-    known = {kind.value: kind for kind in KernelEventKind}
+    panics = fresh.pop(K.panic, [])
+    hardware = [e for e in panics if _hardware_panic(e)]
+    if software := [e for e in panics if not _hardware_panic(e)]:
+        fresh[K.panic] = software
+    groups: dict[str, tuple[int, list[KernelEvent]]] = {
+        kind.value: (window_of(kind), events) for kind, events in fresh.items()
+    }
+    if hardware:
+        groups[HARDWARE_FATAL] = (HARDWARE_FATAL_WINDOW_S, hardware)
+    windows = {kind.value: window_of(kind) for kind in KernelEventKind} | {HARDWARE_FATAL: HARDWARE_FATAL_WINDOW_S}
     counts: dict[str, list[Bucket]] = {}
     for name, buckets in prev.counts.items():
-        if name in known and (live := live_buckets(buckets, now_s, window_of(known[name]))):
+        if name in windows and (live := live_buckets(buckets, now_s, windows[name])):
             counts[name] = live
 
     signals: list[SignalValue] = []
-    for kind in KernelEventKind:
-        events = fresh.get(kind)
-        if not events:
+    for name in [k.value for k in KernelEventKind] + [HARDWARE_FATAL]:
+        if name not in groups:
             continue
-        window_s = window_of(kind)
-        buckets = counts.get(kind.value, [])
+        window_s, events = groups[name]
+        buckets = counts.get(name, [])
         for event in events:
             at = min(event.timestamp or now, now).timestamp()
             if at > now_s - window_s:  # an event older than its window (a replayed ring buffer) is old news
                 buckets = add_to_bucket(buckets, at, window_s)
         if buckets:
-            counts[kind.value] = buckets
+            counts[name] = buckets
         value = sum(n for _, n in live_buckets(buckets, now_s, window_s))
         if value <= 0:
             continue
@@ -117,7 +145,7 @@ def kernel_signals(
         }
         if state.lost_records:
             detail["lost_records"] = state.lost_records
-        signals.append(SignalValue("kernel_event_count", kind.value, float(value), detail))
+        signals.append(SignalValue("kernel_event_count", name, float(value), detail))
     found, devices = _device_signals(fresh, prev.devices, now)
     return signals + found, KernelMemory(boot=boot, seq=high, counts=counts, devices=devices)
 

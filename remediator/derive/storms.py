@@ -10,8 +10,8 @@ Attribution, from what the same report carries (the storm and the errors behind 
 1. machine checks of the storm's bank (mcelog, rasdaemon's mce_record): if they are not memory
    errors the storm is a CPU's (a cache or interconnect bank) and no DIMM signal is made;
 2. the DIMMs whose corrected errors this report shows (EDAC sysfs counters, rasdaemon's mc_event,
-   the EDAC lines of the kernel log): one DIMM with at least ATTRIBUTE_SHARE of them is the one
-   (`attributed: true`);
+   the EDAC lines of the kernel log): one DIMM with at least ATTRIBUTE_SHARE of them, and at least
+   as many as the storm itself took (MIN_STORM_ERRORS), is the one (`attributed: true`);
 3. otherwise the storm is unattributed: its subject is the CPU and bank, and the candidates are the
    DIMMs whose counters rose, or every DIMM the host reports when none did.
 Pure: the caller hands the report and the signals already derived from it.
@@ -25,6 +25,11 @@ from checker.schemas import MceRecord, Report
 from remediator.signals import SignalValue
 
 ATTRIBUTE_SHARE = 0.8
+# The fewest corrected errors one DIMM must show in the storm's report to carry it: a storm is at least
+# 15 errors within a second before 6.8 (CMCI_STORM_THRESHOLD) and 5 of a bank's last 64 polls from 6.8
+# on (mce/threshold.c). A DIMM with fewer cannot be the storm's source, whatever its share of a report
+# in which the storm's own errors went uncounted (a cache bank's, say).
+MIN_STORM_ERRORS = {"before 6.8": 15.0, "6.8 on": 5.0}
 MAX_CANDIDATES = 16
 _CPU_BANK = re.compile(r"CPU (?P<cpu>\d+)(?: Bank (?P<bank>\d+))?")
 
@@ -96,17 +101,20 @@ def storm_signals(report: Report, signals: list[SignalValue]) -> list[SignalValu
     classes = {_bank_class(records, b) for _, b in sources}
     if classes and all(c is not None and c != "memory" for c in classes):
         return []  # a cache or interconnect bank: the CPU's, judged by the machine-check rules
+    era = "6.8 on" if bank is not None else "before 6.8"
     detail: dict[str, object] = {
         "cpu": cpu,
         "bank": bank,
         "storms": storms,
-        "kernel": "per bank (Linux 6.8 on)" if bank is not None else "per CPU, 15 CMCIs/s (before 6.8)",
+        "kernel": "per bank, 5 of 64 polls (Linux 6.8 on)" if bank is not None else "per CPU, 15 CMCIs/s (before 6.8)",
+        "era": era,
         "bank_class": next((c for c in classes if c is not None), None),
         "lines": storm.detail.get("lines") or [],
         "errors_by_dimm": dict(sorted(errors.items(), key=lambda kv: -kv[1])[:MAX_CANDIDATES]),
     }
     top = max(errors, key=lambda label: errors[label]) if errors else None
-    if top is not None and total > 0 and errors[top] / total >= ATTRIBUTE_SHARE:
+    enough = top is not None and errors[top] >= MIN_STORM_ERRORS[era]
+    if top is not None and enough and total > 0 and errors[top] / total >= ATTRIBUTE_SHARE:
         share = round(errors[top] / total, 3)
         detail.update(attributed=True, attribution="corrected-error counters", share=share, candidates=[top])
         return [SignalValue("cmci_storm", top, float(storms), detail)]
@@ -114,7 +122,9 @@ def storm_signals(report: Report, signals: list[SignalValue]) -> list[SignalValu
     where = f"cpu{cpu} bank{bank}" if bank is not None else (f"cpu{cpu}" if cpu is not None else "host")
     detail.update(
         attributed=False,
-        attribution="no counter pins the errors on one DIMM",
+        attribution="no counter pins the errors on one DIMM"
+        if top is None or enough
+        else f"no DIMM shows the storm's errors (the most, {errors[top]:.0f} on {top}, is fewer than a storm takes)",
         candidates=candidates[:MAX_CANDIDATES],
         note="confirm the slot before pulling: the storm's errors are not pinned on one DIMM",
     )

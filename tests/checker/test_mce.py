@@ -18,6 +18,22 @@ from tests.checker.helpers import sample
 UTC = dt.UTC
 
 
+def test_an_amd_deferred_error_in_mcelog_is_not_corrected() -> None:
+    """The real Haswell record as an AMD host would log a deferred error: STATUS with bit 44 (Deferred)
+    and UC clear, vendor AMD. The same STATUS from an Intel CPU keeps its verdict (bit 44 is part of the
+    corrected-error count there)."""
+    text = sample("mcelog/mcelog-haswell-corrected-internal-parity.txt")
+    amd = text.replace("STATUS 90000040000f0005", "STATUS 9000104000000005").replace(
+        "CPUID Vendor Intel Family 6 Model 60", "CPUID Vendor AMD Family 23 Model 49"
+    )
+    assert "Vendor AMD" in amd and "9000104000000005" in amd
+    (deferred,) = parse_mcelog(amd).value
+    assert deferred.corrected is False
+    intel = text.replace("STATUS 90000040000f0005", "STATUS 9000104000000005")
+    (counted,) = parse_mcelog(intel).value
+    assert counted.corrected is True
+
+
 def test_haswell_corrected_internal_parity() -> None:
     parsed = parse_mcelog(sample("mcelog/mcelog-haswell-corrected-internal-parity.txt"))
     assert parsed.problems == []

@@ -159,6 +159,13 @@ def storm_cmci(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     )
 
 
+@case("a 6.8 kernel's storm (5 of 64 polls) on one DIMM's bank: no drain, the rate rules judge the DIMM", None)
+def storm_per_bank(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = SnapHost(tmp)
+    host.kernel_log(sample(I7CORE_BURST) + NEW_STORM)  # the real burst: 16 errors on one DIMM, then the storm
+    return host, [host.cycle(0)], Expect(None, never=frozenset({"cmci-storm", "cmci-storm-unattributed"}))
+
+
 @case("a CMCI storm nothing pins on a DIMM: candidates on the ticket, no serial", "cmci-storm-unattributed")
 def storm_unattributed(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host = SnapHost(tmp)
@@ -170,7 +177,7 @@ def storm_unattributed(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
         Expect(
             "cmci-storm-unattributed",
             "ticket",
-            title="confirm the slot",
+            title="a DIMM or the CPU's cache, not identified; confirm before pulling",
             serial="",
             never_actions=frozenset({"tune_error_reporting"}),
             never=frozenset({"cmci-storm"}),
@@ -728,6 +735,35 @@ def panicked_again(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     )
 
 
+def hardware_panic_lines(cpu: int, at_s: float) -> str:
+    """A fatal machine check's panic in the kernel's wording (mce/core.c), the project's own text."""
+    lines = [
+        f"mce: [Hardware Error]: CPU {cpu}: Machine Check Exception: 5 Bank 7: be00000000800090",
+        "mce: [Hardware Error]: RIP !INEXACT! 10:<ffffffff8106d3a1> {native_safe_halt+0x1/0x10}",
+        "Kernel panic - not syncing: Fatal machine check",
+    ]
+    return "".join(f"[{at_s + i * 0.001:12.6f}] {line}\n" for i, line in enumerate(lines))
+
+
+@case("two panics in a week, both fatal machine checks: a hardware ticket, never a reimage", "hardware-fatal-panic")
+def hardware_panics(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = SnapHost(tmp)
+    host.kernel_log(hardware_panic_lines(3, 500.0))
+    first = host.cycle(0)
+    host.kernel_log(hardware_panic_lines(5, 520.0))
+    return (
+        host,
+        [first, host.cycle(60)],
+        Expect(
+            "hardware-fatal-panic",
+            "ticket",
+            title="panicked on a hardware error",
+            never=frozenset({"kernel-panic", "kernel-panic-repeated"}),
+            never_actions=frozenset({"reimage", "reboot"}),
+        ),
+    )
+
+
 @case("the real soft lockup, three times in a day: a warm reboot", "soft-lockups")
 def lockups(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host = SnapHost(tmp)
@@ -745,7 +781,13 @@ def hard_lockup(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return (
         host,
         [host.cycle(0)],
-        Expect("hard-lockup", "ticket", title="hard lockup", never_actions=frozenset({"reboot", "power_cycle"})),
+        Expect(
+            "hard-lockup",
+            "ticket",
+            title="hard lockup",
+            never=frozenset({"kernel-panic", "kernel-panic-repeated"}),  # its panic is the hardware's
+            never_actions=frozenset({"reboot", "power_cycle", "reimage"}),
+        ),
     )
 
 

@@ -146,6 +146,20 @@ def test_memory_errors_per_socket_bank_and_channel_with_addresses_and_times() ->
     assert of(signals, "mce_cpu_corrected") == of(signals, "mce_cpu_uncorrected") == []
 
 
+def test_an_amd_deferred_error_is_not_corrected_though_its_uc_bit_is_clear() -> None:
+    """MCA_STATUS[Deferred] (bit 44) on AMD: uncorrectable data not yet consumed. The same bit on Intel
+    is part of the corrected-error count (bits 38-52), so an Intel record stays corrected."""
+    deferred = 0x9C2010000000011B  # the Zen 2 UMC status with CECC (46) swapped for Deferred (44)
+    amd = {**zen2_row(90, "2026-08-24 03:00:00 +0000", deferred), "cpuvendor": 2}
+    intel = {**amd, "id": 91, "cpuvendor": 0}
+    on_amd, on_intel = records([amd, intel])
+    assert (on_amd.corrected, on_intel.corrected) == (False, True)
+    run = Deriver()
+    run(report(at(0), rasdaemon=ras([], cursor=89)))
+    (signal,) = run(report(at(1), rasdaemon=ras([amd])))
+    assert (signal.kind, signal.subject) == ("mce_memory_uncorrected", "cpu2 bank17 channel0")
+
+
 def test_the_channel_comes_from_mcacod_then_the_decoders_words() -> None:
     westmere, *_ = mcelog_records(WESTMERE)
     assert memory_channel(westmere) is None  # 0x008f: channel 0xF, unspecified ("GEN_CHANNELunspecified_ERR")

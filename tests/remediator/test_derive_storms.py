@@ -71,7 +71,8 @@ def test_edac_counters_between_reports_attribute_a_storm_the_log_does_not_explai
     assert signal.subject == "CPU_SrcID#0_MC#0_Chan#1_DIMM#0"
     assert signal.detail["share"] > 0.99
     assert (signal.detail["cpu"], signal.detail["bank"]) == (0, 7)
-    assert signal.detail["kernel"] == "per bank (Linux 6.8 on)"
+    assert signal.detail["kernel"] == "per bank, 5 of 64 polls (Linux 6.8 on)"
+    assert signal.detail["era"] == "6.8 on"
 
 
 def test_a_storm_nothing_pins_on_one_dimm_lists_the_candidates() -> None:
@@ -91,6 +92,23 @@ def test_two_dimms_sharing_the_errors_are_candidates_not_a_guess() -> None:
     (signal,) = storms(report(at(0), kernel_log=log(sample(BURST) + other + OLD_STORM)))
     assert signal.detail["attributed"] is False  # 16 against 14: neither holds 80 % of the errors
     assert set(signal.detail["candidates"]) == {DIMM, "CPU#0Channel#1_DIMM#0"}
+
+
+def test_a_stray_error_on_one_dimm_does_not_carry_a_storm_it_cannot_have_caused() -> None:
+    """A storm is at least 15 errors in a second before 6.8: one DIMM's single error is all of this
+    report's counted errors (100 %), yet it is no storm's source; the storm's errors went uncounted."""
+    stray = (
+        "May  7 06:45:20 errol kernel: [21584698.800000] EDAC MC0: 1 CE error on CPU#0Channel#1_DIMM#0 "
+        "(channel:1 slot:0 page:0x0 offset:0x0 grain:8 syndrome:0x0)\n"
+    )
+    (signal,) = storms(report(at(0), kernel_log=log(stray + OLD_STORM)))
+    assert signal.detail["attributed"] is False
+    assert signal.detail["candidates"] == ["CPU#0Channel#1_DIMM#0"]
+    assert "fewer than a storm takes" in signal.detail["attribution"]
+    # from 6.8 a storm takes 5 of a bank's last 64 polls: 5 errors on one DIMM can carry it
+    five = stray.replace("1 CE error", "5 CE error")
+    (newer,) = storms(report(at(0), kernel_log=log(five + NEW_STORM)))
+    assert (newer.detail["attributed"], newer.subject) == (True, "CPU#0Channel#1_DIMM#0")
 
 
 def test_a_storm_on_a_cache_bank_is_the_cpus_not_a_dimms() -> None:
