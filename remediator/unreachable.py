@@ -11,19 +11,27 @@ the chassis power state and pings the host's address, and names what it saw:
 | on        | no answer  | `hung`         | a power cycle through the BMC                  |
 | unknown   | no answer  | `unconfirmed`  | a person: nothing proves the host is hung      |
 
+A `hung` verdict becomes `unconfirmed` when other hosts of the same rack are silent too: the ping
+comes from the centre, and a rack's switch or power failing silences every host behind it, which a
+power cycle of one host cannot help (`rack_silent`).
+
 The probe runs on a central worker (`remediator.probe_silent_host`), one task per silent host,
 and hands the `host_unreachable` signal, with that verdict in its detail, to the rules.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from cyborg.commands import ActionContext, ActionFailed
 from cyborg.drivers.bmc import Bmc
 from cyborg.drivers.reach import Reach
-from remediator.models import Host
+from remediator.models import Host, HostState
 from remediator.signals import SignalValue
 
 PROBE_TIMEOUT_S = 45
@@ -75,6 +83,39 @@ def probe(hostname: str, address: str, bmc: Bmc, bmc_address: str | None, reach:
         answered = None
     ping = "not_probed" if answered is None else ("answered" if answered else "no_answer")
     return Probe(power, ping, verdict_of(power, ping), bmc_address, address, notes, ctx.log.as_json())
+
+
+MAX_PEERS = 20
+
+
+def rack_silent(session: Session, host: Host) -> list[str]:
+    """The other hosts of this host's rack that are silent too (unreachable now)."""
+    if not host.rack:
+        return []
+    return list(
+        session.scalars(
+            select(Host.hostname)
+            .where(
+                Host.datacenter == host.datacenter,
+                Host.rack == host.rack,
+                Host.id != host.id,
+                Host.state == HostState.unreachable,
+            )
+            .order_by(Host.hostname)
+            .limit(MAX_PEERS)
+        ).all()
+    )
+
+
+def with_rack(seen: Probe, rack: str | None, peers: list[str]) -> Probe:
+    """A hung verdict is not proof when the rack's other hosts are silent as well."""
+    if seen.verdict != "hung" or not peers:
+        return seen
+    note = (
+        f"{len(peers)} other host(s) of rack {rack} are silent too ({', '.join(peers[:5])}): "
+        "the rack's switch or power, not this host, may be what failed"
+    )
+    return dataclasses.replace(seen, verdict="unconfirmed", notes=[*seen.notes, note])
 
 
 def unreachable_signal(host: Host, seen: Probe, now: dt.datetime) -> SignalValue:

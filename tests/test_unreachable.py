@@ -193,3 +193,24 @@ def test_a_host_that_reports_while_it_is_probed_is_left_alone(
     assert session.scalars(select(Host.state)).one() == HostState.in_service
     assert tasks.probe_silent_host("h1") == "moot"
     assert session.scalars(select(Remediation)).all() == []
+
+
+def test_a_host_whose_rack_went_silent_with_it_is_not_power_cycled(
+    session: Session, db: object, outside: dict[str, Any]
+) -> None:
+    """The ping comes from the centre: two silent hosts of one rack point at its switch or power. The BMC
+    says on and no ping answers, yet nothing proves this host hung: a person, no power cycle."""
+    from remediator import tasks
+
+    silent_host(session)
+    apply_inventory(session, [HostInventory(hostname="h2", datacenter="dc1", rack="r1")], actor="test")
+    ingest(session, [edac_report("h2", at=dt.datetime.now(dt.UTC) - dt.timedelta(hours=1))], ruleset=RULES)
+    session.commit()
+    assert tasks.mark_unreachable() == 2
+    assert tasks.probe_silent_host("h1") == "unconfirmed"
+    session.expire_all()
+    remediation = session.scalars(select(Remediation).join(Host).where(Host.hostname == "h1")).one()
+    assert remediation.rule_id == "host-unreachable-unconfirmed"
+    assert "power_cycle" not in [s.action for s in remediation.steps]
+    notes = remediation.evidence["signal"]["detail"]["notes"]
+    assert any("1 other host(s) of rack r1 are silent too (h2)" in note for note in notes), notes

@@ -5,7 +5,8 @@ What mcelog's and rasdaemon's CPU triggers do, through sysfs: `0` into
 core's caches; the kernel migrates their tasks and interrupts to the others.
 It is refused for the CPUs the host cannot do without: the last online CPU of its socket (the socket's
 memory and devices would be left without a local CPU), the last housekeeping CPU (every other online
-one isolated or nohz_full: timekeeping, RCU callbacks and unbound kernel work need one), and the last
+one isolated or nohz_full: timekeeping, RCU callbacks and unbound kernel work need one), isolated or
+nohz_full CPUs themselves (the latency workload pinned there would be moved silently), and the last
 CPU the agent itself may run on (FLEETFIX_AGENT_CPUS pins it to housekeeping cores). CPU 0 is refused
 by the parameters already. A reboot brings the CPU back; the plan's ticket is what gets it replaced.
 """
@@ -129,7 +130,13 @@ def _refuse_if_needed(driver: LinuxDriver, cpu: int, going: set[int], online: se
     if not any(_socket_of(driver, other) == socket for other in others):
         raise ActionFailed(f"refused: cpu{cpu}'s core ({cpu_list(going)}) is the last online in socket {socket}")
     isolated = _cpus(driver, ISOLATED) | _cpus(driver, NOHZ_FULL)
-    if going - isolated and not others - isolated:
+    if going & isolated:
+        raise ActionFailed(
+            f"refused: cpu{cpu}'s core ({cpu_list(going)}) is isolated or nohz_full ({cpu_list(going & isolated)}): "
+            "a latency-critical thread pinned there would be moved onto housekeeping CPUs without a word; "
+            "the ticket goes to a person instead"
+        )
+    if not others - isolated:
         raise ActionFailed(
             f"refused: cpu{cpu}'s core ({cpu_list(going)}) holds the last housekeeping CPUs online (the others, "
             f"{cpu_list(others)}, are isolated or nohz_full): timekeeping, RCU callbacks and unbound kernel work "

@@ -148,19 +148,15 @@ def test_parameters_refused(params: dict[str, object], reason: str) -> None:
         (host(online="1-7", nohz_full="2-7"), 1, "isolated or nohz_full"),
         (host(agent="5"), 5, r"refused: the agent may run on cpu5's core only \(Cpus_allowed_list 5"),
         (host(), 12, "precondition: /sys/devices/system/cpu/cpu12/online is not there"),
+        (host(online="1-7", isolated="2-7"), 6, r"refused: cpu6's core \(6\) is isolated or nohz_full \(6\)"),
+        (host(smt=True, nohz_full="5"), 4, r"refused: cpu4's core \(4-5\) is isolated or nohz_full \(5\)"),
     ],
-    ids=["last-of-socket", "last-housekeeping", "nohz_full", "agent-pinned", "no-such-cpu"],
+    ids=["last-of-socket", "last-housekeeping", "nohz_full", "agent-pinned", "no-such-cpu", "isolated", "sibling"],
 )
 def test_cpus_the_host_needs_are_refused_and_nothing_is_written(system: RecordedSystem, cpu: int, reason: str) -> None:
     with pytest.raises(ActionFailed, match=reason):
         offline(system, cpu)
     assert system.written == []
-
-
-def test_an_isolated_cpu_may_go_while_housekeeping_cpus_remain() -> None:
-    system = host(online="1-7", isolated="2-7")
-    changed, _ = offline(system, 6)
-    assert (changed["isolated"], changed["online_after"]) == (True, "1-5,7")
 
 
 def test_a_cpu_without_a_known_socket_is_not_taken_offline_blind() -> None:

@@ -686,7 +686,7 @@ def hot_nvme(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
         Expect(
             "nvme-temperature",
             "ticket",
-            title="Airflow check .* over its temperature threshold",
+            title="Airflow check .* outside its temperature thresholds",
             part_type="airflow",
             never=frozenset({"nvme-critical-warning", "disk-smart-failing"}),
         ),
