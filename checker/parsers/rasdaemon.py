@@ -249,7 +249,7 @@ def parse_memory_failure_rows(rows: Iterable[Row]) -> Parsed[list[RasMemoryFailu
     return Parsed(events, problems)
 
 
-def _ras_timestamp(text: str) -> dt.datetime | None:
+def ras_timestamp(text: str) -> dt.datetime | None:
     """rasdaemon's '2023-10-27 10:00:00 +0200'."""
     try:
         return dt.datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S %z").astimezone(dt.UTC)
@@ -280,7 +280,7 @@ def parse_mce_record_rows(rows: Iterable[Row]) -> Parsed[list[MceRecord]]:
         cpu, socket, bank = _row_int(row, "cpu"), _row_int(row, "socketid"), _row_int(row, "bank")
         records.append(
             MceRecord(
-                timestamp=_ras_timestamp(_row_text(row, "timestamp", 64)),
+                timestamp=ras_timestamp(_row_text(row, "timestamp", 64)),
                 cpu=cpu if cpu is not None and cpu >= 0 else None,
                 socket=socket if socket is not None and socket >= 0 else None,
                 bank=bank if bank is not None and bank >= 0 else None,

@@ -15,12 +15,13 @@ from typing import Any
 
 from checker.schemas import Report, utc
 from remediator.baselines import FirmwareBaselines
+from remediator.derive.aer import aer_signals
 from remediator.derive.configuration import edac_poll_signals, errata_signals, firmware_signals, tier_signals
 from remediator.derive.disks import disk_signals
 from remediator.derive.interrupts import irq_signals
 from remediator.derive.kernel import kernel_signals
 from remediator.derive.mce import mce_signals
-from remediator.derive.memory import HostMemory, load_memory
+from remediator.derive.memory import HostMemory, KernelMemory, RasMemory, load_memory
 from remediator.derive.rasdaemon import ras_signals
 from remediator.derive.sel import sel_signals
 from remediator.derive.sensors import sensor_signals
@@ -73,6 +74,14 @@ def derive(
     signals += found
     found, ras = ras_signals(obs.rasdaemon, previous.ras, now=now)
     signals += found
+    found, aer, devices = aer_signals(
+        obs, previous.ras.aer if previous.ras else None, klog.devices if klog else {}, now=now
+    )
+    signals += found
+    if found:
+        klog = (klog or KernelMemory()).model_copy(update={"devices": devices})
+    if aer is not None:
+        ras = (ras or RasMemory(at=now)).model_copy(update={"aer": aer})
     mce_run = report.collectors.get("mce")
     found, mce = mce_signals(obs, mce_run.source if mce_run else None, previous.mce, now=now)
     signals += found

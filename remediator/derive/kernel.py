@@ -146,11 +146,11 @@ def kernel_signals(
         if state.lost_records:
             detail["lost_records"] = state.lost_records
         signals.append(SignalValue("kernel_event_count", name, float(value), detail))
-    found, devices = _device_signals(fresh, prev.devices, now)
+    found, devices = device_signals(fresh, prev.devices, now)
     return signals + found, KernelMemory(boot=boot, seq=high, counts=counts, devices=devices)
 
 
-def _device_signals(
+def device_signals(
     fresh: dict[KernelEventKind, list[KernelEvent]], previous: dict[str, dict[str, list[Bucket]]], now: dt.datetime
 ) -> tuple[list[SignalValue], dict[str, dict[str, list[Bucket]]]]:
     """Per device of the DEVICE_KINDS: events within the kind's window, for the devices with new ones."""

@@ -57,6 +57,7 @@ class IrqMemory(_Section):
 class RasMemory(_Section):
     at: AwareDatetime
     last: int | None = Field(None, description="Highest rasdaemon mc_event id seen.")
+    aer: int | None = Field(None, description="Highest rasdaemon aer_event id seen (None: never read one).")
 
 
 MAX_MCE_KEYS = 64

@@ -855,6 +855,40 @@ def aer_uncorrected(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     )
 
 
+AER_INSERT = "INSERT INTO aer_event (id, timestamp, dev_name, err_type, err_msg) VALUES (?, ?, ?, ?, ?)"
+
+
+@case("an uncorrected AER only rasdaemon recorded (no kernel log read): the same decision", "pcie-aer-uncorrected")
+def aer_from_rasdaemon(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    """rasdaemon's aer_event rows, ours in its schema, for the root port of the real ACS-violation log."""
+    host = SnapHost(tmp)
+    conn = host.snap.rasdaemon()
+    conn.execute(AER_INSERT, (7, "2026-09-01 07:50:00 +0000", "0000:80:1b.4", "Corrected", "Receiver Error"))
+    conn.commit()
+    first = host.cycle(0)  # its history: the cursor only
+    conn.execute(AER_INSERT, (8, "2026-09-01 08:00:30 +0000", "0000:80:1b.4", "Uncorrected (Non-Fatal)", "ACSViol"))
+    conn.commit()
+    conn.close()
+
+    def from_rasdaemon(session: Session, remediation: Remediation | None, ticket: Ticket | None) -> None:
+        assert remediation is not None
+        assert remediation.signal is not None
+        assert remediation.signal["detail"]["source"].startswith("rasdaemon aer_event")
+        assert "ACSViol" in remediation.signal["detail"]["lines"][0]
+
+    return (
+        host,
+        [first, host.cycle(1)],
+        Expect(
+            "pcie-aer-uncorrected",
+            "drain",
+            title="PCIe uncorrected error on .* 0000:80:1b.4",
+            part_type="pcie",
+            also=from_rasdaemon,
+        ),
+    )
+
+
 @case("a root port logging the real corrected AER wording a hundred times a day: a ticket", "pcie-aer-corrected")
 def aer_corrected(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host = SnapHost(tmp)
