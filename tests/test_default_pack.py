@@ -43,7 +43,11 @@ EXPECTED: dict[str, tuple[set[str], str]] = {
     "isolated_tlb": ({"isolated-core-tlb-shootdowns"}, "ticket"),  # the workload's owner, not IRQ affinity
     "cxl_demotion_disabled": ({"cxl-demotion-disabled"}, "enable_demotion"),
     "cxl_interleave_default": ({"cxl-interleave-default"}, "set_interleave_weights"),
-    "sel_full": ({"sel-full", "sel-flood"}, ""),  # cleared if history filled it, ticketed if a sensor flooded it
+    "sel_full": ({"sel-full", "sel-flood"}, ""),
+    "cpu_core_errors": (
+        {"mce-cpu-core-corrected"},
+        "offline_cpu",
+    ),  # that core out, the CPU ticketed  # cleared if history filled it, ticketed if a sensor flooded it
 }
 SILENT = {"unreachable", "powered_off", "agent_dead"}
 

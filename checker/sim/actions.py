@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from checker.sim.events import faulty_core
 from checker.sim.faults import CLEARED_BY_REBOOT, CLEARED_BY_REIMAGE
 from checker.sim.hardware import (
     EDAC_POLL_LATCHED_MAX_MSEC,
@@ -170,9 +171,13 @@ def offline_cpu(host: VirtualHost, params: dict[str, Any]) -> Changes:
     cpu = int(params["cpu"])
     if not 0 < cpu < host.hardware.logical_cpus:
         raise ValueError(f"no CPU {cpu} that can be taken offline on {host.hostname}")
+    if cpu in host.isolated:
+        raise ValueError(f"cpu{cpu} of {host.hostname} is isolated: its latency workload would move silently")
     already = cpu in host.offline_cpus
     host.offline_cpus.add(cpu)
-    return {"cpu": cpu, "online": False, "already_offline": already}
+    # The faulty core's errors stop while it is offline; the fault stays (the CPU needs the ticket's
+    # repair), and a reboot brings the core back, errors and all.
+    return {"cpu": cpu, "online": False, "already_offline": already, "faulty_core": cpu == faulty_core(host)}
 
 
 ACTIONS: dict[str, Callable[[VirtualHost, dict[str, Any]], Changes]] = {

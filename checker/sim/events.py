@@ -28,7 +28,7 @@ PANIC_REBOOT_S = 70  # a cold reboot after a panic (50-73 s on bare metal)
 TLB_SHOOTDOWNS_PER_S = 6.0  # what a munmap-happy neighbour thread caused on an isolated core
 STRAY_IRQS_PER_S = 40.0
 MAX_EVENTS_PER_ADVANCE = 50
-_PERIODIC = {"cmci_storm", "soft_lockups", "panic", "sel_full"}
+_PERIODIC = {"cmci_storm", "soft_lockups", "panic", "sel_full", "cpu_core_errors"}
 STORM_BURST = 15  # corrected errors within a second that make a pre-6.8 kernel declare a CMCI storm
 FLOOD_BACKLOG = 60  # entries a flooding sensor left in the SEL before the fault is first seen
 
@@ -48,6 +48,8 @@ def valid_for(host: VirtualHost, kind: str) -> bool:
         return bool(host.disks)
     if kind in ("isolated_irqs", "isolated_tlb"):
         return bool(host.isolated)
+    if kind == "cpu_core_errors":
+        return faulty_core(host) is not None
     if kind == "cxl_demotion_disabled":
         return hw.cxl_nodes > 0
     if kind == "cxl_interleave_default":
@@ -245,12 +247,42 @@ def _periodic(host: VirtualHost, fault: Fault, at: dt.datetime, now: dt.datetime
         host.log(at, logs.soft_lockup(cpu, host.rng.randrange(22, 60), pid, host.kernel, hardware))
     elif fault.kind == "sel_full" and fault.variant != "history":
         host.sel(at, "Critical Interrupt PCIe Cor Sensor", "", extra="")  # a device flooding the log
+    elif fault.kind == "cpu_core_errors":
+        core = faulty_core(host)
+        if core is not None and core not in host.offline_cpus:  # an offline core runs nothing, errs nothing
+            host.mce_pending.append(core_check(host, core, at))
     elif fault.kind == "panic":
         host.log(at, logs.oops_panic(cpu, host.kernel, hardware))
         host.sel(at, "OS Critical Stop OS Stop", "Run-time critical stop")
         # What the dying boot wrote is recovered from pstore after the reboot.
         host.pstore.append((host.boot_at or at, list(host.kmsg_pending)))
         host.reboot(at=min(at + dt.timedelta(seconds=PANIC_REBOOT_S), now))
+
+
+# MCi_STATUS of a corrected L1 instruction-fetch error (MCACOD 0x0151: cache hierarchy, level 1), bank 0 (IFU).
+CORE_L1_STATUS = 0x9000004000010151
+
+
+def faulty_core(host: VirtualHost) -> int | None:
+    """The core a cpu_core_errors fault is on: socket 0's last housekeeping CPU that is not CPU 0."""
+    hw = host.hardware
+    per_socket = hw.logical_cpus // hw.sockets
+    housekeeping = [c for c in range(1, per_socket) if c not in set(host.isolated)]
+    return housekeeping[-1] if len(housekeeping) >= 2 else None
+
+
+def core_check(host: VirtualHost, cpu: int, at: dt.datetime) -> MceRecord:
+    """What mcelog records for an error in the core's own L1 instruction cache."""
+    return MceRecord(
+        timestamp=at,
+        cpu=cpu,
+        socket=0,
+        bank=0,
+        status=f"0x{CORE_L1_STATUS:016x}",
+        error_class=error_class_from_status(CORE_L1_STATUS),
+        corrected=True,
+        message="MCA: Instruction CACHE Level-1 Instruction-Fetch Error",
+    )
 
 
 # MCi_STATUS of a memory-controller read error (MCACOD 0x0090, channel 0): corrected, and uncorrected with PCC clear.

@@ -38,6 +38,7 @@ FaultKind = Literal[
     "cxl_demotion_disabled",
     "cxl_interleave_default",
     "sel_full",
+    "cpu_core_errors",
 ]
 
 # kind -> relative rate among faulty hosts
@@ -67,6 +68,7 @@ FAULT_RATES: dict[FaultKind, float] = {
     "cxl_demotion_disabled": 6,
     "cxl_interleave_default": 6,
     "sel_full": 2,
+    "cpu_core_errors": 3,
 }
 FAULT_KINDS: tuple[FaultKind, ...] = tuple(FAULT_RATES)
 

@@ -178,6 +178,8 @@ class SimulatedFleet:
             return Fault(kind, dimm_index, variant=rng.choice(("stock", "withdrawn")))
         if kind == "fan_failure":
             return Fault(kind, dimm_index, variant=f"System Fan {rng.randrange(1, 7)}")
+        if kind == "cpu_core_errors":  # one core's L1 correcting an error every few minutes
+            return Fault(kind, dimm_index, per_hour=rng.uniform(10, 16))
         if kind == "sel_full":  # filled by a flooding sensor, or by years of ordinary history
             return Fault(kind, dimm_index, variant=rng.choice(("flood", "history")), per_hour=rng.uniform(60, 120))
         return Fault(kind, dimm_index)

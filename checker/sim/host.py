@@ -163,6 +163,7 @@ class VirtualHost:
             dimm.ce_count = 0
             dimm.ue_count = 0
         self.irq_extra.clear()
+        self.offline_cpus.clear()  # every CPU comes back online with the new boot
         self.kmsg_pending.clear()
         self.kmsg_seq = BOOT_RECORDS + self.rng.randrange(200)
         when = at or self.last_at

@@ -8,6 +8,7 @@ import pytest
 
 from checker.schemas import Report
 from checker.sim import SimulatedFleet, VirtualHost
+from checker.sim.events import faulty_core
 from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, OPTERON_PATCHED_KERNEL, OPTERON_STOCK_KERNEL
 from remediator.signals import SignalValue
 from tests.remediator.builders import T0, of
@@ -282,3 +283,18 @@ def test_unknown_actions_and_failure_modes_are_refused() -> None:
     run.host.fail_next_action = "explode"
     with pytest.raises(ValueError, match="fail_next_action"):
         run.apply("reboot")
+
+
+def test_offlining_the_faulty_core_stops_its_errors_until_a_reboot_brings_it_back() -> None:
+    run = Session("cpu_core_errors", per_hour=60.0)
+    core = faulty_core(run.host)
+    assert core is not None
+    errors = of(run.steps(30), "mce_cpu_corrected")
+    assert {s.subject for s in errors} == {f"cpu{core}"}
+    assert {s.detail["scope"] for s in errors} == {"core"}
+    changed = run.apply("offline_cpu", cpu=core)["changed"]
+    assert changed["faulty_core"] is True
+    assert of(run.steps(30), "mce_cpu_corrected") == []  # an offline core runs nothing, errs nothing
+    assert run.host.has("cpu_core_errors")  # the CPU still needs its repair
+    run.apply("reboot")
+    assert of(run.steps(30), "mce_cpu_corrected")  # back online after the reboot, errors and all

@@ -44,6 +44,7 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "cxl_demotion_disabled": [("cxl_demotion_disabled", "node")],
     "cxl_interleave_default": [("interleave_weights_default", "")],
     "sel_full": [("sel_full", "sel")],
+    "cpu_core_errors": [("mce_cpu_corrected", "cpu")],
 }
 CE_STORM = 10.0  # the default pack's dimm-ce-storm threshold
 
@@ -136,6 +137,9 @@ SHOWS: dict[str, Callable[[VirtualHost, list[Report]], bool]] = {
     "cxl_demotion_disabled": lambda h, r: r[-1].observations.memory_tiers.demotion_enabled is False,
     "cxl_interleave_default": lambda h, r: set(r[-1].observations.memory_tiers.interleave_weights.values()) == {1},
     "sel_full": lambda h, r: (r[-1].observations.sel.percent_used or 0) >= 90,
+    "cpu_core_errors": lambda h, r: any(
+        m.error_class == "cache" and m.corrected and m.cpu not in (None, 0) for m in _mce(r)
+    ),
 }
 
 
