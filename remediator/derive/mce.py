@@ -223,6 +223,20 @@ def _rate(count: int, timing: dict[str, object]) -> dict[str, object]:
     return {"elapsed_s": elapsed, "rate_per_s": round(count / elapsed, 6)}
 
 
+def _records_about(group: Sequence[MceRecord], timing: dict[str, object], example: MceRecord) -> dict[str, object]:
+    """What every machine-check signal says of its records: when, how fast, the telling one, which rows."""
+    about: dict[str, object] = {
+        **_when(group),
+        **_rate(len(group), timing),
+        "status": example.status,
+        "message": example.message[:MAX_MESSAGE_CHARS],
+    }
+    ids = [r.id for r in group if r.id is not None]
+    if ids:
+        about["first_id"], about["last_id"] = min(ids), max(ids)
+    return about
+
+
 def _example(records: Sequence[MceRecord]) -> MceRecord:
     """The newest uncorrected record if any (the one that matters most), else the newest."""
     uncorrected = [r for r in records if not r.corrected]
@@ -250,14 +264,8 @@ def _memory_signals(records: list[MceRecord], timing: dict[str, object], extra: 
             "cpus": cpus[:MAX_LISTED],
             "count": len(group),
             "addresses": addresses,
-            **_when(group),
-            **_rate(len(group), timing),
-            "status": example.status,
-            "message": example.message[:MAX_MESSAGE_CHARS],
+            **_records_about(group, timing, example),
         }
-        ids = [r.id for r in group if r.id is not None]
-        if ids:
-            detail["first_id"], detail["last_id"] = min(ids), max(ids)
         kind = "mce_memory_corrected" if corrected else "mce_memory_uncorrected"
         signals.append(SignalValue(kind, subject, float(len(group)), detail))
     return signals
@@ -318,14 +326,8 @@ def _cpu_signals(records: list[MceRecord], timing: dict[str, object], extra: dic
             "classes": dict(sorted(Counter(r.error_class for r in group).items())),
             "levels": sorted({level for r in group if (level := cache_level(r))}),
             "banks": sorted({r.bank for r in group if r.bank is not None})[:MAX_LISTED],
-            **_when(group),
-            **_rate(len(group), timing),
-            "status": example.status,
-            "message": example.message[:MAX_MESSAGE_CHARS],
+            **_records_about(group, timing, example),
         }
-        ids = [r.id for r in group if r.id is not None]
-        if ids:
-            detail["first_id"], detail["last_id"] = min(ids), max(ids)
         kind = "mce_cpu_corrected" if corrected else "mce_cpu_uncorrected"
         signals.append(SignalValue(kind, subject, float(len(group)), detail))
     return signals

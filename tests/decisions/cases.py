@@ -698,6 +698,11 @@ def hot_nvme(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
 KERNEL_LOG = "kernel-log/"
 
 
+def dmesg(lines: list[str], at_s: float) -> str:
+    """Lines as `dmesg` prints them, a millisecond apart from `at_s` seconds after boot."""
+    return "".join(f"[{at_s + i * 0.001:12.6f}] {line}\n" for i, line in enumerate(lines))
+
+
 def panic_lines(cpu: int, at_s: float) -> str:
     """An oops and the panic after it, in the kernel's wording (the corpus's one panic is a hard lockup's):
     the project's own text, as `dmesg` prints it."""
@@ -708,7 +713,7 @@ def panic_lines(cpu: int, at_s: float) -> str:
         "RIP: 0010:tcp_rearm_rto+0x2f/0xe0",
         "Kernel panic - not syncing: Fatal exception in interrupt",
     ]
-    return "".join(f"[{at_s + i * 0.001:12.6f}] {line}\n" for i, line in enumerate(lines))
+    return dmesg(lines, at_s)
 
 
 @case("a panic read from the last boot: the host already restarted, a person investigates", "kernel-panic")
@@ -742,7 +747,7 @@ def hardware_panic_lines(cpu: int, at_s: float) -> str:
         "mce: [Hardware Error]: RIP !INEXACT! 10:<ffffffff8106d3a1> {native_safe_halt+0x1/0x10}",
         "Kernel panic - not syncing: Fatal machine check",
     ]
-    return "".join(f"[{at_s + i * 0.001:12.6f}] {line}\n" for i, line in enumerate(lines))
+    return dmesg(lines, at_s)
 
 
 @case("two panics in a week, both fatal machine checks: a hardware ticket, never a reimage", "hardware-fatal-panic")
