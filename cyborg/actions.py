@@ -126,7 +126,8 @@ class OfflineCpuParams(ActionParams):
     core: bool = Field(
         True,
         strict=True,
-        description="Its SMT siblings too (topology/thread_siblings_list): they share the core's L1 and L2.",
+        description="Every CPU sharing its L1 or L2 too (SMT siblings, an E-core module's cores): the fault stays "
+        "in use while any of them runs.",
     )
 
     @field_validator("cpu")

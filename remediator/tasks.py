@@ -178,7 +178,8 @@ def probe_silent_host(hostname: str) -> str:
         host = session.scalars(select(Host).where(Host.hostname == hostname).with_for_update()).one_or_none()
         if host is None or host.state != HostState.unreachable:
             return "moot"  # it reported while we looked
-        seen = unreachable.with_rack(seen, host.rack, unreachable.rack_silent(session, host))
+        stale_s = host.report_interval_s * get_settings().stale_after_intervals
+        seen = unreachable.with_rack(seen, host.rack, unreachable.rack_silent(session, host, now, stale_s))
         signal = unreachable.unreachable_signal(host, seen, now)
         session.add(
             Signal(

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from cyborg.commands import ActionContext, ActionFailed
 from cyborg.drivers.bmc import Bmc
 from cyborg.drivers.reach import Reach
-from remediator.models import Host, HostState
+from remediator.models import Host
 from remediator.signals import SignalValue
 
 PROBE_TIMEOUT_S = 45
@@ -88,10 +88,14 @@ def probe(hostname: str, address: str, bmc: Bmc, bmc_address: str | None, reach:
 MAX_PEERS = 20
 
 
-def rack_silent(session: Session, host: Host) -> list[str]:
-    """The other hosts of this host's rack that are silent too (unreachable now)."""
-    if not host.rack:
+def rack_silent(session: Session, host: Host, now: dt.datetime, stale_s: float) -> list[str]:
+    """The other hosts of this host's rack, in any state, that are silent now (nothing for `stale_s`)
+    and went silent about when this one did (their last reports within two report intervals of its):
+    hosts that a rack's switch or power silenced together, even where one was marked unreachable a
+    sweep before the others, and not a peer that has been off for days."""
+    if not host.rack or host.last_report_at is None:
         return []
+    near = dt.timedelta(seconds=2 * host.report_interval_s)
     return list(
         session.scalars(
             select(Host.hostname)
@@ -99,7 +103,10 @@ def rack_silent(session: Session, host: Host) -> list[str]:
                 Host.datacenter == host.datacenter,
                 Host.rack == host.rack,
                 Host.id != host.id,
-                Host.state == HostState.unreachable,
+                Host.last_report_at.is_not(None),
+                Host.last_report_at >= host.last_report_at - near,
+                Host.last_report_at <= host.last_report_at + near,
+                Host.last_report_at < now - dt.timedelta(seconds=stale_s),
             )
             .order_by(Host.hostname)
             .limit(MAX_PEERS)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from cyborg.commands import ActionContext, ActionFailed
@@ -214,3 +214,19 @@ def test_a_host_whose_rack_went_silent_with_it_is_not_power_cycled(
     assert "power_cycle" not in [s.action for s in remediation.steps]
     notes = remediation.evidence["signal"]["detail"]["notes"]
     assert any("1 other host(s) of rack r1 are silent too (h2)" in note for note in notes), notes
+
+
+def test_a_rack_peer_off_for_days_proves_nothing_about_today(
+    session: Session, db: object, outside: dict[str, Any]
+) -> None:
+    """Only peers that went quiet about when this host did point at the rack: one silent for days does not."""
+    from remediator import tasks
+
+    silent_host(session)
+    apply_inventory(session, [HostInventory(hostname="h2", datacenter="dc1", rack="r1")], actor="test")
+    ingest(session, [edac_report("h2", at=dt.datetime.now(dt.UTC) - dt.timedelta(days=3))], ruleset=RULES)
+    session.commit()
+    session.execute(update(Host).where(Host.hostname == "h2").values(state=HostState.maintenance))
+    session.commit()
+    assert tasks.mark_unreachable() == 1
+    assert tasks.probe_silent_host("h1") == "hung"

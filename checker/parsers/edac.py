@@ -35,10 +35,48 @@ EDAC_POLLED_ONCE = ("Sandy Bridge", "Ivy Bridge", "Haswell", "Broadwell", "Knigh
 # What one poll can count. i7core_edac reads the controller's corrected-error counters
 # (MC_COR_ECC_CNT_*, 15 bits each) and adds up what moved: a poll aggregates every error since the
 # last, and a long interval risks the overflow the memory-failures design names. The chipset drivers
-# read a latched error log instead (ie31200_process_error_info, i82443bxgx: edac_mc_handle_error with a
-# count of 1 per channel per poll): errors between two polls beyond the first are lost, so a longer
-# interval hides a failing DIMM's rate and the kernel's 1 s is the most a poll can see.
+# below read a latched error log instead (first and next error registers: ie31200_process_error_info,
+# i82443bxgx: edac_mc_handle_error with a count of 1 per channel per poll), so errors between two
+# polls beyond the first are lost: a longer interval hides a failing DIMM's rate, and even at the
+# kernel's 1 s a poll sees at most one error a second per channel. Their ctl_name prefixes, lowered;
+# any other name is unknown (SoC drivers such as synopsys_edac count in hardware, pnd2 never polls).
 EDAC_POLL_AGGREGATES = ("i7 core",)
+EDAC_POLL_LATCHES = (
+    "ie31200",
+    "x38",
+    "i3200",
+    "i3000",
+    "e7320",
+    "e7520",
+    "e7525",
+    "3100",
+    "e7205",
+    "e7500",
+    "e7501",
+    "e7505",
+    "i5000",
+    "i5100",
+    "i5400",
+    "i7300",
+    "i82875p",
+    "i82975x",
+    "i82443bxgx",
+    "i82860",
+    "r82600",
+    "amd76",
+)
+
+
+def edac_polls(mc_name: str | None) -> bool | None:
+    """True: a chipset driver known to poll (EDAC_POLL_LATCHES); False: a driver that never does;
+    None: it depends on the kernel version, or the name is unknown (neither tuned nor called healthy)."""
+    if not mc_name:
+        return None
+    if mc_name.startswith(EDAC_NEVER_POLLS):
+        return False
+    if mc_name.startswith(EDAC_POLLED_ONCE):
+        return None
+    return True if mc_name.lower().startswith(EDAC_POLL_LATCHES) else None
 
 
 def edac_poll_counts(mc_name: str | None) -> str | None:
@@ -49,18 +87,6 @@ def edac_poll_counts(mc_name: str | None) -> str | None:
     if mc_name.startswith(EDAC_POLL_AGGREGATES):
         return "aggregates"
     return "latches" if edac_polls(mc_name) is True else None
-
-
-def edac_polls(mc_name: str | None) -> bool | None:
-    """True: the driver polls (chipset drivers such as ie31200, e752x, i5000); False: it never does;
-    None: it depends on the kernel version, or the name is unknown."""
-    if not mc_name:
-        return None
-    if mc_name.startswith(EDAC_NEVER_POLLS):
-        return False
-    if mc_name.startswith(EDAC_POLLED_ONCE):
-        return None
-    return True
 
 
 @dataclass

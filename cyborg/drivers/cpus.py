@@ -1,8 +1,9 @@
 """Taking a CPU offline on the real host, for a core that keeps logging machine checks.
 
 What mcelog's and rasdaemon's CPU triggers do, through sysfs: `0` into
-/sys/devices/system/cpu/cpuN/online, for the CPU and (by default) its SMT siblings, which share the
-core's caches; the kernel migrates their tasks and interrupts to the others.
+/sys/devices/system/cpu/cpuN/online, for the CPU and (by default) every CPU sharing its L1 or L2
+(its SMT siblings; on Intel's E-core modules the module's cores); the kernel migrates their tasks
+and interrupts to the others.
 It is refused for the CPUs the host cannot do without: the last online CPU of its socket (the socket's
 memory and devices would be left without a local CPU), the last housekeeping CPU (every other online
 one isolated or nohz_full: timekeeping, RCU callbacks and unbound kernel work need one), isolated or
@@ -65,11 +66,23 @@ def _agent_cpus(driver: LinuxDriver) -> set[int]:
     return set()
 
 
+MAX_CACHE_INDEXES = 8
+
+
 def _siblings(driver: LinuxDriver, cpu: int) -> set[int]:
-    """The CPUs of `cpu`'s core (SMT siblings share its L1 and L2): topology/thread_siblings_list."""
+    """The CPUs that share `cpu`'s L1 and L2 caches: its SMT siblings (topology/thread_siblings_list) and,
+    where an L2 serves a module of cores (Intel's E-core modules), every core of it
+    (cache/indexN/shared_cpu_list of the level 1 and 2 caches), as mcelog's cache trigger does."""
     text = driver.system.read_text(f"{CPU_DIR}/cpu{cpu}/topology/thread_siblings_list")
-    found = set(parse_cpu_list(text or "").value)
-    return found | {cpu}
+    found = set(parse_cpu_list(text or "").value) | {cpu}
+    for index in range(MAX_CACHE_INDEXES):
+        base = f"{CPU_DIR}/cpu{cpu}/cache/index{index}"
+        level = (driver.system.read_text(f"{base}/level") or "").strip()
+        if not level:
+            break
+        if level in ("1", "2"):
+            found |= set(parse_cpu_list(driver.system.read_text(f"{base}/shared_cpu_list") or "").value)
+    return found
 
 
 def offline_cpu(driver: LinuxDriver, params: OfflineCpuParams, ctx: ActionContext) -> dict[str, Any]:

@@ -1,12 +1,14 @@
-"""PCIe AER errors from rasdaemon's aer_event table, for hosts whose kernel log the agent cannot read.
+"""PCIe AER errors from rasdaemon's aer_event table, the preferred source where rasdaemon runs.
 
-The kernel prints every AER error it handles (aer_print_error) and raises the `ras:aer_event` trace
-event rasdaemon records, so on a host whose kernel log is read the two are the same errors, counted
-once from the log (remediator/derive/kernel.py). Where the report has no kernel log (the collector
-failed or is off), rasdaemon's rows stand in: new rows, by id, become the same per-device counts,
-`device_event_count` of kind pcie_aer_corrected or pcie_aer_uncorrected, with the row as the line. The
-first sight of a database records its last id only (its history spans an unknown time); ids going
-backwards mean a recreated database, read from its start. Pure.
+The kernel prints the AER errors it handles (aer_print_error, rate-limited per device in current
+kernels) and raises the `ras:aer_event` trace event for each, which rasdaemon records as one row: so
+on a host whose rasdaemon database the agent reads, the rows are the count, and the kernel log's AER
+lines are not counted per device again (remediator/derive/kernel.py leaves them to this module);
+without rasdaemon the kernel log counts them. New rows, by id, become `device_event_count` of kind
+pcie_aer_corrected or pcie_aer_uncorrected, with the row as the line. The first sight of a database
+records its last id only (its history spans an unknown time); ids going backwards mean a recreated
+database, read from its start. Rows the agent could not carry (`truncated`) make the counts floors,
+and the detail says so. Pure.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ def new_rows(obs: Observations, cursor: int | None) -> tuple[list[RasAerEvent], 
     return fresh, cursor if reported_max is None else max(cursor, reported_max)
 
 
+def counts_aer(obs: Observations) -> bool:
+    """Whether this report's AER count comes from rasdaemon: the agent read its aer_event table."""
+    return obs.rasdaemon is not None and "aer_event" in obs.rasdaemon.last_ids
+
+
 def aer_signals(
     obs: Observations,
     cursor: int | None,
@@ -56,9 +63,9 @@ def aer_signals(
     *,
     now: dt.datetime,
 ) -> tuple[list[SignalValue], int | None, dict[str, dict[str, list[Bucket]]]]:
-    """Device counts from the new rows when the report has no kernel log; the cursor moves either way."""
+    """Device counts from the new rows when the agent read rasdaemon's aer_event table."""
     fresh, kept = new_rows(obs, cursor)
-    if obs.kernel_log is not None or not fresh:
+    if not fresh or not counts_aer(obs):
         return [], kept, devices
     events: dict[KernelEventKind, list[KernelEvent]] = defaultdict(list)
     for row in fresh:
@@ -71,6 +78,9 @@ def aer_signals(
     if not events:
         return [], kept, devices
     found, devices = device_signals(events, devices, now)
+    truncated = obs.rasdaemon.truncated if obs.rasdaemon is not None else 0
     for signal in found:
-        signal.detail["source"] = "rasdaemon aer_event (no kernel log in this report)"
+        signal.detail["source"] = "rasdaemon aer_event"
+        if truncated:
+            signal.detail["truncated"] = truncated  # rows the report could not carry: the count is a floor
     return found, kept, devices

@@ -15,7 +15,7 @@ from typing import Any
 
 from checker.schemas import Report, utc
 from remediator.baselines import FirmwareBaselines
-from remediator.derive.aer import aer_signals
+from remediator.derive.aer import aer_signals, counts_aer
 from remediator.derive.configuration import edac_poll_signals, errata_signals, firmware_signals, tier_signals
 from remediator.derive.disks import disk_signals
 from remediator.derive.interrupts import irq_signals
@@ -62,7 +62,7 @@ def derive(
     boot_id = report.host.boot_id
     signals: list[SignalValue] = []
 
-    found, klog = kernel_signals(obs.kernel_log, previous.klog, now=now, boot_id=boot_id)
+    found, klog = kernel_signals(obs.kernel_log, previous.klog, now=now, boot_id=boot_id, aer_elsewhere=counts_aer(obs))
     signals += found
     found, sel = sel_signals(obs.sel, previous.sel, now=now)
     signals += found

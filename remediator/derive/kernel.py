@@ -42,15 +42,16 @@ MAX_DEVICES = 16  # per kind
 
 
 # A panic the hardware caused (a fatal machine check, the NMI watchdog's hard lockup, an NMI for a bus
-# or memory error) is counted apart, as `hardware_fatal`: a reinstall cannot help it, so it must never
-# add up to kernel-panic-repeated's reimage. (Not "*panic*": rules match subjects by substring.)
+# or memory error, firmware-first reporting's fatal error, an arm64 SError, EDAC's panic on a UE) is
+# counted apart, as `hardware_fatal`: a reinstall cannot help it, so it must never add up to
+# kernel-panic-repeated's reimage. (Not "*panic*": rules match subjects by substring.)
 HARDWARE_FATAL = "hardware_fatal"
 HARDWARE_FATAL_WINDOW_S = 7 * DAY_S
 _HARDWARE_PANIC = re.compile(
     r"machine check|hard lockup|\bnmi\b|not all cpus entered broadcast exception handler|"
-    r"uncorrected hardware memory error|\bmce\b",
+    r"uncorrected hardware memory error|\bmce\b|hardware error|\bserror\b|^ue ",
     re.IGNORECASE,
-)
+)  # ghes.c "Fatal hardware error", arm64 "Asynchronous SError Interrupt", EDAC's panic_on_ue "UE …"
 
 
 def _hardware_panic(event: KernelEvent) -> bool:
@@ -81,9 +82,19 @@ def _seqs(state: KernelLogState) -> list[int]:
     return [e.seq for e in state.events if e.seq is not None]
 
 
+AER_KINDS = frozenset({K.pcie_aer_corrected, K.pcie_aer_uncorrected})
+
+
 def kernel_signals(
-    state: KernelLogState | None, previous: KernelMemory | None, *, now: dt.datetime, boot_id: str | None
+    state: KernelLogState | None,
+    previous: KernelMemory | None,
+    *,
+    now: dt.datetime,
+    boot_id: str | None,
+    aer_elsewhere: bool = False,
 ) -> tuple[list[SignalValue], KernelMemory | None]:
+    """Counts per kind, and per device for DEVICE_KINDS; with `aer_elsewhere` (rasdaemon's rows count
+    them: remediator/derive/aer.py) the AER lines are not counted per device a second time."""
     if state is None:
         return [], previous
     prev = previous or KernelMemory()
@@ -146,7 +157,8 @@ def kernel_signals(
         if state.lost_records:
             detail["lost_records"] = state.lost_records
         signals.append(SignalValue("kernel_event_count", name, float(value), detail))
-    found, devices = device_signals(fresh, prev.devices, now)
+    per_device = {k: v for k, v in fresh.items() if not (aer_elsewhere and k in AER_KINDS)}
+    found, devices = device_signals(per_device, prev.devices, now)
     return signals + found, KernelMemory(boot=boot, seq=high, counts=counts, devices=devices)
 
 

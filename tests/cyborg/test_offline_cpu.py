@@ -101,6 +101,23 @@ def test_the_whole_core_goes_its_smt_siblings_share_the_faulty_cache() -> None:
     assert single.written == [("/sys/devices/system/cpu/cpu5/online", "0")]
 
 
+def test_an_e_core_module_sharing_its_l2_goes_whole() -> None:
+    """Four cores without SMT sharing one L2 (an Intel E-core module): an error there is in every one."""
+    system = host()
+    for cpu in range(4, 8):
+        base = f"/sys/devices/system/cpu/cpu{cpu}/cache"
+        system.files[f"{base}/index0/level"], system.files[f"{base}/index0/shared_cpu_list"] = "1\n", f"{cpu}\n"
+        system.files[f"{base}/index1/level"], system.files[f"{base}/index1/shared_cpu_list"] = "2\n", "4-7\n"
+        system.files[f"{base}/index2/level"], system.files[f"{base}/index2/shared_cpu_list"] = "3\n", "0-7\n"
+    system.files["/sys/devices/system/cpu/online"] = "0-9\n"
+    for cpu in (8, 9):  # two more CPUs of socket 1, so the module is not its last
+        system.files[online_file(cpu)] = "1\n"
+        system.files[f"/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id"] = "1\n"
+    changed, _ = offline(system, 6)
+    assert [path for path, _ in system.written] == [online_file(cpu) for cpu in (4, 5, 6, 7)]
+    assert changed["cpus"] == "4-7"  # the L3 (shared by all) is no reason to take the socket
+
+
 def test_a_core_holding_cpu0_is_refused() -> None:
     system = host(smt=True)
     with pytest.raises(ActionFailed, match="cpu1's core holds CPU 0, the boot CPU"):

@@ -1,5 +1,5 @@
-"""PCIe AER from rasdaemon's aer_event rows when the report has no kernel log; never counted twice when
-it has one (the kernel prints every error rasdaemon records). Rows are ours, in rasdaemon's schema, for
+"""PCIe AER from rasdaemon's aer_event rows where rasdaemon runs; never counted twice with the kernel
+log's lines (the kernel prints, rate-limited, the errors rasdaemon records). Rows are ours, in rasdaemon's schema, for
 the root port of the corpus's ACS-violation log."""
 
 from __future__ import annotations
@@ -39,14 +39,31 @@ def test_rows_stand_in_for_the_kernel_log_from_the_second_sight_on() -> None:
     assert devices(again) == {("pcie_aer_corrected", PORT): 2}
 
 
-def test_with_a_kernel_log_the_rows_are_not_counted_again() -> None:
+def test_where_rasdaemon_runs_its_rows_are_the_count_and_the_log_lines_are_not_added() -> None:
+    """The kernel rate-limits its AER lines; rasdaemon records every error once. With both, the rows count
+    (three), not the rows plus the log's line (four); without rasdaemon the log counts."""
+    aer_line = f"pcieport {PORT}: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)"
     run = Deriver()
     run(report(at(0), rasdaemon=ras(row(1)), kernel_log=kernel_log()))
-    aer_line = f"pcieport {PORT}: AER: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)"
     logged = kernel_log(event("pcie_aer_corrected", seq=10, when=at(1), subject=PORT, lines=[aer_line]))
-    signals = run(report(at(1), rasdaemon=ras(row(2)), kernel_log=logged))
-    assert devices(signals) == {("pcie_aer_corrected", PORT): 1}  # the log's one error, not two
+    signals = run(report(at(1), rasdaemon=ras(row(2), row(3), row(4)), kernel_log=logged))
+    assert devices(signals) == {("pcie_aer_corrected", PORT): 3}
+    assert of(signals, "device_event_count")[0].detail["source"] == "rasdaemon aer_event"
+    alone = Deriver()
+    alone(report(at(0), kernel_log=kernel_log()))
+    signals = alone(report(at(1), kernel_log=logged))
+    assert devices(signals) == {("pcie_aer_corrected", PORT): 1}
     assert "source" not in of(signals, "device_event_count")[0].detail
+
+
+def test_rows_the_report_could_not_carry_make_the_count_a_floor() -> None:
+    run = Deriver()
+    run(report(at(0), rasdaemon=ras(row(1))))
+    truncated = ras(row(700, "Uncorrected (Fatal)", "Surprise Down Error"), top=700).model_copy(
+        update={"truncated": 600}
+    )
+    (signal,) = of(run(report(at(1), rasdaemon=truncated)), "device_event_count")
+    assert (signal.detail["kind"], signal.detail["truncated"]) == ("pcie_aer_uncorrected", 600)
 
 
 def test_a_recreated_database_is_read_from_its_start() -> None:

@@ -42,6 +42,8 @@ def test_edac_poll_interval_is_reported_in_seconds_every_time() -> None:
         (["Intel_10nm Socket#0 IMC#0"], False),
         (["F17h_M30h"], False),  # amd64_edac
         (["Haswell Socket#0"], None),  # sb_edac: polled in older kernels only; sysfs cannot tell which
+        (["Pondicherry2"], None),  # a name not on either list: unknown, never assumed to poll
+        (["E7520"], True),  # e752x: a latching chipset driver
         ([], None),
     ],
 )

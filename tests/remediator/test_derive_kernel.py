@@ -142,3 +142,26 @@ def test_device_counts_accumulate_per_device_within_the_window() -> None:
     assert {s.subject: s.value for s in of(second, "device_event_count")} == {"ens1f0": 2, "ens1f1": 1}
     later = run(report(at(60 * 26), kernel_log=kernel_log(event("nic_link_down", 4, at(60 * 26), "ens1f0"))))
     assert {s.subject: s.value for s in of(later, "device_event_count")} == {"ens1f0": 1}  # the day before aged out
+
+
+def test_panics_the_hardware_caused_are_counted_apart_from_the_kernels() -> None:
+    """Only a software panic adds up toward a reimage; the hardware's (a fatal machine check, a hard
+    lockup, firmware-first's fatal error, an arm64 SError, EDAC's panic on a UE) are hardware_fatal."""
+    hardware = [
+        "Fatal machine check",
+        "Hard LOCKUP",
+        "GHES: Fatal hardware error",
+        "Asynchronous SError Interrupt",
+        "UE row 3, channel 1 (mc0)",
+        "NMI IOCK error: Not continuing",
+    ]
+    software = ["Fatal exception in interrupt", "Attempted to kill init! exitcode=0x0000000b", "VFS: Unable to mount"]
+    run = Deriver()
+    events = [
+        event("panic", 10 + i, at(0), why, [f"Kernel panic - not syncing: {why}"])
+        for i, why in enumerate(hardware + software)
+    ]
+    assert counts(run(report(at(1), kernel_log=kernel_log(*events)))) == {
+        "hardware_fatal": len(hardware),
+        "panic": len(software),
+    }
