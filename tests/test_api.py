@@ -77,6 +77,46 @@ def test_batch_stores_good_reports_and_lists_refusals(client: TestClient) -> Non
     assert [h["hostname"] for h in client.get("/api/v1/hosts").json()["items"]] == ["good-1"]
 
 
+def test_a_report_that_cannot_be_stored_fails_alone_and_the_batch_says_which(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outside review's [good, bad] batch: the bad one used to sink the good one with a 500."""
+    from remediator import ingest
+
+    real = ingest.report_digest
+
+    def trips_on_bad(report: object) -> str:
+        if report.host.hostname == "bad-2":  # type: ignore[attr-defined]
+            raise ValueError("a bug this one report trips")
+        return real(report)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest, "report_digest", trips_on_bad)
+    good, bad, later = (payload(edac_report(name)) for name in ("good-1", "bad-2", "good-3"))
+    response = client.post("/api/v1/reports/batch", json=[good, bad, later])
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert sorted(result["accepted"]) == sorted([good["report_id"], later["report_id"]])
+    (refused,) = result["refused"]
+    assert (refused["index"], refused["report_id"]) == (1, bad["report_id"])
+    assert refused["errors"] == ["not stored: ValueError: a bug this one report trips"]
+    assert sorted(h["hostname"] for h in client.get("/api/v1/hosts").json()["items"]) == ["good-1", "good-3"]
+
+
+def test_a_nul_that_postgresql_cannot_store_sinks_only_its_own_report(client: TestClient, db: Database) -> None:
+    bad = payload(edac_report("nul-2"))
+    bad["observations"]["edac"]["controllers"][0]["dimms"][0]["label"] = "DIMM\u0000A1"
+    response = client.post("/api/v1/reports/batch", json=[payload(edac_report("good-1")), bad])
+    assert response.status_code == 200, response.text
+    stored = sorted(h["hostname"] for h in client.get("/api/v1/hosts").json()["items"])
+    if db.dialect == "postgresql":  # jsonb has no NUL: that one report fails, and says so
+        assert stored == ["good-1"]
+        (refused,) = response.json()["refused"]
+        assert refused["index"] == 1
+        assert refused["errors"][0].startswith("not stored: ")
+    else:
+        assert stored == ["good-1", "nul-2"]
+
+
 def test_not_found_has_the_one_error_shape(client: TestClient) -> None:
     response = client.get("/api/v1/tickets/999999")
     assert response.status_code == 404

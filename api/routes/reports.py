@@ -7,12 +7,14 @@ own; operator tokens (tools, importers) may submit for any host.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from api.auth import Forbidden, require
@@ -29,6 +31,7 @@ from remediator.models import Report as StoredReport
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult, Refusal
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/reports", tags=["reports"])
 submitter = require(Role.operator, hosts=True)
 
@@ -64,18 +67,60 @@ def submit_batch(
     """Many reports; each malformed one, or one of another host, is listed in `refused`; the rest are stored."""
     parsed, refused = parse_reports(payloads)
     refused_at = {r.index for r in refused}
-    indexes = (i for i in range(len(payloads)) if i not in refused_at)
-    reports = []
-    for report, index in zip(parsed, indexes, strict=True):
+    kept: list[tuple[int, Report]] = []
+    for report, index in zip(parsed, indexes_of(payloads, refused_at), strict=True):
         refusal = _not_its_own(principal, report.host.hostname)
         if refusal is None:
-            reports.append(report)
+            kept.append((index, report))
         else:
             refused.append(Refusal(index=index, report_id=str(report.report_id), errors=[f"host.hostname: {refusal}"]))
-    result = ingest(session, reports, ruleset=get_registry().ruleset)
+    result, failed = ingest_each_alone(session, kept)
     session.commit()
-    result.refused = sorted(refused, key=lambda r: r.index)
+    result.refused = sorted([*refused, *failed], key=lambda r: r.index)
     return result
+
+
+def indexes_of(payloads: list[dict[str, Any]], refused_at: set[int]) -> list[int]:
+    return [i for i in range(len(payloads)) if i not in refused_at]
+
+
+def ingest_each_alone(session: Session, items: list[tuple[int, Report]]) -> tuple[IngestResult, list[Refusal]]:
+    """Store the batch in one savepoint; if anything but the database being down goes wrong, each report
+    again in its own, so one that trips a bug or a value the database cannot store (a NUL in a string
+    on PostgreSQL) fails alone and is listed, and the others are stored (as the broker path does)."""
+    ruleset = get_registry().ruleset
+    try:
+        with session.begin_nested():
+            return ingest(session, [r for _, r in items], ruleset=ruleset), []
+    except OperationalError:
+        raise
+    except Exception:
+        log.warning("api.reports.batch_isolated", extra={"fields": {"reports": len(items)}}, exc_info=True)
+        # Rows loaded in the savepoint stay in the session unexpired; SQLite may hand their ids to new rows.
+        session.expire_all()
+    result, failed = IngestResult(), []
+    for index, report in items:
+        try:
+            with session.begin_nested():
+                one = ingest(session, [report], ruleset=ruleset)
+        except OperationalError:
+            raise
+        except Exception as error:
+            session.expire_all()
+            log.exception("api.reports.report_failed", extra={"fields": {"report_id": str(report.report_id)}})
+            reason = (str(error).strip().splitlines() or [""])[0][:300]
+            failed.append(
+                Refusal(
+                    index=index,
+                    report_id=str(report.report_id),
+                    errors=[f"not stored: {type(error).__name__}: {reason}"],
+                )
+            )
+            continue
+        result.accepted += one.accepted
+        result.duplicates += one.duplicates
+        result.remediations += one.remediations
+    return result, failed
 
 
 class StoredReportOut(BaseModel):
