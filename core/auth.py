@@ -109,7 +109,10 @@ def principal_for_token(session: Session, raw: str, *, touch: bool = True) -> Pr
     if token.hostname is not None:
         return Principal(name=f"host:{token.hostname}", role=Role.viewer, hostname=token.hostname, token_id=token.id)
     if user is not None:
-        return Principal(name=f"user:{user.username}", role=token.role, user_id=user.id, token_id=token.id)
+        # The lower of the token's role and the user's current one: demoting a user demotes their tokens
+        # on the next request (a token issued as operator acts as viewer once the user is a viewer).
+        role = token.role if token.role.rank <= user.role.rank else user.role
+        return Principal(name=f"user:{user.username}", role=role, user_id=user.id, token_id=token.id)
     return Principal(name=f"token:{token.name}", role=token.role, token_id=token.id)
 
 

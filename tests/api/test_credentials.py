@@ -175,3 +175,25 @@ def test_host_tokens_take_no_role(client: TestClient, db: Database) -> None:
     host = client.post("/api/v1/tokens", json={"name": "h", "hostname": "web-001", "reason": "new host"}, headers=admin)
     assert host.json()["token"]["owner"] == "host:web-001"
     assert host.json()["token"]["role"] is None
+
+
+def test_a_demoted_user_s_token_acts_with_the_user_s_new_role(client: TestClient, db: Database) -> None:
+    """The outside review's case: a token issued while its user was operator still paused the fleet after
+    the user was demoted to viewer. A token acts with the lower of its role and its user's current one."""
+    admin = bearer(db, Role.admin)
+    client.post(
+        "/api/v1/users",
+        json={"username": "carol", "role": "operator", "password": "correct horse battery", "reason": "on call"},
+        headers=admin,
+    )
+    issued = client.post("/api/v1/tokens", json={"name": "cli", "username": "carol", "reason": "laptop"}, headers=admin)
+    carol = {"Authorization": f"Bearer {issued.json()['secret']}"}
+    assert client.get("/api/v1/me", headers=carol).json()["role"] == "operator"
+    demoted = client.patch("/api/v1/users/carol", json={"role": "viewer", "reason": "off call"}, headers=admin)
+    assert demoted.status_code == 200, demoted.text
+    assert client.get("/api/v1/me", headers=carol).json()["role"] == "viewer"
+    paused = client.put("/api/v1/controls/pause", json={"paused": True, "reason": "not allowed"}, headers=carol)
+    assert paused.status_code == 403, paused.text
+    # promoted again, the token is back to what it was issued with, never more
+    client.patch("/api/v1/users/carol", json={"role": "admin", "reason": "lead"}, headers=admin)
+    assert client.get("/api/v1/me", headers=carol).json()["role"] == "operator"
