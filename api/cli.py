@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from api.cli_users import tokens_app, users_app
+from core.logs import mask_credentials
 from core.settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(
@@ -38,7 +39,7 @@ app.add_typer(keys_app, name="keys")
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"fleetfix: {message}", err=True)
+    typer.echo(f"fleetfix: {mask_credentials(message)}", err=True)
     return typer.Exit(code)
 
 
@@ -93,7 +94,8 @@ def up(
         raise _fail("`up` runs on the in-process broker; unset FLEETFIX_BROKER_URL, or run api/worker/scheduler")
     from api.embedded import run_up
 
-    typer.echo(f"fleetfix: UI and API on {settings.effective_public_url} (database {settings.effective_database_url})")
+    database = mask_credentials(settings.effective_database_url)
+    typer.echo(f"fleetfix: UI and API on {settings.effective_public_url} (database {database})")
     run_up(settings, simulate=simulate, sim_interval=sim_interval, seed=seed)
 
 

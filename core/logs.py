@@ -30,6 +30,15 @@ def is_event_name(text: str) -> bool:
     return bool(EVENT_NAME.match(text))
 
 
+_CREDENTIAL = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*):(?P<secret>[^@/\s]+)@")
+
+
+def mask_credentials(text: str) -> str:
+    """Every URL's password as `***` (postgresql://fleetfix:***@db/fleetfix, redis://:***@cache:6379/0):
+    applied to everything fleetfix prints or logs, so a secret in a setting never reaches a console."""
+    return _CREDENTIAL.sub(r"\g<head>:***@", text)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
@@ -48,7 +57,7 @@ class JsonFormatter(logging.Formatter):
             doc.update({(f"field_{k}" if k in RESERVED else k): v for k, v in fields.items()})
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=str)
+        return mask_credentials(json.dumps(doc, default=str))
 
 
 class TextFormatter(logging.Formatter):
@@ -57,7 +66,7 @@ class TextFormatter(logging.Formatter):
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict) and fields:
             line += " " + " ".join(f"{k}={v}" for k, v in fields.items())
-        return line
+        return mask_credentials(line)
 
 
 def _no_celery_banner(instance: Any = None, **_: Any) -> None:

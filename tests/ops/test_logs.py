@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from core.logs import FOREIGN_EVENT, JsonFormatter, is_event_name
+from core.logs import FOREIGN_EVENT, JsonFormatter, TextFormatter, is_event_name, mask_credentials
 from tests.conftest import REPO
 
 PACKAGES = ("core", "checker", "remediator", "cyborg", "ticketing", "api")
@@ -99,3 +99,38 @@ def test_every_log_call_names_a_stable_event() -> None:
                     problems.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node.args[0])[:80]}")
     assert calls > 20  # the walk found the project's logging
     assert problems == []
+
+
+SECRET_URLS = [
+    (
+        "postgresql+psycopg://fleetfix:s3cr%40t@db.internal:5432/fleetfix",
+        "postgresql+psycopg://fleetfix:***@db.internal",
+    ),
+    ("redis://:hunter2@cache:6379/0", "redis://:***@cache:6379/0"),
+    ("amqps://agent:pa55@mq.example/fleetfix", "amqps://agent:***@mq.example/fleetfix"),
+]
+
+
+@pytest.mark.parametrize(("url", "masked"), SECRET_URLS)
+def test_a_password_in_a_url_never_reaches_a_log_line(url: str, masked: str) -> None:
+    secret = url.split(":")[2].split("@")[0]
+    for formatter in (JsonFormatter(), TextFormatter("%(message)s")):
+        line = formatter.format(record("api.cli", f"connecting to {url}", fields={"broker": url}))
+        assert secret not in line
+        assert masked in line
+    assert mask_credentials("http://example.com/a@b and user@host") == "http://example.com/a@b and user@host"
+
+
+def test_up_prints_its_database_without_the_password(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    """The outside review saw `fleetfix up` print DATABASE_URL with its password."""
+    from typer.testing import CliRunner
+
+    from api import cli, embedded
+
+    monkeypatch.setenv("FLEETFIX_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("FLEETFIX_DATABASE_URL", "postgresql+psycopg://fleetfix:hunter2@db.internal:5432/fleetfix")
+    monkeypatch.delenv("FLEETFIX_BROKER_URL", raising=False)
+    monkeypatch.setattr(embedded, "run_up", lambda *args, **kwargs: None)
+    result = CliRunner().invoke(cli.app, ["up"])
+    assert "postgresql+psycopg://fleetfix:***@db.internal:5432/fleetfix" in result.output, result.output
+    assert "hunter2" not in result.output
