@@ -37,11 +37,11 @@ class Forbidden(FleetfixError):
     code = "forbidden"
 
 
-def authenticate(request: Request, session: Session) -> Principal | None:
+def authenticate(request: Request, session: Session, *, touch: bool = True) -> Principal | None:
     header = request.headers.get("authorization", "")
     scheme, _, raw = header.partition(" ")
     if scheme.lower() == "bearer" and raw.strip():
-        return principal_for_token(session, raw.strip())
+        return principal_for_token(session, raw.strip(), touch=touch)
     web_session = request.scope.get("session")
     if web_session and isinstance(web_session.get("sid"), str):
         user = user_for_web_session(session, web_session["sid"])

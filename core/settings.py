@@ -111,6 +111,25 @@ class Settings(BaseSettings):
             "signed. Empty: on in production, off in development."
         ),
     )
+    max_body_bytes: int = Field(
+        1_048_576,
+        ge=1024,
+        le=1_073_741_824,
+        description="Largest request body the API reads, except report submission: beyond it, 413 before reading.",
+    )
+    max_report_body_bytes: int = Field(
+        2_097_152,
+        ge=65_536,
+        le=1_073_741_824,
+        description="Largest body of POST /api/v1/reports (an agent bounds a report at 1 MB; JSON escaping adds some).",
+    )
+    max_batch_body_bytes: int = Field(
+        16_777_216,
+        ge=65_536,
+        le=4_294_967_296,
+        description="Largest body of POST /api/v1/reports/batch: 16 reports at the agent's 1 MB bound, "
+        "about 1,100 at a typical 14 KB.",
+    )
     report_retention_days: int = Field(
         30,
         ge=1,

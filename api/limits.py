@@ -1,0 +1,107 @@
+"""The API's front door: who is asking, and how much they may send, before a byte of the body is read.
+
+FastAPI reads and parses a request's body before its dependencies run, so the route's own `require`
+comes too late to stop an unauthenticated client from making the service parse 330 MB of JSON. This
+ASGI middleware, for every /api/ request that carries a body:
+
+1. refuses a declared `Content-Length` above the path's limit with 413, reading nothing;
+2. authenticates the request (the same bearer token or web session the route will check) and refuses
+   a request without valid credentials with 401, reading nothing;
+3. reads the body up to the limit (a chunked body that goes past it is refused with 413 there), then
+   hands it to the application.
+
+Limits (settings): report submission `max_report_body_bytes`, batches `max_batch_body_bytes`,
+everything else `max_body_bytes`. The route still decides roles (403) and validates (422).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyio import to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.auth import authenticate
+from api.errors import error_body
+from core.settings import Settings
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def limit_for(path: str, settings: Settings) -> int:
+    if path.rstrip("/") == "/api/v1/reports/batch":
+        return settings.max_batch_body_bytes
+    if path.rstrip("/") == "/api/v1/reports":
+        return settings.max_report_body_bytes
+    return settings.max_body_bytes
+
+
+def too_large(limit: int) -> JSONResponse:
+    message = f"request body over {limit} bytes: refused before reading (split a batch, or raise the setting)"
+    return JSONResponse(error_body("too_large", message, {"limit_bytes": limit}), status_code=413)
+
+
+class RequestGuard:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS or not scope["path"].startswith("/api/"):
+            await self.app(scope, receive, send)
+            return
+        limit = limit_for(scope["path"], self.settings)
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            await too_large(limit)(scope, receive, send)
+            return
+        if not await self._authenticated(scope):
+            body = error_body("unauthenticated", "credentials required: send Authorization: Bearer <token>, or log in")
+            await JSONResponse(body, status_code=401)(scope, receive, send)
+            return
+        messages: list[Message] = []
+        size = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break  # the client went away: let the application see it
+            size += len(message.get("body", b""))
+            if size > limit:
+                await too_large(limit)(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replay = iter(messages)
+
+        async def buffered() -> Message:
+            return next(replay, None) or await receive()
+
+        await self.app(scope, buffered, send)
+
+    async def _authenticated(self, scope: Scope) -> bool:
+        request = Request(scope)
+        database = scope["app"].state.database
+
+        def check() -> bool:
+            with database.sessionmaker() as session:
+                return authenticate(request, session, touch=False) is not None
+
+        return await to_thread.run_sync(check)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def install(app: Any, settings: Settings) -> None:
+    """Added before the session middleware, so it runs inside it and sees the web session."""
+    app.add_middleware(RequestGuard, settings=settings)
