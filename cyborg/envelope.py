@@ -29,7 +29,7 @@ CLOCK_SKEW_S = 120
 
 RefusalCode = Literal[
     "malformed", "bad_signature", "unknown_key", "no_key", "wrong_host", "expired", "not_yet_valid", "not_allowed",
-    "bad_params", "replayed", "no_journal",
+    "bad_params", "replayed", "no_journal", "in_flight",
 ]  # fmt: skip
 
 

@@ -504,8 +504,8 @@ def record_refusal(
     step = _host_step(session, remediation, report, signer)
     if remediation is None or step is None or step.state != StepState.running or not awaiting(step):
         return "recorded"
-    if report.get("code") == "replayed":
-        return "recorded"  # the host ran it before: its result is (or was) on its way
+    if report.get("code") in ("replayed", "in_flight"):
+        return "recorded"  # the host ran it before, or runs it now: its result is (or was) on its way
     step.state = StepState.failed
     step.finished_at = now
     step.result = {

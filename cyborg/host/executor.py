@@ -21,7 +21,7 @@ from cyborg.actions import HOST_ACTIONS, ActionParams, ActionRefused, CyborgActi
 from cyborg.commands import ActionContext, ActionFailed, ActionTimedOut, System
 from cyborg.drivers.base import Driver, HostWentDown
 from cyborg.envelope import Envelope, Refused, Verifier
-from cyborg.host.journal import Journal, JournalEntry
+from cyborg.host.journal import Journal, JournalEntry, runner_alive, this_process
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +121,20 @@ class HostExecutor:
                     return self._refuse(replayed, now)
                 self._send_result(entry)
                 return {"outcome": entry.report.get("outcome"), "resent": True}
+            elif runner_alive(entry.runner) and self.driver.boot_id() == entry.boot_id_before:
+                # The same envelope delivered again while it runs (a redelivery, a second worker):
+                # not a crash to recover from; the running one reports.
+                running = Refused(
+                    "in_flight",
+                    f"envelope {envelope.id} is running now (process {entry.runner}): not started twice",
+                    envelope,
+                    verified=True,
+                )
+                return self._refuse(running, now)
             else:
                 return self._recover(entry, action, params)
+            entry.runner = this_process()  # before the lock is let go: a duplicate finds it in flight
+            self.journal.put(entry)
         return self._execute(entry, action, params)
 
     def _admit(self, message: Any, now: dt.datetime) -> tuple[Envelope, CyborgAction, ActionParams]:
@@ -180,6 +192,7 @@ class HostExecutor:
     def _execute(self, entry: JournalEntry, action: CyborgAction, params: ActionParams) -> dict[str, Any]:
         ctx = self._context(entry)
         entry.runs += 1
+        entry.runner = this_process()
         self.journal.put(entry)
         changed: dict[str, Any] = {}
         verified: dict[str, Any] = {}

@@ -44,6 +44,7 @@ class JournalEntry:
     state: EntryState = "running"
     restart_issued_at: str | None = None  # set just before the driver asked the host to restart
     runs: int = 0  # how many times the driver was started for it
+    runner: str | None = None  # the process running it ("pid:start time"): alive means in flight, not crashed
     finished_at: str | None = None
     reported: bool = False
     report: dict[str, Any] = field(default_factory=dict)
@@ -64,6 +65,35 @@ class JournalEntry:
             accepted_at=now.isoformat(),
             boot_id_before=boot_id,
         )
+
+
+def this_process() -> str:
+    """This process's identity across pid reuse: its pid and its start time in clock ticks after boot
+    (field 22 of /proc/self/stat; empty where there is no /proc)."""
+    return f"{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    return stat.rpartition(")")[2].split()[19] if ")" in stat else ""
+
+
+def runner_alive(runner: str | None) -> bool:
+    """Whether the process that journalled itself as running an entry is still that process."""
+    if not runner:
+        return False
+    pid_text, _, started = runner.partition(":")
+    try:
+        pid = int(pid_text)
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        pass  # alive, and someone else's
+    return _start_time(pid) == started
 
 
 class Journal:

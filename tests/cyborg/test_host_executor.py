@@ -272,3 +272,34 @@ def test_keys_on_disk(tmp_path: Path) -> None:
 
     with pytest.raises(KeyMaterialError, match=r"bad\.pem"):
         load_signer(tmp_path / "bad.pem")
+
+
+def test_an_envelope_delivered_again_while_it_runs_is_refused_not_recovered(signer: Signer, tmp_path: Path) -> None:
+    """The outside review's case: a second delivery of a running envelope was taken for crash recovery
+    (a reboot reported 'interrupted' beside 'succeeded'; clear_sel ran twice). The executor itself now
+    knows the envelope is in flight, whatever the worker pool."""
+    import threading
+
+    executor, driver, reports = sim_executor(signer, journal=Journal(tmp_path / JOURNAL_FILE), faults=("sel_full",))
+    started, release = threading.Event(), threading.Event()
+    real_run = driver.run
+
+    def slow_run(*args: object, **kwargs: object) -> dict[str, object]:
+        started.set()
+        assert release.wait(10)
+        return real_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    driver.run = slow_run  # type: ignore[method-assign]
+    message = signer.sign(envelope("clear_sel")).model_dump()
+    first: dict[str, object] = {}
+    worker = threading.Thread(target=lambda: first.update(executor.handle(message)))
+    worker.start()
+    assert started.wait(10)
+    second = executor.handle(message)  # the same envelope again, while the first runs
+    assert second["refused"] == "in_flight"
+    release.set()
+    worker.join(10)
+    assert first["outcome"] == "succeeded"
+    assert [r["outcome"] for r in reports.of(RESULT_TASK)] == ["succeeded"]  # no "interrupted" beside it
+    assert [r["code"] for r in reports.of(REFUSAL_TASK)] == ["in_flight"]
+    assert [a["action"] for a in driver.applied] == ["clear_sel"]  # once
