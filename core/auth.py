@@ -59,6 +59,7 @@ class Principal:
     hostname: str | None = None
     user_id: int | None = None
     token_id: int | None = None
+    datacenters: tuple[str, ...] | None = None  # a technician's: the tickets it may change; None: any
 
     @property
     def is_host(self) -> bool:
@@ -112,12 +113,29 @@ def principal_for_token(session: Session, raw: str, *, touch: bool = True) -> Pr
         # The lower of the token's role and the user's current one: demoting a user demotes their tokens
         # on the next request (a token issued as operator acts as viewer once the user is a viewer).
         role = token.role if token.role.rank <= user.role.rank else user.role
-        return Principal(name=f"user:{user.username}", role=role, user_id=user.id, token_id=token.id)
+        return Principal(
+            name=f"user:{user.username}",
+            role=role,
+            user_id=user.id,
+            token_id=token.id,
+            datacenters=scope_of(user, role),
+        )
     return Principal(name=f"token:{token.name}", role=token.role, token_id=token.id)
 
 
 def principal_for_user(user: User) -> Principal:
-    return Principal(name=f"user:{user.username}", role=user.role, user_id=user.id)
+    return Principal(
+        name=f"user:{user.username}", role=user.role, user_id=user.id, datacenters=scope_of(user, user.role)
+    )
+
+
+def scope_of(user: User, role: Role) -> tuple[str, ...] | None:
+    """The datacenters whose tickets a technician may change: its user's `datacenter` (one, or several
+    separated by commas). Other datacenters' tickets are read-only to it. Operators and above, and a
+    technician no datacenter was set for, are not scoped."""
+    if role != Role.technician or not user.datacenter:
+        return None
+    return tuple(sorted({dc.strip() for dc in user.datacenter.split(",") if dc.strip()})) or None
 
 
 def authenticate_user(session: Session, username: str, password: str) -> User | None:

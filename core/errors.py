@@ -18,6 +18,11 @@ class NotFound(FleetfixError):
     code = "not_found"
 
 
+class Forbidden(FleetfixError):
+    status_code = 403
+    code = "forbidden"
+
+
 class Conflict(FleetfixError):
     status_code = 409
     code = "conflict"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Collection
 
 from celery import current_app
 from sqlalchemy import select
@@ -140,12 +141,13 @@ def resolve(
     *,
     actor: str,
     override: bool,
+    scope: Collection[str] | None = None,
     now: dt.datetime | None = None,
 ) -> None:
     """The technician's resolution, then verification at once (the ticket is locked by the caller's check)."""
     now = now or utcnow()
     ticket = tickets.lock_ticket(session, ticket_id)
-    tickets.resolve(session, ticket, resolution, actor=actor, override=override, now=now)
+    tickets.resolve(session, ticket, resolution, actor=actor, override=override, scope=scope, now=now)
     begin_verification(session, ticket.id, now=now)
 
 

@@ -25,7 +25,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from core import audit
 from core.db import utcnow
 from core.dispatch import pending_tasks, send_after_commit
-from core.errors import Conflict, NotFound
+from core.errors import Conflict, Forbidden, NotFound
 from core.queue import NOTIFY_QUEUE
 from ticketing.models import OPEN_TICKET_STATES, Repair, Ticket, TicketEvent, TicketState, TrackerLink
 from ticketing.schemas import RepairStat, Resolution, TicketRequest
@@ -277,8 +277,27 @@ def list_tickets(
 # -- the lifecycle --------------------------------------------------------------------
 
 
-def claim(session: Session, ticket: Ticket, *, actor: str, note: str = "", now: dt.datetime | None = None) -> Ticket:
+def check_scope(ticket: Ticket, scope: Collection[str] | None, actor: str) -> None:
+    """A technician changes only the tickets of its own datacenters; others' are read-only to it."""
+    if scope is not None and ticket.datacenter not in scope:
+        where = ticket.datacenter or "no datacenter"
+        raise Forbidden(
+            f"{actor} works in {', '.join(sorted(scope))}; ticket {ticket.id} is in {where}: read-only to you",
+            detail={"datacenter": ticket.datacenter, "yours": sorted(scope)},
+        )
+
+
+def claim(
+    session: Session,
+    ticket: Ticket,
+    *,
+    actor: str,
+    note: str = "",
+    scope: Collection[str] | None = None,
+    now: dt.datetime | None = None,
+) -> Ticket:
     """A technician takes an open ticket. Taking one already theirs changes nothing."""
+    check_scope(ticket, scope, actor)
     if ticket.state == TicketState.claimed and ticket.assignee == actor:
         return ticket
     _require(ticket, {TicketState.open}, "claim")
@@ -296,9 +315,11 @@ def start(
     actor: str,
     note: str = "",
     override: bool = False,
+    scope: Collection[str] | None = None,
     now: dt.datetime | None = None,
 ) -> Ticket:
     """Work begins at the rack. An open ticket is claimed by whoever starts it."""
+    check_scope(ticket, scope, actor)
     _require(ticket, {TicketState.open, TicketState.claimed}, "start")
     _require_assignee(ticket, actor, override)
     now = now or utcnow()
@@ -309,8 +330,17 @@ def start(
     return ticket
 
 
-def comment(session: Session, ticket: Ticket, *, actor: str, note: str, now: dt.datetime | None = None) -> TicketEvent:
+def comment(
+    session: Session,
+    ticket: Ticket,
+    *,
+    actor: str,
+    note: str,
+    scope: Collection[str] | None = None,
+    now: dt.datetime | None = None,
+) -> TicketEvent:
     """A note on the ticket, in any state; the ticket itself (and its version) does not change."""
+    check_scope(ticket, scope, actor)
     return _record(session, ticket, actor=actor, kind="comment", note=note, now=now or utcnow())
 
 
@@ -321,10 +351,12 @@ def resolve(
     *,
     actor: str,
     override: bool = False,
+    scope: Collection[str] | None = None,
     now: dt.datetime | None = None,
 ) -> list[Repair]:
     """The technician is done: each replaced part (old and new serial) enters the repair history.
     Verification (the host re-checked) follows, started by the remediator."""
+    check_scope(ticket, scope, actor)
     _require(ticket, {TicketState.claimed, TicketState.in_progress}, "resolve")
     _require_assignee(ticket, actor, override)
     now = now or utcnow()

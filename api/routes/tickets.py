@@ -170,7 +170,7 @@ def claim(
 ) -> TicketDetail:
     """Take an open ticket (409 if someone else has it)."""
     ticket = _locked(session, request, ticket_id)
-    tickets.claim(session, ticket, actor=principal.actor, note=body.note if body else "")
+    tickets.claim(session, ticket, actor=principal.actor, note=body.note if body else "", scope=principal.datacenters)
     _commit(session, ticket_id)
     return _detail(session, response, ticket_id)
 
@@ -187,7 +187,12 @@ def start(
     """Work begins (claims the ticket if nobody has)."""
     ticket = _locked(session, request, ticket_id)
     tickets.start(
-        session, ticket, actor=principal.actor, note=body.note if body else "", override=_is_operator(principal)
+        session,
+        ticket,
+        actor=principal.actor,
+        note=body.note if body else "",
+        override=_is_operator(principal),
+        scope=principal.datacenters,
     )
     _commit(session, ticket_id)
     return _detail(session, response, ticket_id)
@@ -204,7 +209,7 @@ def comment(
 ) -> TicketDetail:
     """Add a note to the ticket's history, in any state."""
     ticket = _locked(session, request, ticket_id, required=False)
-    tickets.comment(session, ticket, actor=principal.actor, note=body.note)
+    tickets.comment(session, ticket, actor=principal.actor, note=body.note, scope=principal.datacenters)
     _commit(session, ticket_id)
     return _detail(session, response, ticket_id)
 
@@ -221,7 +226,9 @@ def resolve(
     """Record what was replaced (old and new serials) and a note; the host is then re-checked
     (`verifying`) and the ticket closes once it stays healthy through the settle period."""
     _locked(session, request, ticket_id)
-    repairs.resolve(session, ticket_id, body, actor=principal.actor, override=_is_operator(principal))
+    repairs.resolve(
+        session, ticket_id, body, actor=principal.actor, override=_is_operator(principal), scope=principal.datacenters
+    )
     _commit(session, ticket_id)
     return _detail(session, response, ticket_id)
 

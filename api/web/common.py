@@ -135,6 +135,7 @@ def render(
         "messages": messages,
         "is_operator": can(request, Role.operator),
         "is_technician": can(request, Role.technician),
+        "my_datacenters": principal.datacenters if principal is not None else None,  # None: not scoped
         "now": dt.datetime.now(dt.UTC),
     }
     response = TEMPLATES.TemplateResponse(request, template, {**base, **(context or {})}, status_code=status_code)

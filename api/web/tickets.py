@@ -187,6 +187,8 @@ def _ticket_context(session: Session, ticket: Ticket, principal: Principal) -> d
     evidence = ticket.evidence or {}
     mine = ticket.assignee == principal.actor
     is_operator = _is_operator(principal)
+    # another datacenter's ticket is read-only to a technician (ticketing.service.check_scope)
+    ours = principal.datacenters is None or ticket.datacenter in principal.datacenters
     return {
         "ticket": ticket,
         "evidence": evidence,
@@ -198,9 +200,12 @@ def _ticket_context(session: Session, ticket: Ticket, principal: Principal) -> d
         "smart": evidence.get("smart") or {},
         "attempts": evidence.get("remediations") or [],
         "mine": mine,
-        "may_claim": ticket.state == TicketState.open,
-        "may_start": ticket.state == TicketState.claimed and (mine or is_operator),
-        "may_resolve": ticket.state in (TicketState.claimed, TicketState.in_progress) and (mine or is_operator),
+        "read_only": not ours,
+        "may_claim": ours and ticket.state == TicketState.open,
+        "may_start": ours and ticket.state == TicketState.claimed and (mine or is_operator),
+        "may_resolve": ours
+        and ticket.state in (TicketState.claimed, TicketState.in_progress)
+        and (mine or is_operator),
         "needs_override": ticket.assignee is not None and not mine,
         "form": {"old_serial": "", "new_serial": "", "note": ""},
         "form_error": "",
@@ -245,7 +250,7 @@ def claim(
     principal: Principal = Depends(page_user(Role.technician)),
 ) -> Response:
     ticket = _locked(session, ticket_id, version)
-    tickets.claim(session, ticket, actor=principal.actor)
+    tickets.claim(session, ticket, actor=principal.actor, scope=principal.datacenters)
     session.commit()
     return _after_change(request, session, ticket_id, back, f"Ticket {ticket_id} is yours.")
 
@@ -259,7 +264,7 @@ def start(
     principal: Principal = Depends(page_user(Role.technician)),
 ) -> Response:
     ticket = _locked(session, ticket_id, version)
-    tickets.start(session, ticket, actor=principal.actor, override=_is_operator(principal))
+    tickets.start(session, ticket, actor=principal.actor, override=_is_operator(principal), scope=principal.datacenters)
     session.commit()
     return _after_change(request, session, ticket_id, "", f"Work on ticket {ticket_id} started.")
 
@@ -289,7 +294,14 @@ def resolve(
         return _form_again(request, session, ticket_id, principal, entered, describe_errors(error))
     try:
         _locked(session, ticket_id, version)
-        repairs.resolve(session, ticket_id, resolution, actor=principal.actor, override=_is_operator(principal))
+        repairs.resolve(
+            session,
+            ticket_id,
+            resolution,
+            actor=principal.actor,
+            override=_is_operator(principal),
+            scope=principal.datacenters,
+        )
     except FleetfixError as error:
         session.rollback()
         return _form_again(request, session, ticket_id, principal, entered, error.message, error.status_code)

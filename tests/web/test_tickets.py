@@ -266,3 +266,33 @@ def test_only_the_assignee_or_an_operator_resolves(client: TestClient, db: Datab
         f"/tickets/{ticket_id}/resolve", data={**form, "csrf_token": token, "override": "true"}, follow_redirects=False
     )
     assert done.status_code == 303, done.text
+
+
+def test_a_technician_changes_only_the_tickets_of_their_datacenter(client: TestClient, db: Database) -> None:
+    """The outside review's case: a technician of ams1 claimed, started and resolved a fra3 ticket. Another
+    datacenter's ticket is read-only to them, in the pages and in the service behind every form."""
+    theirs = open_dimm_ticket(db, "fra-001", datacenter="fra3", rack="fra3-r04")
+    ours = open_dimm_ticket(db, "ams-001", datacenter="ams1", rack="ams1-r01")
+    token = signed_in(client, db, "anna", Role.technician, datacenter="ams1")
+    page = client.get(f"/tickets/{theirs}").text
+    assert 'id="read-only"' in page
+    assert 'id="claim"' not in page
+    queue = client.get("/queue?datacenter=").text
+    row = re.search(rf'<tr id="ticket-row-{theirs}".*?</tr>', queue, re.S)
+    assert row is not None
+    assert "Claim</button>" not in row.group(0)
+    for action in ("claim", "start", "resolve"):
+        form = {"version": "1", "csrf_token": token, "old_serial": "", "new_serial": "", "note": "done"}
+        response = client.post(f"/tickets/{theirs}/{action}", data=form)
+        assert response.status_code == 403 or "read-only to you" in response.text, (action, response.status_code)
+    with db.session() as session:
+        ticket = session.get(Ticket, theirs)
+        assert ticket is not None
+        assert (ticket.state, ticket.assignee) == (TicketState.open, None)
+    # their own datacenter's ticket is theirs to work
+    claimed = client.post(f"/tickets/{ours}/claim", data={"version": "1", "csrf_token": token})
+    assert claimed.status_code in (200, 303), claimed.text
+    with db.session() as session:
+        ticket = session.get(Ticket, ours)
+        assert ticket is not None
+        assert ticket.assignee == "user:anna"
