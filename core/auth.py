@@ -9,8 +9,10 @@ and are hashed with Argon2id instead.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import secrets
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +23,8 @@ from sqlalchemy.orm import Session
 
 from core import audit
 from core.db import utcnow
-from core.errors import Conflict, InvalidInput, NotFound
-from core.models import ApiToken, Role, User, WebSession
+from core.errors import Conflict, FleetfixError, InvalidInput, NotFound
+from core.models import ApiToken, AuditEntry, Role, User, WebSession
 from core.signing import report_key
 
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
@@ -43,11 +45,17 @@ def hash_password(password: str) -> str:
     return _hasher.hash(password)
 
 
+# Argon2 is meant to cost: at most this many checks run at once, so a burst of sign-ins queues
+# among itself (in the server's threads, never on its event loop) instead of taking every core.
+PASSWORD_CHECKS = threading.BoundedSemaphore(2)
+
+
 def verify_password(password_hash: str, password: str) -> bool:
-    try:
-        return _hasher.verify(password_hash, password)
-    except (VerificationError, InvalidHashError):
-        return False
+    with PASSWORD_CHECKS:
+        try:
+            return _hasher.verify(password_hash, password)
+        except (VerificationError, InvalidHashError):
+            return False
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,104 @@ def authenticate_user(session: Session, username: str, password: str) -> User | 
 
 
 _DUMMY_HASH = _hasher.hash(secrets.token_hex(8))
+
+
+# -- sign-in throttling ----------------------------------------------------------------------------
+# Per account, from the audit log (so every API process sees the same count): the failed sign-ins
+# since the account's last good one, within LOGIN_WINDOW. After FREE_FAILURES each further try
+# waits 2^(n - FREE_FAILURES) s (up to MAX_BACKOFF) after the last failure, answered without checking
+# the password; at LOCK_AFTER the account is locked for the rest of the window, audited once.
+LOGIN_WINDOW = dt.timedelta(minutes=15)
+FREE_FAILURES = 5
+LOCK_AFTER = 10
+MAX_BACKOFF = dt.timedelta(minutes=5)
+LOGIN_FAILED = "core.user.login_failed"
+SIGNED_IN = "core.user.signed_in"
+
+
+class LoginThrottled(FleetfixError):
+    status_code = 429
+    code = "throttled"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message, detail={"retry_after_s": retry_after_s})
+        self.retry_after_s = retry_after_s
+
+
+def _failures(session: Session, username: str, now: dt.datetime) -> list[dt.datetime]:
+    """This account's failed sign-ins within the window, after its last good one, oldest first."""
+    since = now - LOGIN_WINDOW
+    last_good = session.scalar(
+        select(AuditEntry.at)
+        .where(AuditEntry.object_type == "user", AuditEntry.object_id == username, AuditEntry.action == SIGNED_IN)
+        .where(AuditEntry.at >= since)
+        .order_by(AuditEntry.at.desc())
+        .limit(1)
+    )
+    query = (
+        select(AuditEntry.at)
+        .where(AuditEntry.object_type == "user", AuditEntry.object_id == username, AuditEntry.action == LOGIN_FAILED)
+        .where(AuditEntry.at >= (last_good if last_good is not None and last_good > since else since))
+        .order_by(AuditEntry.at)
+        .limit(LOCK_AFTER + 1)
+    )
+    return list(session.scalars(query).all())
+
+
+def _aware(at: dt.datetime) -> dt.datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
+
+
+def sign_in(
+    session: Session, username: str, password: str, *, client: str, now: dt.datetime | None = None
+) -> User | None:
+    """A person's sign-in with throttling: the user, or None for a wrong name or password; raises
+    LoginThrottled (nothing checked) while the account waits out its backoff or its lock. Failures and
+    the lock go to the audit log; the caller commits even when it returns None."""
+    now = now or utcnow()
+    user = session.scalars(select(User).where(User.username == username)).one_or_none()
+    failures = [_aware(at) for at in _failures(session, username, now)] if user is not None else []
+    if len(failures) >= LOCK_AFTER:
+        until = failures[LOCK_AFTER - 1] + LOGIN_WINDOW
+        raise LoginThrottled(
+            f"{username}: locked after {LOCK_AFTER} failed sign-ins within {LOGIN_WINDOW.seconds // 60} minutes, "
+            f"until {until.isoformat(timespec='seconds')}",
+            retry_after_s=max(1, int((until - now).total_seconds())),
+        )
+    if len(failures) >= FREE_FAILURES:
+        wait = min(MAX_BACKOFF, dt.timedelta(seconds=2 ** (len(failures) - FREE_FAILURES)))
+        ready = failures[-1] + wait
+        if now < ready:
+            retry = max(1, math.ceil((ready - now).total_seconds()))
+            raise LoginThrottled(
+                f"{username}: {len(failures)} failed sign-ins; try again in {retry} s", retry_after_s=retry
+            )
+    found = authenticate_user(session, username, password)
+    if found is not None:
+        audit.record(
+            session, actor=f"user:{username}", action=SIGNED_IN, object_type="user", object_id=username
+        ).at = now
+        return found
+    if user is not None:
+        audit.record(
+            session,
+            actor=client,
+            action=LOGIN_FAILED,
+            object_type="user",
+            object_id=username,
+            detail={"failures": len(failures) + 1},
+        ).at = now
+        if len(failures) + 1 == LOCK_AFTER:
+            audit.record(
+                session,
+                actor="system:auth",
+                action="core.user.locked",
+                object_type="user",
+                object_id=username,
+                reason=f"{LOCK_AFTER} failed sign-ins within {LOGIN_WINDOW.seconds // 60} minutes",
+                detail={"client": client},
+            )
+    return None
 
 
 # -- people and tokens: what `fleetfix users|tokens` and the admin API do -----------------------

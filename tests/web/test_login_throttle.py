@@ -1,0 +1,66 @@
+"""Sign-in under brute force: per account (from the audit log, so every API process agrees) and per client
+address, with backoff and a lock; the outside review signed in after 50 wrong passwords."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from core.auth import FREE_FAILURES, LOCK_AFTER, LoginThrottled, sign_in
+from core.db import Database
+from core.models import AuditEntry, Role
+from tests.web.helpers import csrf_token, make_user
+
+T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def attempt(client: TestClient, username: str, password: str) -> int:
+    token = csrf_token(client)
+    data = {"username": username, "password": password, "csrf_token": token}
+    return client.post("/login", data=data, follow_redirects=False).status_code
+
+
+def test_fifty_wrong_passwords_then_the_right_one_does_not_sign_in(client: TestClient, db: Database) -> None:
+    password = make_user(db, "mallory-target", Role.operator)
+    statuses = [attempt(client, "mallory-target", f"guess-{n}") for n in range(50)]
+    assert statuses[:FREE_FAILURES] == [401] * FREE_FAILURES
+    assert set(statuses[FREE_FAILURES:]) == {429}  # throttled: answered without checking a password
+    assert attempt(client, "mallory-target", password) == 429
+    response = client.get("/queue", follow_redirects=False)
+    assert response.status_code in (302, 303, 401)  # not signed in
+
+
+def test_backoff_then_lock_per_account_with_an_audit_entry(db: Database) -> None:
+    password = make_user(db, "ops-lee", Role.operator)
+    at = T0
+    with db.session() as session:
+        for _ in range(FREE_FAILURES):
+            assert sign_in(session, "ops-lee", "wrong", client="client:10.0.0.9", now=at) is None
+        with pytest.raises(LoginThrottled) as early:
+            sign_in(session, "ops-lee", password, client="client:10.0.0.9", now=at)  # even the right one waits
+        assert early.value.retry_after_s == 1
+        for n in range(FREE_FAILURES, LOCK_AFTER):
+            at += dt.timedelta(seconds=2 ** (n - FREE_FAILURES) + 1)  # each after its backoff
+            assert sign_in(session, "ops-lee", "wrong", client="client:10.0.0.9", now=at) is None
+        at += dt.timedelta(minutes=5)
+        with pytest.raises(LoginThrottled, match="locked after 10 failed sign-ins"):
+            sign_in(session, "ops-lee", password, client="client:10.0.0.9", now=at)
+        locks = session.scalars(
+            select(AuditEntry).where(AuditEntry.action == "core.user.locked", AuditEntry.object_id == "ops-lee")
+        ).all()
+        assert len(locks) == 1
+        assert locks[0].detail == {"client": "client:10.0.0.9"}
+        # the window passes: the right password signs in, and the count starts again
+        later = at + dt.timedelta(minutes=16)
+        assert sign_in(session, "ops-lee", password, client="client:10.0.0.9", now=later) is not None
+        assert sign_in(session, "ops-lee", "wrong", client="client:10.0.0.9", now=later) is None
+        assert sign_in(session, "ops-lee", password, client="client:10.0.0.9", now=later) is not None
+
+
+def test_one_address_trying_many_accounts_is_slowed_too(client: TestClient, db: Database) -> None:
+    statuses = [attempt(client, f"nobody-{n}", "guess") for n in range(25)]  # names that do not exist
+    assert statuses[:20] == [401] * 20
+    assert 429 in statuses[20:]
