@@ -103,8 +103,13 @@ def up(
 def api(
     workers: Annotated[int, typer.Option(help="uvicorn worker processes.", min=1)] = 1,
 ) -> None:
-    """Serve the REST API and web UI (production: PostgreSQL and a real broker)."""
+    """Serve the REST API and web UI (production: PostgreSQL, a real broker, an https PUBLIC_URL)."""
     settings = _central(_settings())
+    if settings.environment == "production" and not settings.effective_public_url.startswith("https://"):
+        raise _fail(
+            "FLEETFIX_PUBLIC_URL must be the https:// address people reach the UI at in production (behind a "
+            "proxy that ends TLS, the proxy's https address): the session cookie is sent only over https"
+        )
     import uvicorn
 
     uvicorn.run(

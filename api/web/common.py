@@ -162,8 +162,15 @@ def redirect(request: Request, url: str) -> Response:
 
 
 def local_path(value: str | None, default: str = "/") -> str:
-    """Only a path on this site: an absolute or scheme-relative URL would make the login an open redirect."""
-    if value and value.startswith("/") and not value.startswith(("//", "/\\")):
+    """Only a path on this site: an absolute or scheme-relative URL would make the login an open redirect,
+    and a control character or backslash has no place in a path echoed into Location or HX-Redirect."""
+    if (
+        value
+        and value.startswith("/")
+        and not value.startswith("//")
+        and "\\" not in value
+        and all(" " <= ch != "\x7f" for ch in value)
+    ):
         return value
     return default
 

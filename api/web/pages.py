@@ -36,5 +36,6 @@ def install(app: FastAPI, settings: Settings) -> None:
         session_cookie=SESSION_COOKIE,
         max_age=SESSION_MAX_AGE_S,
         same_site="lax",
-        https_only=settings.effective_public_url.startswith("https://"),
+        # Secure: never sent over plain http in production (`fleetfix api` requires an https PUBLIC_URL there)
+        https_only=settings.environment == "production" or settings.effective_public_url.startswith("https://"),
     )
