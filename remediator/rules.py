@@ -314,18 +314,83 @@ def _node_line(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None
     return line
 
 
-def load_pack(path: Path) -> RulePack:
+MAX_PACK_BYTES = 1_048_576  # the default pack is ~60 KB
+MAX_PACK_NODES = 100_000  # YAML nodes once every alias is expanded (an alias bomb is billions)
+MAX_PACK_DEPTH = 32  # nesting of mappings and lists
+NUL = b"\x00"
+
+
+def _line_at(raw: bytes, offset: int) -> int:
+    return raw.count(b"\n", 0, offset) + 1
+
+
+def _pack_text(path: Path) -> str:
+    """The file as UTF-8 text, refused (file:line: reason) when too large, not UTF-8, or holding a NUL."""
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_PACK_BYTES:
+            raise RulePackError(f"{path}:1: {size} bytes: a rule pack is at most {MAX_PACK_BYTES}")
+        raw = path.read_bytes()
     except OSError as error:
         raise RulePackError(f"{path}: cannot read: {error.strerror}") from error
+    if len(raw) > MAX_PACK_BYTES:  # it grew since the stat
+        raise RulePackError(f"{path}:1: over {MAX_PACK_BYTES} bytes: a rule pack is at most that")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        byte = raw[error.start]
+        raise RulePackError(f"{path}:{_line_at(raw, error.start)}: not UTF-8 text (byte 0x{byte:02x})") from None
+    if "\x00" in text:
+        line = _line_at(raw, raw.index(NUL))
+        raise RulePackError(f"{path}:{line}: a NUL character has no place in a rule pack")
+    return text
+
+
+def _check_shape(path: Path, root: yaml.Node | None) -> None:
+    """Refuse nesting deeper than MAX_PACK_DEPTH and aliases that expand past MAX_PACK_NODES, before
+    anything is built from the document (expanded sizes are counted once per distinct node)."""
+    sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
+
+    def children(node: yaml.Node) -> list[yaml.Node]:
+        if isinstance(node, yaml.MappingNode):
+            return [part for pair in node.value for part in pair]
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        return []
+
+    def walk(node: yaml.Node, depth: int) -> int:
+        if depth > MAX_PACK_DEPTH:
+            raise RulePackError(f"{path}:{node.start_mark.line + 1}: nested deeper than {MAX_PACK_DEPTH} levels")
+        key = id(node)
+        if key in sizes and depths[key] >= depth:
+            return sizes[key]
+        depths[key] = depth
+        total = 1 + sum(walk(child, depth + 1) for child in children(node))
+        if total > MAX_PACK_NODES:
+            raise RulePackError(
+                f"{path}:{node.start_mark.line + 1}: expands to more than {MAX_PACK_NODES} YAML nodes "
+                "(anchors and aliases that multiply): refused"
+            )
+        sizes[key] = total
+        return total
+
+    if root is not None:
+        walk(root, 0)
+
+
+def load_pack(path: Path) -> RulePack:
+    text = _pack_text(path)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_shape(path, root)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise RulePackError(f"{where}: not valid YAML: {error.problem}") from error
+    except RecursionError:
+        raise RulePackError(f"{path}:1: nested deeper than {MAX_PACK_DEPTH} levels") from None
     if not isinstance(data, dict):
         raise RulePackError(f"{path}:1: a rule pack is a mapping with 'version' and 'rules'")
     try:

@@ -131,3 +131,44 @@ def test_cli_doc_prints_a_pack_with_its_sources(tmp_path: Path) -> None:
     failed = subprocess.run([sys.executable, "-m", "api", "rules", "doc", str(bad)], capture_output=True, text=True)
     assert failed.returncode == 1
     assert f"{bad}:1: version" in failed.stderr
+
+
+def alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """The billion laughs, inside a step's params: each anchor lists the one before it `width` times."""
+    lines = ["    plan:", "      - action: ticket", "        params:", '          a0: &a0 "lol"']
+    for level in range(1, levels):
+        refs = ", ".join([f"*a{level - 1}"] * width)
+        lines.append(f"          a{level}: &a{level} [{refs}]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            GOOD.replace("    plan:\n      - action: ticket\n        params: {part_type: dimm}\n", alias_bomb()),
+            "expands to more than 100000 YAML nodes",
+        ),
+        (GOOD + "x: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than 32 levels"),
+        (GOOD.replace("description: test rule", "description: 'a\x00b'"), ":4: a NUL character has no place"),
+        (
+            GOOD.encode().replace(b"description: test rule", b"description: \xff\xfe"),
+            r":4: not UTF-8 text \(byte 0xff\)",
+        ),
+        ("x" * 1_048_577, "a rule pack is at most 1048576"),
+    ],
+    ids=["alias-bomb", "deep-nesting", "nul", "not-utf8", "too-large"],
+)
+def test_hostile_packs_are_refused_with_file_line_and_reason(
+    tmp_path: Path, content: str | bytes, message: str
+) -> None:
+    """The outside review's alias bomb exhausted memory when the rule was serialised; a 30 MB pack took
+    5 minutes and 5.4 GB. Each is now refused before anything is built, with file:line: reason."""
+    path = tmp_path / "hostile.yaml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(RulePackError, match=message) as refused:
+        load_pack(path)
+    assert str(refused.value).startswith(f"{path}:")
