@@ -2,7 +2,8 @@
 
 FastAPI reads and parses a request's body before its dependencies run, so the route's own `require`
 comes too late to stop an unauthenticated client from making the service parse 330 MB of JSON. This
-ASGI middleware, for every /api/ request that carries a body:
+ASGI middleware refuses a NUL in any request's query or path (422: PostgreSQL cannot store one), and,
+for every /api/ request that carries a body:
 
 1. refuses a declared `Content-Length` above the path's limit with 413, reading nothing;
 2. authenticates the request (the same bearer token or web session the route will check) and refuses
@@ -49,6 +50,15 @@ class RequestGuard:
         self.settings = settings
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (b"%00" in scope.get("query_string", b"").lower() or "\x00" in scope["path"]):
+            # PostgreSQL's text cannot hold a NUL: a filter with one is a bad request, not a 500 from the store
+            body = error_body(
+                "invalid",
+                "query: a NUL character (%00) is not a valid value",
+                [{"field": "query", "message": "a NUL character"}],
+            )
+            await JSONResponse(body, status_code=422)(scope, receive, send)
+            return
         if scope["type"] != "http" or scope["method"] not in BODY_METHODS or not scope["path"].startswith("/api/"):
             await self.app(scope, receive, send)
             return

@@ -13,7 +13,7 @@ import uuid
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION: Literal[1] = 1
 MAX_LINES_PER_EVENT = 40
@@ -24,6 +24,40 @@ MAX_PROBLEMS = 20
 MAX_PROBLEM_CHARS = 400
 
 Line = Annotated[str, Field(max_length=4096)]
+
+# Every number and time a report carries is bounded to what the domain allows and what the store can
+# hold: integers to 64 bits, and whole (a bool or a float is no count); floats finite (NaN and
+# Infinity have no JSON and no meaning here); times between 2000 and 2100, never a bare number.
+MAX_INT64 = 2**63 - 1
+EARLIEST = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(2100, 1, 1, tzinfo=dt.UTC)
+MAX_MAP_KEYS = 4096  # a dict's keys (IRQs, NVMe devices, nodes); lists have their own bounds
+
+
+def _not_a_bool(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError("a number, not true/false")
+    return value
+
+
+def _not_a_number(value: object) -> object:
+    if isinstance(value, int | float):
+        raise ValueError("a time is an ISO 8601 string with its offset, not a number")
+    return value
+
+
+def _plausible(value: dt.datetime) -> dt.datetime:
+    if not EARLIEST <= value < LATEST:
+        raise ValueError(f"a time between {EARLIEST.year} and {LATEST.year}")
+    return value
+
+
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_INT64, strict=True)]
+Int64 = Annotated[int, Field(ge=-MAX_INT64 - 1, le=MAX_INT64, strict=True)]
+Address = Annotated[int, Field(ge=0, le=2**64 - 1, strict=True)]  # a physical address: unsigned 64 bits
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False), BeforeValidator(_not_a_bool)]
+Timestamp = Annotated[AwareDatetime, BeforeValidator(_not_a_number), AfterValidator(_plausible)]
+Key = Annotated[str, Field(max_length=128)]
 
 
 class Model(BaseModel):
@@ -39,7 +73,7 @@ class CollectorStatus(StrEnum):
 
 class CollectorRun(Model):
     status: CollectorStatus
-    duration_ms: float = Field(ge=0)
+    duration_ms: FiniteFloat = Field(ge=0)
     reason: str | None = Field(None, max_length=1000, description="Why unavailable or error.")
     excerpt: str | None = Field(None, max_length=MAX_EXCERPT_CHARS, description="Offending input, for errors.")
     source: str | None = Field(
@@ -99,23 +133,23 @@ class EdacState(Model):
 class RasMemoryEvent(Model):
     """A row of rasdaemon's mc_event table."""
 
-    id: int
+    id: Int64
     timestamp: str | None = Field(None, max_length=64)
     err_count: NonNegativeInt = 1
     err_type: str = Field(max_length=64)
     err_msg: str = Field("", max_length=1000)
     label: str = Field("", max_length=256)
-    mc: int | None = None
-    top_layer: int | None = None
-    middle_layer: int | None = None
-    lower_layer: int | None = None
-    address: int | None = None
+    mc: Int64 | None = None
+    top_layer: Int64 | None = None
+    middle_layer: Int64 | None = None
+    lower_layer: Int64 | None = None
+    address: Address | None = None
 
 
 class RasAerEvent(Model):
     """A row of rasdaemon's aer_event table (PCIe Advanced Error Reporting)."""
 
-    id: int
+    id: Int64
     timestamp: str | None = Field(None, max_length=64)
     dev_name: str = Field("", max_length=128)
     err_type: str = Field("", max_length=64, description="Corrected, Uncorrected (Non-Fatal), Uncorrected (Fatal).")
@@ -125,7 +159,7 @@ class RasAerEvent(Model):
 class RasMemoryFailure(Model):
     """A row of rasdaemon's memory_failure_event table (the kernel's memory_failure() outcome)."""
 
-    id: int
+    id: Int64
     timestamp: str | None = Field(None, max_length=64)
     pfn: str = Field("", max_length=64)
     page_type: str = Field("", max_length=128)
@@ -137,16 +171,16 @@ class RasDimmTotal(Model):
 
     err_type: str = Field(max_length=64)
     label: str = Field("", max_length=256)
-    mc: int | None = None
-    top_layer: int | None = None
-    middle_layer: int | None = None
-    lower_layer: int | None = None
+    mc: Int64 | None = None
+    top_layer: Int64 | None = None
+    middle_layer: Int64 | None = None
+    lower_layer: Int64 | None = None
     err_count: NonNegativeInt
 
 
 class RasdaemonState(Model):
     memory_events: list[RasMemoryEvent] = Field(default_factory=list, max_length=MAX_EVENTS)
-    last_id: int | None = Field(None, description="Highest mc_event id read (the incremental cursor).")
+    last_id: Int64 | None = Field(None, description="Highest mc_event id read (the incremental cursor).")
     truncated: NonNegativeInt = 0
     aer_events: list[RasAerEvent] = Field(default_factory=list, max_length=MAX_EVENTS)
     memory_failures: list[RasMemoryFailure] = Field(default_factory=list, max_length=MAX_EVENTS)
@@ -156,8 +190,10 @@ class RasdaemonState(Model):
         description="Error totals per type and DIMM location (what `ras-mc-ctl --summary` prints); "
         "written from the same EDAC path as the sysfs counters, so they under-count where EDAC does.",
     )
-    last_ids: dict[str, int] = Field(
-        default_factory=dict, description="Highest id read per table (mc_event, aer_event, …): the cursors."
+    last_ids: dict[Key, Int64] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Highest id read per table (mc_event, aer_event, …): the cursors.",
     )
     mce_records: list[MceRecord] | None = Field(
         None,
@@ -197,7 +233,7 @@ class KernelEventKind(StrEnum):
 class KernelEvent(Model):
     kind: KernelEventKind
     seq: NonNegativeInt | None = Field(None, description="/dev/kmsg sequence number of the first line.")
-    timestamp: AwareDatetime | None = None
+    timestamp: Timestamp | None = None
     subject: str | None = Field(None, max_length=256, description="What it is about: DIMM label, device, CPU.")
     count: NonNegativeInt = Field(1, description="Errors the line reports (an EDAC line may say '6 CE').")
     lines: list[Line] = Field(max_length=MAX_LINES_PER_EVENT)
@@ -221,7 +257,7 @@ class KernelLogState(Model):
 
 class SelEntry(Model):
     record_id: NonNegativeInt
-    timestamp: AwareDatetime | None = Field(None, description="None when the BMC's clock was not set (PostInit).")
+    timestamp: Timestamp | None = Field(None, description="None when the BMC's clock was not set (PostInit).")
     sensor_type: str = Field(max_length=128)
     sensor_name: str = Field("", max_length=128)
     event: str = Field("", max_length=256)
@@ -233,7 +269,7 @@ class SelEntry(Model):
 class SelState(Model):
     entries: list[SelEntry] = Field(default_factory=list, max_length=MAX_SEL_ENTRIES)
     entry_count: NonNegativeInt | None = None
-    percent_used: float | None = Field(None, ge=0, le=100)
+    percent_used: FiniteFloat | None = Field(None, ge=0, le=100)
     overflow: bool | None = None
     last_record_id: NonNegativeInt | None = None
     truncated: NonNegativeInt = 0
@@ -245,9 +281,9 @@ class SensorReading(Model):
     name: str = Field(max_length=128)
     kind: Literal["psu", "fan", "temperature", "voltage", "power", "other"]
     status: str = Field(max_length=32, description="ok, cr, nr, ns … as the BMC reports it.")
-    reading: float | None = None
+    reading: FiniteFloat | None = None
     unit: str | None = Field(None, max_length=32)
-    thresholds: dict[Literal["lnr", "lcr", "lnc", "unc", "ucr", "unr"], float] = Field(
+    thresholds: dict[Literal["lnr", "lcr", "lnc", "unc", "ucr", "unr"], FiniteFloat] = Field(
         default_factory=dict,
         max_length=6,
         description="The BMC's thresholds, where the listing has them (`ipmitool sensor list`): lower/upper "
@@ -277,7 +313,7 @@ class DiskHealth(Model):
     percentage_used: NonNegativeInt | None = None
     available_spare: NonNegativeInt | None = None
     available_spare_threshold: NonNegativeInt | None = None
-    temperature_c: float | None = None
+    temperature_c: FiniteFloat | None = None
     power_on_hours: NonNegativeInt | None = None
 
 
@@ -285,7 +321,7 @@ class DiskHealth(Model):
 
 
 class MceRecord(Model):
-    timestamp: AwareDatetime | None = None
+    timestamp: Timestamp | None = None
     cpu: NonNegativeInt | None = None
     socket: NonNegativeInt | None = None
     bank: NonNegativeInt | None = None
@@ -294,7 +330,7 @@ class MceRecord(Model):
     error_class: Literal["memory", "cache", "bus", "internal", "other"]
     corrected: bool
     message: str = Field("", max_length=1000)
-    id: int | None = Field(None, description="rasdaemon's mce_record row id (its cursor); None from mcelog.")
+    id: Int64 | None = Field(None, description="rasdaemon's mce_record row id (its cursor); None from mcelog.")
 
 
 class MceMemoryCounter(Model):
@@ -353,7 +389,9 @@ class Firmware(Model):
     system_serial: str | None = Field(None, max_length=128)
     bmc_firmware: str | None = Field(None, max_length=64)
     nics: list[NicFirmware] = Field(default_factory=list, max_length=64)
-    nvme: dict[str, str] = Field(default_factory=dict, description="NVMe device to firmware revision.")
+    nvme: dict[Key, Annotated[str, Field(max_length=128)]] = Field(
+        default_factory=dict, max_length=256, description="NVMe device to firmware revision."
+    )
 
 
 class Identity(Model):
@@ -375,8 +413,8 @@ class InterruptRow(Model):
 class Interrupts(Model):
     cpu_count: NonNegativeInt = Field(description="CPUn columns of the header (online CPUs).")
     rows: list[InterruptRow] = Field(default_factory=list, max_length=2048)
-    irq_affinity: dict[str, list[NonNegativeInt]] = Field(
-        default_factory=dict, description="IRQ number to its smp_affinity_list."
+    irq_affinity: dict[Key, Annotated[list[NonNegativeInt], Field(max_length=MAX_MAP_KEYS)]] = Field(
+        max_length=MAX_MAP_KEYS, default_factory=dict, description="IRQ number to its smp_affinity_list."
     )
     cpus: list[NonNegativeInt] = Field(
         default_factory=list,
@@ -398,7 +436,7 @@ MAX_ISOLATED_PROCESSES = 16
 class IsolatedProcess(Model):
     """A user process with threads whose last CPU (field 39 of /proc/PID/task/TID/stat) is isolated."""
 
-    pid: int = Field(ge=1)
+    pid: Int64 = Field(ge=1)
     comm: str = Field(max_length=64, description="/proc/PID/comm: the process's name, as the kernel keeps it.")
     threads: NonNegativeInt = Field(description="Its threads that were read.")
     isolated_threads: NonNegativeInt = Field(description="Of those, the threads that last ran on an isolated CPU.")
@@ -437,8 +475,10 @@ class NumaNode(Model):
 class MemoryTiers(Model):
     nodes: list[NumaNode] = Field(default_factory=list, max_length=64)
     demotion_enabled: bool | None = None
-    numa_balancing: int | None = None
-    interleave_weights: dict[str, int] = Field(default_factory=dict, description="node to weighted-interleave weight.")
+    numa_balancing: Int64 | None = None
+    interleave_weights: dict[Key, Int64] = Field(
+        default_factory=dict, max_length=1024, description="node to weighted-interleave weight."
+    )
 
 
 class AgentStatus(Model):
@@ -449,7 +489,7 @@ class AgentStatus(Model):
         0, description="Reports dropped from the full spool (oldest first) since the state directory was made."
     )
     rss_kb: NonNegativeInt | None = Field(None, description="The agent process's resident memory.")
-    cpu_seconds: float | None = Field(None, ge=0, description="CPU time the agent process has used (a counter).")
+    cpu_seconds: FiniteFloat | None = Field(None, ge=0, description="CPU time the agent process has used (a counter).")
     cpus: list[NonNegativeInt] = Field(default_factory=list, max_length=4096, description="CPUs the agent may run on.")
     last_delivery: Literal["broker", "http", "spool", "dropped"] | None = Field(
         None, description="How the previous report left: the broker, the HTTP fallback, the spool, or dropped."
@@ -478,9 +518,9 @@ class Report(Model):
     schema_version: Literal[1] = SCHEMA_VERSION
     report_id: uuid.UUID = Field(default_factory=uuid.uuid4, description="Idempotency key: sent twice, stored once.")
     host: HostIdentity
-    captured_at: AwareDatetime
-    interval_s: int = Field(60, ge=1, le=86400, description="The cycle interval the agent runs on.")
-    collectors: dict[str, CollectorRun] = Field(default_factory=dict)
+    captured_at: Timestamp
+    interval_s: Int64 = Field(60, ge=1, le=86400, description="The cycle interval the agent runs on.")
+    collectors: dict[Key, CollectorRun] = Field(default_factory=dict, max_length=64)
     observations: Observations = Field(default_factory=Observations)
 
 

@@ -76,8 +76,50 @@ def parse_reports(payloads: Iterable[object], *, now: dt.datetime | None = None)
     return reports, refused
 
 
+def nul_at(value: object, path: str = "") -> str | None:
+    """Where a NUL character sits in a decoded report (its dotted path), or None. PostgreSQL's text and
+    jsonb cannot hold one, so a report with one is refused whole, naming the field, on every store."""
+    if isinstance(value, str):
+        return path or "report" if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                return where
+            if (found := nul_at(item, where)) is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            if (found := nul_at(item, f"{path}.{index}" if path else str(index))) is not None:
+                return found
+    return None
+
+
+def _nul_refusal(payload: object) -> Refusal | None:
+    """A payload holding a NUL: JSON text is searched for its escape first (cheap), decoded only if found."""
+    if isinstance(payload, str | bytes):
+        marker = "\\u0000" if isinstance(payload, str) else b"\\u0000"
+        if marker not in payload:  # type: ignore[operator]
+            return None
+        try:
+            payload = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return None  # malformed JSON: validation says so
+    where = nul_at(payload)
+    if where is None:
+        return None
+    report_id = payload.get("report_id") if isinstance(payload, dict) else None
+    return Refusal(
+        index=0,
+        report_id=str(report_id) if report_id is not None else None,
+        errors=[f"{where}: a NUL character (\\u0000), which the store cannot hold"],
+    )
+
+
 def parse_one(payload: object, now: dt.datetime) -> Report | Refusal:
     """One payload validated: the report, or why it is refused (index 0; the caller sets it)."""
+    if (nul := _nul_refusal(payload)) is not None:
+        return nul
     try:
         if isinstance(payload, str | bytes):
             report = Report.model_validate_json(payload)

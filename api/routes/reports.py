@@ -26,7 +26,7 @@ from core.db import utcnow
 from core.errors import InvalidInput, NotFound
 from core.models import Role
 from remediator import service as remediator
-from remediator.ingest import from_the_future, ingest, parse_reports
+from remediator.ingest import from_the_future, ingest, nul_at, parse_reports
 from remediator.models import Report as StoredReport
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult, Refusal
@@ -53,6 +53,9 @@ def submit_report(
     problem = from_the_future(report, utcnow())
     if problem is not None:
         raise InvalidInput(problem, detail=[{"field": "body.captured_at", "message": problem}])
+    if (where := nul_at(report.model_dump(mode="json"))) is not None:
+        message = f"body.{where}: a NUL character (\\u0000), which the store cannot hold"
+        raise InvalidInput(message, detail=[{"field": f"body.{where}", "message": "a NUL character"}])
     result = ingest(session, [report], ruleset=get_registry().ruleset)
     session.commit()
     return result

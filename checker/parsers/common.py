@@ -83,9 +83,12 @@ def to_int(text: str | None, base: int = 10) -> int | None:
     if not value:
         return None
     try:
-        return int(value, base)
+        number = int(value, base)
     except ValueError:
         return None
+    # Past 64 bits no counter, id or size of a host's goes: a broken field, not a value (the report
+    # schema refuses it, and one field must not cost a collector its whole section).
+    return number if -(2**63) <= number < 2**63 else None
 
 
 def first_int(text: str | None) -> int | None:

@@ -8,6 +8,7 @@ smart_status.passed and the counters; the flags are reported so rules can weigh 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -56,7 +57,7 @@ def _dict(value: Any) -> dict[str, Any]:
 def _int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
-    return value if value >= 0 else None
+    return value if 0 <= value < 2**63 else None  # NVMe's 128-bit counters past 64 bits: a broken field
 
 
 def _str(value: Any, limit: int) -> str | None:
@@ -120,7 +121,13 @@ def parse_smartctl_json(text: str, device: str = "") -> Parsed[DiskHealth | None
     _nvme(doc, health)
     health.grown_defects = _int(doc.get("scsi_grown_defect_list"))
     temperature = _dict(doc.get("temperature")).get("current")
-    if isinstance(temperature, int | float) and not isinstance(temperature, bool) and temperature != 0:
+    if (
+        isinstance(temperature, int | float)
+        and not isinstance(temperature, bool)
+        and temperature != 0
+        and math.isfinite(temperature)
+        and abs(temperature) < 1000
+    ):
         # smartctl reports 0 when the device has no sensor (RAID volumes).
         health.temperature_c = float(temperature)
     hours = _int(_dict(doc.get("power_on_time")).get("hours"))
