@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.errors import FleetfixError
+
+log = logging.getLogger(__name__)
 
 
 def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
@@ -28,6 +32,17 @@ def install_error_handlers(app: FastAPI) -> None:
         ]
         message = "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
         return JSONResponse(error_body("invalid", message, problems), status_code=422)
+
+    @app.exception_handler(DataError)
+    async def _data_error(_: Request, exc: DataError) -> JSONResponse:
+        # A value the database cannot hold (an id past its integer type, a text it refuses) that
+        # validation let through: the client's, so a 422, never a 500 with the store's words.
+        log.warning("api.request.data_error", extra={"fields": {"error": str(exc.orig).splitlines()[0][:200]}})
+        return JSONResponse(error_body("invalid", "a value is out of the range the service can store"), status_code=422)
+
+    @app.exception_handler(OverflowError)
+    async def _overflow(_: Request, exc: OverflowError) -> JSONResponse:
+        return JSONResponse(error_body("invalid", f"a value is out of range: {exc}"), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -27,7 +27,8 @@ from core.errors import InvalidInput
 
 T = TypeVar("T")
 
-CURSOR_QUERY = Query(None, description="`next_cursor` of the previous page; omit for the first page.")
+CURSOR_QUERY = Query(None, max_length=2000, description="`next_cursor` of the previous page; omit for the first page.")
+INT64 = 2**63 - 1
 
 
 class Page(BaseModel, Generic[T]):
@@ -60,6 +61,10 @@ def _decode_value(column: InstrumentedAttribute[Any], value: object) -> object:
         return parsed
     if kind is uuid.UUID and isinstance(value, str):
         return uuid.UUID(value)
+    if kind is int and type(value) is int and not -INT64 - 1 <= value <= INT64:
+        raise _bad_cursor(f"{column.key}: beyond 64 bits")
+    if kind is str and type(value) is str and "\x00" in value:
+        raise _bad_cursor(f"{column.key}: a NUL character")
     if kind in (int, str) and type(value) is kind:
         return value
     raise _bad_cursor(f"{column.key}: {value!r}")
@@ -76,8 +81,8 @@ def decode_key(cursor: str | None, columns: Sequence[InstrumentedAttribute[Any]]
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         values = json.loads(base64.urlsafe_b64decode(padded.encode()))["k"]
-    except (binascii.Error, ValueError, KeyError, TypeError) as error:
-        raise _bad_cursor(str(error)) from error
+    except (binascii.Error, ValueError, KeyError, TypeError, RecursionError) as error:
+        raise _bad_cursor(type(error).__name__ if isinstance(error, RecursionError) else str(error)) from None
     if not isinstance(values, list) or len(values) != len(columns):
         raise _bad_cursor("wrong shape")
     try:

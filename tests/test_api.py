@@ -217,3 +217,26 @@ def test_a_nul_in_a_query_is_a_bad_request_not_a_500(client: TestClient) -> None
     response = client.get("/api/v1/hosts?datacenter=a%00b")
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "invalid"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/tickets/99999999999999999999999",
+        "/api/v1/remediations/99999999999999999999999",
+        "/api/v1/tickets?cursor=" + "W" * 3000,
+    ],
+    ids=["ticket-id", "remediation-id", "long-cursor"],
+)
+def test_ids_and_cursors_past_what_the_store_holds_are_4xx(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert 400 <= response.status_code < 500, (path, response.status_code, response.text)
+
+
+def test_a_cursor_of_nested_brackets_is_a_bad_cursor(client: TestClient) -> None:
+    import base64
+
+    nested = base64.urlsafe_b64encode(b'{"k": ' + b"[" * 1400).decode().rstrip("=")  # deeper than json recurses
+    assert len(nested) <= 2000
+    response = client.get(f"/api/v1/hosts?cursor={nested}")
+    assert response.status_code == 422, response.text
