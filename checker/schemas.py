@@ -27,9 +27,10 @@ Line = Annotated[str, Field(max_length=4096)]
 
 # Every number and time a report carries is bounded to what the domain allows and what the store can
 # hold: integers to 64 bits, and whole (a bool or a float is no count); floats finite (NaN and
-# Infinity have no JSON and no meaning here); times between 2000 and 2100, never a bare number.
+# Infinity have no JSON and no meaning here); times between 1970 (a BMC whose clock was never set
+# logs from the epoch) and 2100, never a bare number.
 MAX_INT64 = 2**63 - 1
-EARLIEST = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 LATEST = dt.datetime(2100, 1, 1, tzinfo=dt.UTC)
 MAX_MAP_KEYS = 4096  # a dict's keys (IRQs, NVMe devices, nodes); lists have their own bounds
 

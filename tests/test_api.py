@@ -240,3 +240,14 @@ def test_a_cursor_of_nested_brackets_is_a_bad_cursor(client: TestClient) -> None
     assert len(nested) <= 2000
     response = client.get(f"/api/v1/hosts?cursor={nested}")
     assert response.status_code == 422, response.text
+
+
+def test_a_bmc_clock_at_the_epoch_is_a_time_a_year_one_is_not() -> None:
+    from pydantic import ValidationError
+
+    from checker.schemas import SelEntry
+
+    epoch = SelEntry.model_validate({"record_id": 7, "timestamp": "1970-01-01T00:00:07+00:00", "sensor_type": "Fan"})
+    assert epoch.timestamp is not None
+    with pytest.raises(ValidationError, match="a time between 1970 and 2100"):
+        SelEntry.model_validate({"record_id": 7, "timestamp": "0001-01-01T00:00:00+00:00", "sensor_type": "Fan"})
