@@ -128,6 +128,8 @@ def test_up_prints_its_database_without_the_password(monkeypatch: pytest.MonkeyP
     from api import cli, embedded
 
     monkeypatch.setenv("FLEETFIX_DATA_DIR", str(tmp_path))
+    # `up` sets the metrics directory for the process; this keeps it from outliving the test
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
     monkeypatch.setenv("FLEETFIX_DATABASE_URL", "postgresql+psycopg://fleetfix:hunter2@db.internal:5432/fleetfix")
     monkeypatch.delenv("FLEETFIX_BROKER_URL", raising=False)
     monkeypatch.setattr(embedded, "run_up", lambda *args, **kwargs: None)

@@ -25,6 +25,8 @@ PRODUCTION = {
 
 def production(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **extra: str) -> None:
     monkeypatch.setenv("FLEETFIX_DATA_DIR", str(tmp_path))
+    # `fleetfix api` sets the metrics directory for the process; this keeps it from outliving the test
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
     for name, value in {**PRODUCTION, **extra}.items():
         monkeypatch.setenv(name, value)
 
