@@ -17,6 +17,7 @@ import functools
 import hashlib
 import logging
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, cast
@@ -205,6 +206,18 @@ def lock_hosts(session: Session, reports: list[Report]) -> dict[str, Host]:
     return hosts
 
 
+def foreign_ids(session: Session, unique: dict[Any, Report], hosts: dict[str, Host]) -> dict[Any, str]:
+    """Report ids of this batch that another host's stored report already has (id -> its hostname): a
+    report id is unique across the fleet, so such a report is refused, never stored beside the other
+    or dropped as a duplicate while the sender is told it was accepted. One indexed lookup per batch."""
+    found = session.execute(
+        select(ReportRow.id, Host.hostname)
+        .join(Host, Host.id == ReportRow.host_id)
+        .where(ReportRow.id.in_(list(unique)))
+    ).all()
+    return {rid: name for rid, name in found if name != unique[rid].host.hostname}
+
+
 @functools.cache
 def firmware_baselines() -> FirmwareBaselines:
     return load_baselines()
@@ -281,6 +294,15 @@ def ingest(
     if not unique:
         return result
     hosts = lock_hosts(session, list(unique.values()))
+    for report_id, owner in foreign_ids(session, unique, hosts).items():
+        report = unique.pop(report_id)
+        result.refused.append(
+            Refusal(
+                index=-1,
+                report_id=str(report_id),
+                errors=[f"report_id: {report_id} is a stored report of {owner}, not of {report.host.hostname}"],
+            )
+        )
     new_rows: list[dict[str, Any]] = []
     repeats: dict[Any, list[Any]] = defaultdict(lambda: [0, None])
     signal_rows: list[dict[str, Any]] = []
@@ -387,12 +409,14 @@ def ingest_batch(
     entries = [p if isinstance(p, SignedPayload) else SignedPayload(body=p) for p in payloads]
     passed, refused = authenticate(entries, host_keys, required=require_signed)
     reports: list[Report] = []
+    at_index: dict[uuid.UUID, int] = {}
     for index, entry in passed:
         parsed = parse_one(entry.body, now)
         if isinstance(parsed, Report) and (problem := about_the_signer(parsed, entry)) is not None:
             parsed = Refusal(index=index, report_id=str(parsed.report_id), errors=[problem])
         if isinstance(parsed, Report):
             reports.append(parsed)
+            at_index.setdefault(parsed.report_id, index)
         else:
             refused.append(parsed.model_copy(update={"index": index}))
     refused.sort(key=lambda r: r.index)
@@ -418,5 +442,12 @@ def ingest_batch(
                 result.accepted += one.accepted
                 result.duplicates += one.duplicates
                 result.remediations += one.remediations
-    result.refused = refused
+                result.refused += one.refused
+    # what ingest itself refused (a report id another host's report has), at its place in the batch
+    clashes = [
+        r.model_copy(update={"index": at_index.get(uuid.UUID(r.report_id), -1) if r.report_id else -1})
+        for r in result.refused
+    ]
+    metrics.REPORTS.labels("refused").inc(len(clashes))
+    result.refused = sorted([*refused, *clashes], key=lambda r: r.index)
     return result

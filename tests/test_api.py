@@ -14,7 +14,7 @@ from core.db import Database
 from core.models import Role
 from core.settings import load_settings
 from tests.api.helpers import bearer
-from tests.factories import edac_report, payload, storm_reports
+from tests.factories import T0, edac_report, payload, storm_reports
 
 
 @pytest.fixture
@@ -251,3 +251,33 @@ def test_a_bmc_clock_at_the_epoch_is_a_time_a_year_one_is_not() -> None:
     assert epoch.timestamp is not None
     with pytest.raises(ValidationError, match="a time between 1970 and 2100"):
         SelEntry.model_validate({"record_id": 7, "timestamp": "0001-01-01T00:00:00+00:00", "sensor_type": "Fan"})
+
+
+@pytest.mark.parametrize("same_time", [True, False], ids=["same-captured-at", "later"])
+def test_a_report_id_of_another_host_is_refused_not_dropped_or_misfiled(
+    client: TestClient, db: Database, same_time: bool
+) -> None:
+    """The review: with a matching captured_at the response said accepted and nothing was stored;
+    otherwise GET /reports/{id} returned the other host's row."""
+    first = payload(edac_report("web-001"))
+    assert client.post("/api/v1/reports", json=first).status_code == 200
+    stolen = payload(edac_report("web-002", at=T0 if same_time else T0 + dt.timedelta(minutes=5)))
+    stolen["report_id"] = first["report_id"]
+    if same_time:
+        stolen["captured_at"] = first["captured_at"]
+    single = client.post("/api/v1/reports", json=stolen)
+    assert single.status_code == 409, single.text
+    assert "is a stored report of web-001, not of web-002" in single.json()["error"]["message"]
+    batch = client.post("/api/v1/reports/batch", json=[payload(edac_report("web-003")), stolen]).json()
+    assert len(batch["accepted"]) == 1
+    (refused,) = batch["refused"]
+    assert (refused["index"], refused["report_id"]) == (1, first["report_id"])
+    stored = client.get(f"/api/v1/reports/{first['report_id']}").json()
+    assert stored["body"]["host"]["hostname"] == "web-001"
+    # and through the broker's path
+    from remediator.ingest import ingest_batch
+    from remediator.rules import load_ruleset
+
+    result = ingest_batch([stolen], database=db, ruleset=load_ruleset([]))
+    assert [(r.index, r.report_id) for r in result.refused] == [(0, first["report_id"])]
+    assert result.accepted == []

@@ -23,7 +23,7 @@ from api.pagination import CURSOR_QUERY, Page, paginate
 from checker.schemas import Report
 from core.auth import Principal
 from core.db import utcnow
-from core.errors import InvalidInput, NotFound
+from core.errors import Conflict, InvalidInput, NotFound
 from core.models import Role
 from remediator import service as remediator
 from remediator.ingest import from_the_future, ingest, nul_at, parse_reports
@@ -57,6 +57,8 @@ def submit_report(
         message = f"body.{where}: a NUL character (\\u0000), which the store cannot hold"
         raise InvalidInput(message, detail=[{"field": f"body.{where}", "message": "a NUL character"}])
     result = ingest(session, [report], ruleset=get_registry().ruleset)
+    if result.refused:  # its id is another host's stored report
+        raise Conflict(result.refused[0].errors[0], detail={"report_id": str(report.report_id)})
     session.commit()
     return result
 
@@ -79,7 +81,9 @@ def submit_batch(
             refused.append(Refusal(index=index, report_id=str(report.report_id), errors=[f"host.hostname: {refusal}"]))
     result, failed = ingest_each_alone(session, kept)
     session.commit()
-    result.refused = sorted([*refused, *failed], key=lambda r: r.index)
+    at_index = {report.report_id: index for index, report in kept}
+    clashes = [r.model_copy(update={"index": at_index.get(uuid.UUID(r.report_id), -1)}) for r in result.refused]
+    result.refused = sorted([*refused, *failed, *clashes], key=lambda r: r.index)
     return result
 
 
@@ -123,6 +127,7 @@ def ingest_each_alone(session: Session, items: list[tuple[int, Report]]) -> tupl
         result.accepted += one.accepted
         result.duplicates += one.duplicates
         result.remediations += one.remediations
+        result.refused += one.refused
     return result, failed
 
 
