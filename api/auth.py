@@ -54,10 +54,12 @@ def require(role: Role, *, hosts: bool = False) -> Callable[[Request], Principal
     """A dependency that admits principals of at least `role` (and hosts, if `hosts`)."""
 
     def dependency(request: Request, _: object = Depends(BEARER)) -> Principal:
-        database = request.app.state.database
-        with database.sessionmaker() as session:
-            principal = authenticate(request, session)
-            session.commit()  # last_used_at
+        principal: Principal | None = getattr(request.state, "authenticated", None)  # api/limits.py's
+        if principal is None:
+            database = request.app.state.database
+            with database.sessionmaker() as session:
+                principal = authenticate(request, session)
+                session.commit()  # last_used_at
         if principal is None:
             raise Unauthenticated("credentials required: send Authorization: Bearer <token>, or log in")
         if principal.is_host:

@@ -92,12 +92,19 @@ class RequestGuard:
         await self.app(scope, buffered, send)
 
     async def _authenticated(self, scope: Scope) -> bool:
+        """Authenticate once; the route's `require` takes the principal from the request state (one
+        token lookup per request, not two, on the report intake path)."""
         request = Request(scope)
         database = scope["app"].state.database
 
         def check() -> bool:
             with database.sessionmaker() as session:
-                return authenticate(request, session, touch=False) is not None
+                principal = authenticate(request, session)
+                session.commit()  # last_used_at
+            if principal is None:
+                return False
+            request.state.authenticated = principal  # scope["state"]: the route's Request sees it
+            return True
 
         return await to_thread.run_sync(check)
 

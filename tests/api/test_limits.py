@@ -108,3 +108,20 @@ def test_an_authenticated_body_within_the_limit_reaches_the_route(client: TestCl
     )
     assert big.status_code == 413
     assert big.json()["error"]["detail"] == {"limit_bytes": 1_048_576}
+
+
+def test_a_report_post_looks_its_token_up_once(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The front door authenticates and the route takes its principal: one lookup on the intake path."""
+    from api import auth
+
+    calls: list[str] = []
+    real = auth.principal_for_token
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append("lookup")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(auth, "principal_for_token", counted)
+    response = client.post("/api/v1/reports", json=payload(edac_report("web-002")))
+    assert response.status_code == 200, response.text
+    assert calls == ["lookup"]
