@@ -350,7 +350,13 @@ def mce_memory_ce(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return (
         host,
         reports,
-        Expect("mce-memory-corrected", "ticket", title=r"socket1 bank13 channel0: 100 in a day", serial=""),
+        Expect(
+            "mce-memory-corrected",
+            "ticket",
+            title=r"socket1 bank13 channel0: 100 in a day",
+            serial="",
+            never=frozenset({"mce-memory-uncorrected"}),  # corrected errors never drain the host
+        ),
     )
 
 
@@ -395,7 +401,16 @@ def mce_core(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
         params = resolve_params(CYBORG_ACTIONS["offline_cpu"], step.params, remediation.evidence or {})
         assert params == {"cpu": 5, "core": True}
 
-    return host, reports, Expect("mce-cpu-core-corrected", "offline_cpu", also=offlines_cpu5)
+    return (
+        host,
+        reports,
+        Expect(
+            "mce-cpu-core-corrected",
+            "offline_cpu",
+            never=frozenset({"mce-cpu-uncorrected", "mce-cpu-shared-corrected"}),
+            also=offlines_cpu5,
+        ),
+    )
 
 
 @case(
@@ -731,7 +746,13 @@ def panicked(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return (
         host,
         [host.cycle(0)],
-        Expect("kernel-panic", "ticket", title="panicked and restarted", never_actions=frozenset({"reboot"})),
+        Expect(
+            "kernel-panic",
+            "ticket",
+            title="panicked and restarted",
+            never=frozenset({"hardware-fatal-panic"}),  # an oops's panic is the kernel's, not the board's
+            never_actions=frozenset({"reboot"}),
+        ),
     )
 
 
@@ -744,7 +765,12 @@ def panicked_again(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return (
         host,
         [first, host.cycle(60)],
-        Expect("kernel-panic-repeated", "reimage", never_actions=frozenset({"reboot"})),
+        Expect(
+            "kernel-panic-repeated",
+            "reimage",
+            never=frozenset({"hardware-fatal-panic"}),
+            never_actions=frozenset({"reboot"}),
+        ),
     )
 
 
