@@ -27,8 +27,9 @@ REGISTRY = CollectorRegistry()
 
 REPORTS = Counter(
     "fleetfix_reports",
-    "Reports that reached ingest, by outcome: accepted; duplicate (seen before, or no newer than the "
-    "host's latest); refused (malformed, or stamped ahead of the service's clock).",
+    "Reports that reached ingest, by outcome: accepted; duplicate (its id stored, or its content held by a "
+    "stored row of the host); late (accepted after a newer one of its host: stored, its new rows counted; "
+    "also counted as accepted); refused (malformed, or stamped ahead of the service's clock).",
     ["outcome"],
     registry=REGISTRY,
 )

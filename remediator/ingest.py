@@ -2,10 +2,17 @@
 
 Per batch: the hosts it names are locked (registered first if new), so two
 workers never evaluate the same host at once; then each host's reports are
-taken oldest first. A report no newer than the host's latest is a duplicate
-or arrived out of order and is not evaluated again. A report that says what
-the previous one said costs a timestamp update on the stored row; a new
-observation state is one new row. Signals come from the report and the host's
+taken oldest first. A report that says what the previous one said costs a
+timestamp update on the stored row; a new observation state is one new row.
+
+A report no newer than the host's latest is a duplicate (its id is stored, or
+a stored row of the host spans its time with the same content) or late: it
+arrived after a newer one (an ingester died holding it, or two ingesters
+committed one host's reports in the other order). A late report is stored as
+its own row, and the rows only it carries (kernel-log events, SEL entries,
+rasdaemon rows past a cursor the agent has since moved) are counted into the
+host's windows once (remediator.derive.late); its counters and snapshots are
+older than what is known and derive nothing, so no rate runs backwards. Signals come from the report and the host's
 derivation memory (one JSON document on the host row), and the rules decide
 what to plan.
 """
@@ -32,7 +39,7 @@ from checker.schemas import Report
 from core import audit, metrics
 from core.db import Database, insert_ignoring_conflicts, utcnow
 from remediator.baselines import FirmwareBaselines, load_baselines
-from remediator.derive import HostFacts, derive
+from remediator.derive import HostFacts, derive, derive_late
 from remediator.derive.storms import storm_signals
 from remediator.evaluate import Firing, evaluate
 from remediator.hostauth import HostKeys, SignedPayload, about_the_signer, authenticate
@@ -206,16 +213,34 @@ def lock_hosts(session: Session, reports: list[Report]) -> dict[str, Host]:
     return hosts
 
 
-def foreign_ids(session: Session, unique: dict[Any, Report], hosts: dict[str, Host]) -> dict[Any, str]:
-    """Report ids of this batch that another host's stored report already has (id -> its hostname): a
-    report id is unique across the fleet, so such a report is refused, never stored beside the other
-    or dropped as a duplicate while the sender is told it was accepted. One indexed lookup per batch."""
+def stored_ids(session: Session, unique: dict[Any, Report]) -> dict[Any, str]:
+    """Report ids of this batch that a stored report already has (id -> its host's name). One indexed
+    lookup per batch. Another host's id is refused: a report id is unique across the fleet, so such a
+    report is never stored beside the other or dropped as a duplicate while the sender is told it was
+    accepted. The same host's id is a duplicate delivery."""
     found = session.execute(
         select(ReportRow.id, Host.hostname)
         .join(Host, Host.id == ReportRow.host_id)
         .where(ReportRow.id.in_(list(unique)))
     ).all()
-    return {rid: name for rid, name in found if name != unique[rid].host.hostname}
+    return dict(found)
+
+
+def spans_same_state(session: Session, host: Host, report: Report, digest: str) -> bool:
+    """Whether a stored row of the host spans the report's time with the same content: the report is
+    one of that row's repeats (or cannot be told from one), and storing it again would add nothing."""
+    table = cast(Table, ReportRow.__table__)
+    query = (
+        select(table.c.id)
+        .where(
+            table.c.host_id == host.id,
+            table.c.captured_at <= report.captured_at,
+            table.c.last_captured_at >= report.captured_at,
+            table.c.digest == digest,
+        )
+        .limit(1)
+    )
+    return session.execute(query).first() is not None
 
 
 @functools.cache
@@ -279,6 +304,80 @@ def edac_signals(report: Report, memory: dict[str, Any]) -> list[SignalValue]:
     return signals
 
 
+def _report_row(host: Host, report: Report, digest: str, received_at: dt.datetime) -> dict[str, Any]:
+    return {
+        "id": report.report_id,
+        "host_id": host.id,
+        "captured_at": report.captured_at,
+        "last_captured_at": report.captured_at,
+        "repeats": 0,
+        "digest": digest,
+        "received_at": received_at,
+        "schema_version": report.schema_version,
+        "body": report.model_dump(mode="json"),
+    }
+
+
+def _signal_rows(host: Host, report: Report, signals: list[SignalValue]) -> list[dict[str, Any]]:
+    return [
+        {
+            "host_id": host.id,
+            "report_id": report.report_id,
+            "kind": s.kind,
+            "subject": s.subject,
+            "value": s.value,
+            "detail": s.detail,
+            "observed_at": report.captured_at,
+        }
+        for s in signals
+    ]
+
+
+def _late(
+    session: Session, host: Host, report: Report, ruleset: RuleSet, received_at: dt.datetime
+) -> tuple[dict[str, Any], list[SignalValue], list[Firing]] | None:
+    """A report older than the host's latest whose id is not stored: None if a stored row of the host
+    already holds its content (a repeat), else its row, the signals of the rows only it carries, and the
+    rules those fire. Only the rules whose signal it yields are evaluated (an absent signal would reset
+    another rule's `for` timer), at the host's latest time, so no timer runs backwards."""
+    digest = report_digest(report)
+    if spans_same_state(session, host, report, digest):
+        return None
+    memory = dict(host.memory or {})
+    derived = derive_late(report, memory.get("derive") or {})
+    if derived.changed:
+        memory["derive"] = derived.memory
+    signals = derived.signals
+    firings: list[Firing] = []
+    if signals:
+        rules = [rule for rule in ruleset.rules if any(rule.when.matches(s) for s in signals)]
+        latest = host.last_report_at or report.captured_at
+        firings = evaluate(
+            rules,
+            signals,
+            hardware_class=host.hardware_class,
+            datacenter=host.datacenter,
+            labels=host.labels,
+            memory=memory,
+            now=latest,
+        )
+    host.memory = memory
+    metrics.REPORTS.labels("late").inc()
+    log.info(
+        "remediator.report.late",
+        extra={
+            "fields": {
+                "host": host.hostname,
+                "report_id": str(report.report_id),
+                "captured_at": report.captured_at.isoformat(),
+                "latest": host.last_report_at.isoformat() if host.last_report_at else None,
+                "signals": len(signals),
+            }
+        },
+    )
+    return _report_row(host, report, digest, received_at), signals, firings
+
+
 def ingest(
     session: Session, reports: list[Report], *, ruleset: RuleSet, now: dt.datetime | None = None
 ) -> IngestResult:
@@ -294,7 +393,10 @@ def ingest(
     if not unique:
         return result
     hosts = lock_hosts(session, list(unique.values()))
-    for report_id, owner in foreign_ids(session, unique, hosts).items():
+    stored = stored_ids(session, unique)
+    for report_id, owner in stored.items():
+        if owner == unique[report_id].host.hostname:
+            continue
         report = unique.pop(report_id)
         result.refused.append(
             Refusal(
@@ -311,7 +413,16 @@ def ingest(
     for report in sorted(unique.values(), key=lambda r: (r.host.hostname, r.captured_at)):
         host = hosts[report.host.hostname]
         if host.last_report_at is not None and report.captured_at <= host.last_report_at:
-            result.duplicates.append(report.report_id)
+            late = None if report.report_id in stored else _late(session, host, report, ruleset, received_at)
+            if late is None:
+                result.duplicates.append(report.report_id)
+                continue
+            row, signals, firings = late
+            new_rows.append(row)
+            result.accepted.append(report.report_id)
+            signal_rows.extend(_signal_rows(host, report, signals))
+            if firings:
+                fired.append((host, report, firings))
             continue
         digest = report_digest(report)
         if digest == host.last_digest and _same_stored_day(host, report):
@@ -319,19 +430,7 @@ def ingest(
             entry[0] += 1
             entry[1] = report.captured_at
         else:
-            new_rows.append(
-                {
-                    "id": report.report_id,
-                    "host_id": host.id,
-                    "captured_at": report.captured_at,
-                    "last_captured_at": report.captured_at,
-                    "repeats": 0,
-                    "digest": digest,
-                    "received_at": received_at,
-                    "schema_version": report.schema_version,
-                    "body": report.model_dump(mode="json"),
-                }
-            )
+            new_rows.append(_report_row(host, report, digest, received_at))
             host.last_stored_report_id = report.report_id
             host.last_stored_at = report.captured_at
             host.last_digest = digest
@@ -346,18 +445,7 @@ def ingest(
         if host.state == HostState.unreachable:
             host.state = HostState.in_service
         result.accepted.append(report.report_id)
-        signal_rows.extend(
-            {
-                "host_id": host.id,
-                "report_id": report.report_id,
-                "kind": s.kind,
-                "subject": s.subject,
-                "value": s.value,
-                "detail": s.detail,
-                "observed_at": report.captured_at,
-            }
-            for s in signals
-        )
+        signal_rows.extend(_signal_rows(host, report, signals))
         if firings:
             fired.append((host, report, firings))
 

@@ -9,6 +9,7 @@ from kombu.transport.memory import Channel
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from checker.schemas import KernelEvent, KernelLogState, Report
 from core.db import Database, use_database
 from remediator import ingest as ingest_module
 from remediator.ingest import ingest, report_digest
@@ -130,3 +131,68 @@ def test_reports_from_the_future_are_refused(session: Session) -> None:
     assert [r.host.hostname for r in reports] == ["fine-1"]
     assert refused[0].index == 0
     assert refused[0].errors[0].startswith("captured_at: 7200 s ahead")
+
+
+# -- late reports (issue 13, hole 12) ---------------------------------------------------------------
+
+
+def with_lockup(report: Report, k: int, *, lockup: bool = True) -> Report:
+    """The report of cycle k, its kernel-log read covering records 10k..10k+9 (one soft lockup in it, or none)."""
+    line = "watchdog: BUG: soft lockup - CPU#3 stuck for 22s! [kworker/3:1:123]"
+    events = [
+        KernelEvent(kind="soft_lockup", seq=10 * k + 5, timestamp=report.captured_at, subject="CPU 3", lines=[line])
+    ]
+    klog = KernelLogState(
+        source="kmsg", boot_id="boot-1", first_seq=10 * k, last_seq=10 * k + 9, lines_read=10,
+        events=events if lockup else [],
+    )  # fmt: skip
+    return report.model_copy(update={"observations": report.observations.model_copy(update={"kernel_log": klog})})
+
+
+def lockup_reports() -> list[Report]:
+    return [with_lockup(edac_report(ce=0, at=at(60 * k)), k, lockup=k != 2) for k in range(1, 5)]
+
+
+def test_a_late_report_is_stored_and_its_events_are_counted_once(session: Session) -> None:
+    one, two, three, four = lockup_reports()
+    ingest(session, [one, two], ruleset=RULES)
+    ingest(session, [four], ruleset=RULES)  # an ingester died holding three
+    late = ingest(session, [three], ruleset=RULES)
+    assert late.accepted == [three.report_id]
+    assert late.remediations  # the third soft lockup of the day: soft-lockups plans its reboot
+    assert three.report_id in {r.id for r in rows(session)}
+    host = session.scalars(select(Host)).one()
+    assert host.last_report_id == four.report_id  # the newest stays the newest
+    counts = session.scalars(
+        select(Signal).where(Signal.kind == "kernel_event_count", Signal.report_id == three.report_id)
+    ).all()
+    assert [(s.value, s.detail["late"]) for s in counts] == [(3.0, True)]
+    again = ingest(session, [three], ruleset=RULES)
+    assert (again.accepted, again.duplicates, again.remediations) == ([], [three.report_id], [])
+
+
+def test_a_late_report_of_a_stored_state_is_a_duplicate(session: Session) -> None:
+    """A repeat that was folded into a stored row, delivered again: its id is not stored, but the row holds it."""
+    reports = [edac_report(ce=5, at=at(60 * i)) for i in range(4)]
+    ingest(session, reports, ruleset=RULES)
+    again = ingest(session, [reports[2]], ruleset=RULES)
+    assert again.duplicates == [reports[2].report_id]
+    [row] = rows(session)
+    assert row.repeats == 3
+
+
+def test_a_late_report_moves_no_rate_back_and_resets_no_other_rules_timer(session: Session) -> None:
+    ruleset = load_ruleset([])
+    storm = [with_lockup(edac_report(ce=3000 * k, at=at(60 * k)), k, lockup=False) for k in range(0, 3)]
+    ingest(session, [storm[0]], ruleset=ruleset)
+    ingest(session, [storm[2]], ruleset=ruleset)  # 50 CE/s: dimm-ce-storm's `for: 30s` starts
+    host = session.scalars(select(Host)).one()
+    since = host.memory["rules"]["dimm-ce-storm"]["since"]
+    edac_state = dict(host.memory["edac"])
+    late = with_lockup(edac_report(ce=3000, at=at(60)), 1)
+    assert ingest(session, [late], ruleset=ruleset).accepted == [late.report_id]
+    session.refresh(host)
+    assert host.memory["rules"]["dimm-ce-storm"]["since"] == since
+    assert host.memory["edac"] == edac_state
+    rates = session.scalars(select(Signal).where(Signal.kind == "dimm_ce_rate")).all()
+    assert [s.report_id for s in rates] == [storm[2].report_id]

@@ -4,6 +4,7 @@ every signal kind.
 """
 
 from remediator.derive.core import Derived, HostFacts, derive
+from remediator.derive.late import derive_late
 from remediator.derive.memory import HostMemory, load_memory
 
-__all__ = ["Derived", "HostFacts", "HostMemory", "derive", "load_memory"]
+__all__ = ["Derived", "HostFacts", "HostMemory", "derive", "derive_late", "load_memory"]

@@ -2,8 +2,10 @@
 
 "Now" is the report's captured_at, never the clock, so replaying reports gives the same
 signals. A report no newer than the last one derived (a duplicate delivery, or one that
-arrived out of order) yields nothing and leaves memory as it was. A report section that is
-absent (its collector did not run) leaves that section's memory alone.
+arrived out of order) yields nothing here and leaves memory as it was: the rows only it
+carries are counted by remediator.derive.late, from the gaps that on-time reports leave
+(remediator.derive.gaps). A report section that is absent (its collector did not run) leaves
+that section's memory alone.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from remediator.baselines import FirmwareBaselines
 from remediator.derive.aer import aer_signals, counts_aer
 from remediator.derive.configuration import edac_poll_signals, errata_signals, firmware_signals, tier_signals
 from remediator.derive.disks import disk_signals
+from remediator.derive.gaps import note_gaps
 from remediator.derive.interrupts import irq_signals
 from remediator.derive.kernel import kernel_signals
 from remediator.derive.mce import mce_signals
@@ -91,5 +94,6 @@ def derive(
     signals += tier_signals(obs.memory_tiers)
     signals += sensor_signals(obs.sensors)
 
-    new = HostMemory(at=now, boot=boot_id, klog=klog, sel=sel, disks=disks, irq=irq, ras=ras, mce=mce).dump()
+    new_memory = HostMemory(at=now, boot=boot_id, klog=klog, sel=sel, disks=disks, irq=irq, ras=ras, mce=mce)
+    new = new_memory.model_copy(update={"gaps": note_gaps(report, previous, new_memory)}).dump()
     return Derived(signals, new, new != memory)

@@ -75,6 +75,11 @@ class MceMemory(_Section):
     )
 
 
+MAX_GAPS = 16  # per id space: the newest are kept
+MAX_GAP_SPACES = 8
+Gap = tuple[int, int]  # first and last id (inclusive) that no report derived so far carried
+
+
 class HostMemory(_Section):
     v: Literal[1] = MEMORY_VERSION
     at: AwareDatetime | None = Field(None, description="captured_at of the newest report derived.")
@@ -85,6 +90,12 @@ class HostMemory(_Section):
     irq: IrqMemory | None = None
     ras: RasMemory | None = None
     mce: MceMemory | None = None
+    gaps: dict[str, list[Gap]] | None = Field(
+        None,
+        max_length=MAX_GAP_SPACES,
+        description="Id space (klog:<boot>, sel, mc_event, aer_event, mce_record) -> ids below its cursor that no "
+        "report carried yet: the rows of a report still on its way (remediator/derive/late.py).",
+    )
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
