@@ -105,6 +105,9 @@ def decide(
     if wave is not None:
         record(session, host, rule.id, "held", wave, **note)
         return None
+    # Counted under the admission lock, as the caps are: two ingest transactions must not each see room
+    # for one more host below the breaker and both plan (the lock is held until commit).
+    serialize_on(session, safety.ADMISSION_LOCK)
     tripped = safety.breaker_trips(session, host, rule, now)
     if tripped is not None:
         open_breaker(session, rule.id, tripped, now)

@@ -335,3 +335,45 @@ def test_caps_hold_under_concurrent_admission(integration_pg_url: str, celery_ap
         t.join(30)
     database.dispose()
     assert sorted(results.values()) == [False, True]
+
+
+def test_breaker_holds_under_concurrent_ingest(integration_pg_url: str, celery_app: object) -> None:
+    """Two ingest transactions firing one rule at once: the second counts the first's hosts before it plans
+    (the breaker is counted under the admission lock), so the breaker's limit is never overshot."""
+    from sqlalchemy import text
+
+    from core.db import Database
+    from tests.conftest import truncate_all
+
+    truncate_all(integration_pg_url)
+    database = Database(integration_pg_url, pool_size=3)
+    rs = ruleset(rule(["tune_error_reporting"], breaker=Breaker(max_hosts=3, max_percent=100)))
+    later = T0 + dt.timedelta(seconds=60)
+    with database.session() as session:
+        hosts(session, 4)
+        ingest(session, [edac_report(f"h{i}", ce=0, at=T0) for i in range(4)], ruleset=rs)
+    first = database.sessionmaker()
+    ingest(first, [edac_report(f"h{i}", ce=6000, at=later) for i in range(3)], ruleset=rs)  # not committed yet
+
+    def second() -> None:
+        with database.session() as session:
+            ingest(session, [edac_report("h3", ce=6000, at=later)], ruleset=rs)
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with database.session() as probe:  # wait until the second transaction waits on the first's lock
+        for _ in range(300):
+            waiting = probe.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"))
+            if waiting:
+                break
+            threading.Event().wait(0.05)
+    first.commit()
+    first.close()
+    thread.join(30)
+    with database.session() as session:
+        planned = session.scalars(select(Remediation.host_id)).all()
+        state = session.get(RuleState, "test-rule")
+        assert len(planned) == 3
+        assert state is not None
+        assert state.breaker_open
+    database.dispose()
