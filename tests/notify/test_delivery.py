@@ -182,6 +182,31 @@ def test_a_message_is_sent_once_and_a_channel_gets_one_message_a_second(
     assert len(receiver.messages("#fleet")) == 2
 
 
+def test_a_channel_keeps_its_pace_while_another_worker_is_sending_to_it(
+    db: Database, session: Session, receiver: SlackReceiver, alerts_on: Enable
+) -> None:
+    """A second worker's message for the channel waits while the first is on its way (claimed, not yet sent):
+    the storm bench saw two messages reach #fleet 1 ms apart from two notify workers."""
+    settings = alerts_on(webhook_settings(receiver))
+    open_ticket(session, datacenter="sjc1")
+    audit.record(session, actor="t", action="remediator.host.unreachable", object_type="host", object_id="sjc-9")
+    session.commit()
+    now = utcnow()
+    with db.session() as flushing:
+        first, second = service.flush(flushing, settings, now).to_send
+    sender, redactor = sender_for(settings)
+    meanwhile: list[service.Outcome] = []
+
+    class Concurrent:
+        def send(self, destination: object, message: object) -> None:  # the other worker, mid-send
+            meanwhile.append(service.deliver(db, second, settings, sender, redactor, clock=lambda: now))
+            sender.send(destination, message)  # type: ignore[arg-type]
+
+    assert service.deliver(db, first, settings, Concurrent(), redactor, clock=lambda: now).state == "sent"  # type: ignore[arg-type]
+    assert [o.state for o in meanwhile] == ["retry"]
+    assert len(receiver.messages("#fleet")) == 1
+
+
 SECRETS = (WEBHOOK_SECRET, AMS_WEBHOOK_SECRET, BOT_TOKEN)
 
 

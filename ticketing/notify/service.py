@@ -181,9 +181,22 @@ def deliver(
             return Outcome("busy")
         if delivery.next_attempt_at > now:
             return Outcome("retry", (delivery.next_attempt_at - now).total_seconds())
+        # The channel's pace is decided by one worker at a time, and a message another worker has claimed
+        # and not yet sent counts as sent now: without both, parallel workers post to a channel at once.
+        serialize_on(session, f"alerts-channel:{delivery.channel}")
         last_sent = session.scalar(
             select(func.max(AlertDelivery.sent_at)).where(AlertDelivery.channel == delivery.channel)
         )
+        in_flight = session.scalar(
+            select(func.count()).where(
+                AlertDelivery.channel == delivery.channel,
+                AlertDelivery.id != delivery.id,
+                AlertDelivery.state == DeliveryState.pending,
+                AlertDelivery.claimed_until > now,
+            )
+        )
+        if in_flight:
+            return Outcome("retry", CHANNEL_SPACING.total_seconds())
         if last_sent is not None and now - last_sent < CHANNEL_SPACING:
             return Outcome("retry", (CHANNEL_SPACING - (now - last_sent)).total_seconds())
         delivery.claimed_until = now + CLAIM
