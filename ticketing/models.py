@@ -37,6 +37,7 @@ class Ticket(Base):
         UniqueConstraint("open_key"),
         Index("ix_tickets_state_priority", "state", "priority"),
         Index("ix_tickets_datacenter", "datacenter", "rack"),
+        Index("ix_tickets_part_type", "part_type"),  # the queue's filter choices: a walk of the index
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
