@@ -46,16 +46,26 @@ def hash_password(password: str) -> str:
 
 
 # Argon2 is meant to cost: at most this many checks run at once, so a burst of sign-ins queues
-# among itself (in the server's threads, never on its event loop) instead of taking every core.
+# among itself (in the server's threads, never on its event loop) instead of taking every core; a
+# check that cannot start within PASSWORD_WAIT_S is refused (PasswordChecksBusy), so a flood of
+# sign-ins holds neither threads nor time without bound.
 PASSWORD_CHECKS = threading.BoundedSemaphore(2)
+PASSWORD_WAIT_S = 2.0
+
+
+class PasswordChecksBusy(Exception):
+    """Too many password checks are waiting: the caller answers 429 with a short Retry-After."""
 
 
 def verify_password(password_hash: str, password: str) -> bool:
-    with PASSWORD_CHECKS:
-        try:
-            return _hasher.verify(password_hash, password)
-        except (VerificationError, InvalidHashError):
-            return False
+    if not PASSWORD_CHECKS.acquire(timeout=PASSWORD_WAIT_S):
+        raise PasswordChecksBusy
+    try:
+        return _hasher.verify(password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return False
+    finally:
+        PASSWORD_CHECKS.release()
 
 
 @dataclass(frozen=True)
@@ -146,13 +156,20 @@ def scope_of(user: User, role: Role) -> tuple[str, ...] | None:
     return tuple(sorted({dc.strip() for dc in user.datacenter.split(",") if dc.strip()})) or None
 
 
-def authenticate_user(session: Session, username: str, password: str) -> User | None:
+def authenticate_user(session: Session, username: str, password: str, *, release: bool = False) -> User | None:
+    """The user whose password this is, or None; raises PasswordChecksBusy when checks queue up. With
+    `release`, the session's transaction (reads only, so far) is committed before the check, so its
+    connection is back in the pool for the quarter of a second the check takes: for a caller whose session
+    may commit, such as the sign-in page, where a flood of sign-ins must not hold the connections report
+    intake needs."""
     user = session.scalars(select(User).where(User.username == username)).one_or_none()
-    if user is None or not user.active:
-        # Spend the same time as a real check, so a response's timing does not tell which names exist.
-        verify_password(_DUMMY_HASH, password)
-        return None
-    return user if verify_password(user.password_hash, password) else None
+    known = user is not None and user.active
+    password_hash = user.password_hash if user is not None and known else _DUMMY_HASH
+    if release:
+        session.commit()
+    # An unknown name costs the same check, so a response's timing does not tell which names exist.
+    matches = verify_password(password_hash, password)
+    return user if known and matches else None
 
 
 _DUMMY_HASH = _hasher.hash(secrets.token_hex(8))
@@ -205,11 +222,18 @@ def _aware(at: dt.datetime) -> dt.datetime:
 
 
 def sign_in(
-    session: Session, username: str, password: str, *, client: str, now: dt.datetime | None = None
+    session: Session,
+    username: str,
+    password: str,
+    *,
+    client: str,
+    now: dt.datetime | None = None,
+    release: bool = False,
 ) -> User | None:
     """A person's sign-in with throttling: the user, or None for a wrong name or password; raises
-    LoginThrottled (nothing checked) while the account waits out its backoff or its lock. Failures and
-    the lock go to the audit log; the caller commits even when it returns None."""
+    LoginThrottled (nothing checked) while the account waits out its backoff or its lock, or while too
+    many password checks queue. Failures and the lock go to the audit log; the caller commits even when
+    it returns None. `release`: see authenticate_user."""
     now = now or utcnow()
     user = session.scalars(select(User).where(User.username == username)).one_or_none()
     failures = [_aware(at) for at in _failures(session, username, now)] if user is not None else []
@@ -228,7 +252,13 @@ def sign_in(
             raise LoginThrottled(
                 f"{username}: {len(failures)} failed sign-ins; try again in {retry} s", retry_after_s=retry
             )
-    found = authenticate_user(session, username, password)
+    try:
+        found = authenticate_user(session, username, password, release=release)
+    except PasswordChecksBusy:
+        raise LoginThrottled(
+            f"too many sign-ins at once; try again in {math.ceil(PASSWORD_WAIT_S)} s",
+            retry_after_s=math.ceil(PASSWORD_WAIT_S),
+        ) from None
     if found is not None:
         audit.record(
             session, actor=f"user:{username}", action=SIGNED_IN, object_type="user", object_id=username

@@ -92,7 +92,7 @@ def login(
         log.warning("api.web.login_throttled", extra={"fields": {"client": client, "retry_after_s": wait}})
         return _throttled(request, form, f"Too many failed sign-ins from your address; try again in {wait} s.", wait)
     try:
-        user = sign_in(session, username.strip(), password, client=f"client:{client}")
+        user = sign_in(session, username.strip(), password, client=f"client:{client}", release=True)
     except LoginThrottled as throttled:
         log.warning("api.web.login_throttled", extra={"fields": {"username": username[:64], "client": client}})
         return _throttled(request, form, throttled.message, throttled.retry_after_s)
