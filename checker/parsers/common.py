@@ -12,11 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
+from checker.schemas import EARLIEST, LATEST
+
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., "Parsed[Any]"])
 
 EXCERPT_CHARS = 200
 MAX_CPUS = 4096
+MAX_INT64 = 2**63 - 1
 
 
 @dataclass
@@ -103,9 +106,15 @@ def first_int(text: str | None) -> int | None:
         return None
     digits = re.sub(r"[,.']", "", m.group(0))
     try:
-        return int(digits)
+        return int64(int(digits))
     except ValueError:
         return None
+
+
+def int64(number: int | None) -> int | None:
+    """The number if it fits the report's 64-bit integer fields, else None: past 64 bits a field is
+    broken, not a value."""
+    return number if number is not None and -MAX_INT64 - 1 <= number <= MAX_INT64 else None
 
 
 def nonneg(value: int | None) -> int | None:
@@ -169,9 +178,15 @@ def month_number(name: str) -> int | None:
 
 def epoch_utc(seconds: int | float) -> dt.datetime | None:
     try:
-        return dt.datetime.fromtimestamp(seconds, dt.UTC)
+        return plausible(dt.datetime.fromtimestamp(seconds, dt.UTC))
     except (OverflowError, OSError, ValueError):
         return None
+
+
+def plausible(stamp: dt.datetime | None) -> dt.datetime | None:
+    """A time the report accepts (1970-2100, the schema's Timestamp), else None: a BMC clock that
+    was never set, or a mangled date, is no time at all."""
+    return stamp if stamp is not None and EARLIEST <= stamp < LATEST else None
 
 
 def split_key_value(line: str, sep: str = ":") -> tuple[str, str] | None:

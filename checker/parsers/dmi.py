@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from checker.parsers.common import Parsed, clip, guarded, problem
+from checker.parsers.common import Parsed, clip, guarded, int64, problem
 from checker.schemas import DimmInventory, Firmware
 
 _HANDLE = re.compile(r"^Handle 0x[0-9A-Fa-f]+, DMI type (\d{1,20}),")
@@ -113,7 +113,7 @@ def _size_mb(text: str) -> int | None:
     if m is None:
         return None
     factor = {"kB": 1 / 1024, "KB": 1 / 1024, "MB": 1, "GB": 1024, "TB": 1024 * 1024}[m.group(2)]
-    return int(int(m.group(1)) * factor)
+    return int64(int(int(m.group(1)) * factor))  # past 64 bits a broken field, not a size
 
 
 @guarded(list)

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from checker.parsers.common import Parsed, clip, guarded, problem, to_int
 from checker.schemas import EdacController, EdacDimm, EdacState
 
-_MC_PATH = re.compile(r"^/?(?:sys/devices/system/edac/mc/)?mc(\d{1,20})/(.+)$")
-_DIMM_DIR = re.compile(r"^(dimm|rank)(\d{1,20})/([a-z_]+)$")
-_CSROW_FILE = re.compile(r"^csrow(\d{1,20})/(?:ch(\d{1,20})_)?([a-z_]+)$")
+_MC_PATH = re.compile(r"^/?(?:sys/devices/system/edac/mc/)?mc(\d{1,18})/(.+)$")
+_DIMM_DIR = re.compile(r"^(dimm|rank)(\d{1,18})/([a-z_]+)$")
+_CSROW_FILE = re.compile(r"^csrow(\d{1,18})/(?:ch(\d{1,18})_)?([a-z_]+)$")
 
 MAX_CONTROLLERS = 64
 MAX_DIMMS = 512
@@ -247,10 +247,10 @@ def parse_edac_poll_msec(text: str) -> Parsed[int | None]:
     return Parsed(value, [])
 
 
-_UTIL_NOINFO = re.compile(r"^mc(\d{1,20}): (\d{1,20}) (Corrected|Uncorrected) Errors with no DIMM info$")
-_UTIL_CSROW_UE = re.compile(r"^mc(\d{1,20}): csrow(\d{1,20}): (\d{1,20}) Uncorrected Errors$")
-_UTIL_CSROW_CE = re.compile(r"^mc(\d{1,20}): csrow(\d{1,20}): (.+): (\d{1,20}) Corrected Errors$")
-_UTIL_REPORT = re.compile(r"^mc(\d{1,20}):([^:]+):([^:]+):(CE|UE):(\d{1,20})$")
+_UTIL_NOINFO = re.compile(r"^mc(\d{1,18}): (\d{1,18}) (Corrected|Uncorrected) Errors with no DIMM info$")
+_UTIL_CSROW_UE = re.compile(r"^mc(\d{1,18}): csrow(\d{1,18}): (\d{1,18}) Uncorrected Errors$")
+_UTIL_CSROW_CE = re.compile(r"^mc(\d{1,18}): csrow(\d{1,18}): (.+): (\d{1,18}) Corrected Errors$")
+_UTIL_REPORT = re.compile(r"^mc(\d{1,18}):([^:]+):([^:]+):(CE|UE):(\d{1,18})$")
 
 
 @guarded(EdacState)
@@ -291,7 +291,7 @@ def parse_edac_util(text: str) -> Parsed[EdacState]:
             key = "ce" if m.group(4) == "CE" else "ue"
             if m.group(2) == "noinfo":
                 noinfo.setdefault(mc, {})[key] = int(m.group(5))
-            elif (rm := re.fullmatch(r"csrow(\d{1,20})", m.group(2))) is not None:
+            elif (rm := re.fullmatch(r"csrow(\d{1,18})", m.group(2))) is not None:
                 row = rows.setdefault((mc, int(rm.group(1))), {})
                 row[key] = int(m.group(5))
                 if m.group(3) != "all":

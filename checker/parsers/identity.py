@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from checker.parsers.common import Parsed, clip, guarded, parse_cpu_list, problem
+from checker.parsers.common import Parsed, clip, guarded, int64, parse_cpu_list, problem
 from checker.schemas import CpuIdentity
 
 # ARM 'CPU implementer' codes (arch/arm64/include/asm/cputype.h) for a readable vendor.
@@ -33,7 +33,7 @@ def _number(text: str | None) -> int | None:
         return None
     value = text.strip().split()[0] if text.strip() else ""
     try:
-        return int(value, 16) if value.lower().startswith("0x") else int(value)
+        return int64(int(value, 16) if value.lower().startswith("0x") else int(value))
     except ValueError:
         return None
 

@@ -45,7 +45,7 @@ def parse_interrupts(text: str) -> Parsed[Interrupts]:
         tokens = rest.split()
         counts: list[int] = []
         for token in tokens[:cpu_count]:
-            if not token.isdecimal() or len(token) > 20:
+            if not token.isdecimal() or len(token) > 18:
                 break
             counts.append(int(token))
         if not counts:

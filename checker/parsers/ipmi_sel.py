@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from checker.parsers.common import Parsed, clip, guarded, month_number, problem, to_int
+from checker.parsers.common import Parsed, clip, guarded, month_number, plausible, problem, to_int
 from checker.schemas import MAX_SEL_ENTRIES, SelEntry
 
 # ipmitool's sensor type names (lib/ipmi_sel.c, both the old and the 1.8.19+ spellings).
@@ -75,7 +75,7 @@ def _ipmitool_time(date: str, time: str, tz: dt.tzinfo) -> dt.datetime | None:
         local = dt.datetime(int(m.group(3)), int(m.group(1)), int(m.group(2)), hh, mm, ss, tzinfo=tz)
     except ValueError:
         return None
-    return local.astimezone(dt.UTC)
+    return plausible(local.astimezone(dt.UTC))
 
 
 def _freeipmi_time(date: str, time: str, tz: dt.tzinfo) -> dt.datetime | None:
@@ -88,7 +88,7 @@ def _freeipmi_time(date: str, time: str, tz: dt.tzinfo) -> dt.datetime | None:
         local = dt.datetime(int(m.group(3)), month, int(m.group(2)), hh, mm, ss, tzinfo=tz)
     except ValueError:
         return None
-    return local.astimezone(dt.UTC)
+    return plausible(local.astimezone(dt.UTC))
 
 
 def _direction(text: str) -> str | None:

@@ -63,7 +63,7 @@ def _rule(kind: K, needle: str, regex: str, subject: Subject | None = None, bloc
 
 
 _EDAC_MODERN = (
-    r"EDAC (?:\w+ )?MC(?P<mc>\d{1,20}): (?P<count>\d{1,20}) TYPE (?:(?P<what>.*?) )?"
+    r"EDAC (?:\w+ )?MC(?P<mc>\d{1,20}): (?P<count>\d{1,18}) TYPE (?:(?P<what>.*?) )?"
     r"on (?P<label>.+?)(?: \((?P<detail>.*)\))?\s*$"
 )
 _EDAC_LEGACY = r"EDAC (?:\w+ )?MC(?P<mc>\d{1,20}): TYPE (?:page|row) .*?\"(?P<label>[^\"]*)\""

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.parsers.common import Parsed, epoch_utc, guarded, month_number, problem
+from checker.parsers.common import Parsed, epoch_utc, guarded, month_number, plausible, problem
 
 MAX_DICT_ENTRIES = 16
 
@@ -34,7 +34,7 @@ class LogLine:
 
 # -- /dev/kmsg ---------------------------------------------------------------------------
 
-_KMSG = re.compile(r"^(\d{1,20}),(\d{1,20}),(\d{1,20}),([^;,]*)(?:,[^;]*)?;(.*)$")
+_KMSG = re.compile(r"^(\d{1,18}),(\d{1,18}),(\d{1,18}),([^;,]*)(?:,[^;]*)?;(.*)$")
 
 
 @guarded(list)
@@ -69,7 +69,7 @@ def parse_kmsg(text: str, boot_time: dt.datetime | None = None) -> Parsed[list[L
         lines.append(
             LogLine(
                 message=m.group(5),
-                timestamp=stamp,
+                timestamp=plausible(stamp),
                 monotonic_s=monotonic,
                 seq=seq,
                 level=prio & 7,
@@ -112,9 +112,9 @@ def _yearless(
 def _rfc3339(text: str) -> dt.datetime | None:
     try:
         stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return stamp.astimezone(dt.UTC) if stamp.tzinfo is not None else None
+    except (ValueError, OverflowError):  # year 1 or 9999 moved by its offset leaves the calendar
         return None
-    return stamp.astimezone(dt.UTC) if stamp.tzinfo is not None else None
 
 
 @guarded(list)
@@ -154,7 +154,7 @@ def parse_log_lines(
                         int(m.group(6)), number or 0, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5))
                     )
                     stamp = naive.replace(tzinfo=tz).astimezone(dt.UTC)
-                except ValueError:
+                except (ValueError, OverflowError):
                     problems.append(problem("bad dmesg -T timestamp", raw))
                 rest = rest[m.end() :]
             elif m := _DMESG_H_ABS.match(rest):
@@ -184,7 +184,7 @@ def parse_log_lines(
                 stamp = (boot_time + dt.timedelta(seconds=monotonic)).astimezone(dt.UTC)
             except OverflowError:
                 stamp = None
-        lines.append(LogLine(message=rest, timestamp=stamp, monotonic_s=monotonic, tag=tag, raw=raw))
+        lines.append(LogLine(message=rest, timestamp=plausible(stamp), monotonic_s=monotonic, tag=tag, raw=raw))
     return Parsed(lines, problems)
 
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from checker.parsers.common import Parsed, clip, epoch_utc, guarded, problem
+from checker.parsers.common import Parsed, clip, epoch_utc, guarded, plausible, problem
 from checker.schemas import MAX_EVENTS, MceRecord, RasMemoryEvent
 
 ErrorClass = Literal["memory", "cache", "bus", "internal", "other"]
@@ -72,7 +72,7 @@ class _Record:
     syslog_time: dt.datetime | None = None
 
 
-_SYSLOG_PREFIX = re.compile(r"^(\d{4}-\d{2}-\d{2}T\S+)\s+\S+\s+mcelog(?:\[\d{1,20}\])?:\s?")
+_SYSLOG_PREFIX = re.compile(r"^(\d{4}-\d{2}-\d{2}T\S+)\s+\S+\s+mcelog(?:\[\d{1,18}\])?:\s?")
 _HEADER = "Hardware event. This is not a software error."
 
 
@@ -82,11 +82,10 @@ def _strip_syslog(line: str) -> tuple[str, dt.datetime | None]:
         return line, None
     try:
         stamp = dt.datetime.fromisoformat(m.group(1).replace("Z", "+00:00"))
-    except ValueError:
-        stamp = None
-    if stamp is not None and stamp.tzinfo is None:
-        stamp = None
-    return line[m.end() :], stamp.astimezone(dt.UTC) if stamp is not None else None
+        utc = stamp.astimezone(dt.UTC) if stamp.tzinfo is not None else None
+    except (ValueError, OverflowError):  # year 1 with a positive offset is before year 1 in UTC
+        utc = None
+    return line[m.end() :], plausible(utc)
 
 
 @guarded(list)
@@ -130,15 +129,15 @@ def _mcelog_record(record: _Record) -> MceRecord | None:
     verdict: bool | None = None
     words: list[str] = []
     for line in record.lines:
-        if m := re.match(r"CPU (\d{1,20}) BANK (\d{1,20})", line):
+        if m := re.match(r"CPU (\d{1,18}) BANK (\d{1,18})", line):
             cpu, bank = int(m.group(1)), int(m.group(2))
-        elif m := re.match(r"TIME (\d{1,20})", line):
+        elif m := re.match(r"TIME (\d{1,18})", line):
             stamp = epoch_utc(int(m.group(1))) or stamp
         elif m := re.match(r"STATUS ([0-9a-fA-F]{1,16})\b", line):
             status = _hex(m.group(1))
         if m := re.search(r"\bADDR ([0-9a-fA-F]{1,16})\b", line):
             address = "0x" + m.group(1).lower()
-        if m := re.search(r"\bSOCKETID (\d{1,20})", line):
+        if m := re.search(r"\bSOCKETID (\d{1,18})", line):
             socket = int(m.group(1))
         if line.startswith("CPUID Vendor"):
             amd = line.split()[2:3] in (["AMD"], ["Hygon"])
@@ -190,16 +189,16 @@ def parse_mcelog_client_memory(text: str) -> Parsed[list[McelogMemoryCounter]]:
         head = re.match(r"SOCKET (\S+) CHANNEL (\S+) DIMM (\S+)", block)
         if head is None:
             continue
-        loc = [int(x) if x.isdecimal() else None for x in head.groups()]
+        loc = [int(x) if x.isascii() and x.isdecimal() and len(x) <= 18 else None for x in head.groups()]
         counts: dict[str, int] = {}
         section = ""
         for line in block.splitlines()[1:]:
             stripped = line.strip()
             if stripped.endswith("memory errors:"):
                 section = stripped.split()[0]
-            elif m := re.fullmatch(r"(\d{1,20}) (total|in 24h)", stripped):
+            elif m := re.fullmatch(r"(\d{1,18}) (total|in 24h)", stripped):
                 counts[f"{section}_{m.group(2)}"] = int(m.group(1))
-        if len(counts) != 4:
+        if set(counts) != {"corrected_total", "corrected_in 24h", "uncorrected_total", "uncorrected_in 24h"}:
             problems.append(problem("mcelog memory block without its four counters", block))
             continue
         found.append(
@@ -219,13 +218,13 @@ def parse_mcelog_client_memory(text: str) -> Parsed[list[McelogMemoryCounter]]:
 # -- rasdaemon `ras-mc-ctl --errors` -----------------------------------------------------------
 
 _RAS_TS = r"(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} [+-]\d{4})"
-_RAS_MCE = re.compile(r"^(?P<id>\d{1,20}) " + _RAS_TS + r" error: (?P<body>.*)$")
+_RAS_MCE = re.compile(r"^(?P<id>\d{1,18}) " + _RAS_TS + r" error: (?P<body>.*)$")
 _RAS_MC = re.compile(
-    r"^(?P<id>\d{1,20}) " + _RAS_TS + r" (?P<count>\d{1,20}) (?P<type>\S+) error\(s\): (?P<msg>.*?) at (?P<label>.*?) "
-    r"location: (?P<mc>-?\d{1,20}):(?P<top>-?\d{1,20}):(?P<mid>-?\d{1,20}):(?P<low>-?\d{1,20})"
+    r"^(?P<id>\d{1,18}) " + _RAS_TS + r" (?P<count>\d{1,18}) (?P<type>\S+) error\(s\): (?P<msg>.*?) at (?P<label>.*?) "
+    r"location: (?P<mc>-?\d{1,18}):(?P<top>-?\d{1,18}):(?P<mid>-?\d{1,18}):(?P<low>-?\d{1,18})"
     r"(?:, addr (?P<addr>\d{1,20}))?"
 )
-_RAS_RECORD_START = re.compile(r"^\d{1,20} \d{4}-\d{2}-\d{2} ")
+_RAS_RECORD_START = re.compile(r"^\d{1,18} \d{4}-\d{2}-\d{2} ")
 
 
 @dataclass
@@ -238,14 +237,16 @@ class RasErrors:
 
 def _ras_time(text: str) -> dt.datetime | None:
     try:
-        return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S %z").astimezone(dt.UTC)
+        return plausible(dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S %z").astimezone(dt.UTC))
     except ValueError:
         return None
 
 
 def _kv_int(body: str, key: str) -> int | None:
-    m = re.search(r"\b" + key + r"=(0x[0-9a-fA-F]{1,16}|\d{1,20})\b", body)
-    return int(m.group(1), 0) if m is not None else None
+    m = re.search(r"\b" + key + r"=(0x[0-9a-fA-F]{1,16}|\d{1,18})\b", body)
+    if m is None:
+        return None
+    return int(m.group(1), 16) if m.group(1).startswith("0x") else int(m.group(1))  # base 0 refuses '007'
 
 
 @guarded(RasErrors)
@@ -278,7 +279,7 @@ def parse_ras_mc_ctl_errors(text: str) -> Parsed[RasErrors]:
                     top_layer=int(m.group("top")),
                     middle_layer=int(m.group("mid")),
                     lower_layer=int(m.group("low")),
-                    address=int(m.group("addr")) if m.group("addr") else None,
+                    address=int(m.group("addr")) if m.group("addr") and int(m.group("addr")) < 2**64 else None,
                 )
             )
         elif m := _RAS_MCE.match(record):
@@ -293,10 +294,10 @@ def parse_ras_mc_ctl_errors(text: str) -> Parsed[RasErrors]:
 def _ras_mce(body: str, stamp: dt.datetime | None) -> MceRecord:
     status = _kv_int(body, "status")
     cpu = _kv_int(body, "cpu")
-    if cpu is None and (m := re.search(r"\bCPU (\d{1,20})", body)):
+    if cpu is None and (m := re.search(r"\bCPU (\d{1,18})", body)):
         cpu = int(m.group(1))
     bank = _kv_int(body, "bank")
-    if m := re.search(r"\(bank=(\d{1,20})\)", body):
+    if m := re.search(r"\(bank=(\d{1,18})\)", body):
         bank = int(m.group(1))
     addr = _kv_int(body, "addr")
     lowered = body.lower()

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from checker.parsers.common import Parsed, guarded, parse_cpu_list, problem, to_int
 from checker.schemas import MemoryTiers, NumaNode
 
-_NODE_FILE = re.compile(r"(?:^|/)node(\d{1,20})/(cpulist|meminfo)$")
-_MEMTOTAL = re.compile(r"^Node\s+\d{1,20}\s+MemTotal:\s+(\d{1,20})\s*kB", re.MULTILINE)
-_WEIGHT_FILE = re.compile(r"(?:^|/)node(\d{1,20})$")
+_NODE_FILE = re.compile(r"(?:^|/)node(\d{1,18})/(cpulist|meminfo)$")
+_MEMTOTAL = re.compile(r"^Node\s+\d{1,18}\s+MemTotal:\s+(\d{1,18})\s*kB", re.MULTILINE)
+_WEIGHT_FILE = re.compile(r"(?:^|/)node(\d{1,18})$")
 MAX_NODES = 64
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from checker.parsers.common import Parsed, clip, guarded, problem
+from checker.parsers.common import Parsed, clip, guarded, plausible, problem
 from checker.parsers.mce import AMD_VENDORS, corrected_from_status, error_class_of
 from checker.schemas import MceRecord, RasAerEvent, RasDimmTotal, RasMemoryEvent, RasMemoryFailure
 
@@ -252,7 +252,7 @@ def parse_memory_failure_rows(rows: Iterable[Row]) -> Parsed[list[RasMemoryFailu
 def ras_timestamp(text: str) -> dt.datetime | None:
     """rasdaemon's '2023-10-27 10:00:00 +0200'."""
     try:
-        return dt.datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S %z").astimezone(dt.UTC)
+        return plausible(dt.datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S %z").astimezone(dt.UTC))
     except ValueError:
         return None
 

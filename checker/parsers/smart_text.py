@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from checker.parsers.common import Parsed, clip, first_int, guarded, problem
+from checker.parsers.common import Parsed, clip, first_int, guarded, int64, problem
 from checker.parsers.smart import ATA_ATTRIBUTES, Protocol, decode_exit_status
 from checker.schemas import DiskHealth
 
@@ -103,7 +103,7 @@ def _hex_or_int(text: str | None) -> int | None:
         return None
     token = text.split()[0]
     try:
-        return int(token, 16) if token.lower().startswith("0x") else int(token)
+        return int64(int(token, 16) if token.lower().startswith("0x") else int(token))
     except ValueError:
         return None
 
