@@ -92,6 +92,53 @@ def test_images_are_pinned() -> None:
         assert re.match(r"^\d+\.\d+(\.\d+)?-[a-z]+$", tag), f"{name}: {image} is not pinned to a release"
 
 
+REDIS_SERVICES = [name for name, service in SERVICES.items() if service["image"].startswith("redis:")]
+
+
+def test_every_redis_writes_each_acknowledged_command_to_disk_first() -> None:
+    """Agents drop a report from their spool once XADD answers: Redis must have it on disk by then."""
+    assert REDIS_SERVICES
+    for name in REDIS_SERVICES:
+        command = SERVICES[name]["command"]
+        assert command[0] == "redis-server", name
+        options = dict(zip(command[1::2], command[2::2], strict=True))
+        assert options["--appendonly"] == "yes", name
+        assert options["--appendfsync"] == "always", name  # docs/operations.md, "Broker durability"
+        # the append-only file lives on a named volume (the image's /data), so a recreated container keeps it
+        volumes = [v for v in SERVICES[name]["volumes"] if v.endswith(":/data")]
+        assert volumes, name
+        assert volumes[0].split(":")[0] in COMPOSE["volumes"], name
+
+
+def test_an_acknowledged_report_survives_killing_the_compose_redis(tmp_path: Path) -> None:
+    """The redis service's own command line, killed with SIGKILL right after XADD answered and started
+    again on the same directory: the entry is there."""
+    import redis
+
+    port = free_port()
+    argv = [*SERVICES["redis"]["command"], "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path)]
+    url = f"redis://127.0.0.1:{port}/0"
+
+    def up() -> bool:
+        try:
+            return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
+        except (redis.ConnectionError, redis.BusyLoadingError):
+            return False
+
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(up, 10, f"redis-server on port {port}")
+        entry = redis.Redis.from_url(url).xadd("fleetfix:ingest", {"report": "{}"})
+        server.kill()
+        server.wait(10)
+        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(up, 10, f"redis-server on port {port} after the kill")
+        assert [e[0] for e in redis.Redis.from_url(url).xrange("fleetfix:ingest")] == [entry]
+    finally:
+        server.kill()
+        server.wait(10)
+
+
 def test_dockerfile_is_multi_stage_pinned_and_runs_unprivileged() -> None:
     base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE, flags=re.M)
     assert base is not None
