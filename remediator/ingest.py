@@ -408,7 +408,7 @@ def ingest(
     new_rows: list[dict[str, Any]] = []
     repeats: dict[Any, list[Any]] = defaultdict(lambda: [0, None])
     signal_rows: list[dict[str, Any]] = []
-    fired: list[tuple[Host, Report, list[Firing]]] = []
+    fired: list[tuple[Host, Report, list[Firing], dt.datetime]] = []  # decided at the time given
 
     for report in sorted(unique.values(), key=lambda r: (r.host.hostname, r.captured_at)):
         host = hosts[report.host.hostname]
@@ -421,8 +421,8 @@ def ingest(
             new_rows.append(row)
             result.accepted.append(report.report_id)
             signal_rows.extend(_signal_rows(host, report, signals))
-            if firings:
-                fired.append((host, report, firings))
+            if firings:  # decided as of the host's latest report: nothing is planned in the past
+                fired.append((host, report, firings, host.last_report_at or report.captured_at))
             continue
         digest = report_digest(report)
         if digest == host.last_digest and _same_stored_day(host, report):
@@ -447,7 +447,7 @@ def ingest(
         result.accepted.append(report.report_id)
         signal_rows.extend(_signal_rows(host, report, signals))
         if firings:
-            fired.append((host, report, firings))
+            fired.append((host, report, firings, report.captured_at))
 
     insert_ignoring_conflicts(session, ReportRow.__table__, new_rows, keys=["id", "captured_at"])
     if repeats:
@@ -465,9 +465,9 @@ def ingest(
         session.execute(cast(Table, Signal.__table__).insert(), signal_rows)
         metrics.count_signals(row["kind"] for row in signal_rows)
     session.flush()
-    for host, report, firings in fired:
+    for host, report, firings, decided_at in fired:
         for firing in firings:  # highest priority first; once one is planned the rest are held
-            remediation = decide(session, host, firing, ruleset, report, report.captured_at)
+            remediation = decide(session, host, firing, ruleset, report, decided_at)
             if remediation is not None:
                 result.remediations.append(remediation.id)
     session.flush()

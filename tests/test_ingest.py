@@ -13,7 +13,7 @@ from checker.schemas import KernelEvent, KernelLogState, Report
 from core.db import Database, use_database
 from remediator import ingest as ingest_module
 from remediator.ingest import ingest, report_digest
-from remediator.models import Host, Signal
+from remediator.models import Host, Remediation, Signal
 from remediator.models import Report as ReportRow
 from remediator.rules import load_ruleset
 from tests.factories import T0, edac_report, payload
@@ -160,6 +160,8 @@ def test_a_late_report_is_stored_and_its_events_are_counted_once(session: Sessio
     late = ingest(session, [three], ruleset=RULES)
     assert late.accepted == [three.report_id]
     assert late.remediations  # the third soft lockup of the day: soft-lockups plans its reboot
+    planned = session.get_one(Remediation, late.remediations[0])
+    assert planned.created_at == four.captured_at  # decided as of the host's latest report, not in the past
     assert three.report_id in {r.id for r in rows(session)}
     host = session.scalars(select(Host)).one()
     assert host.last_report_id == four.report_id  # the newest stays the newest
