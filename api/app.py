@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import Celery
 from fastapi import APIRouter, FastAPI
 
-from api import limits
+from api import lanes, limits
 from api.errors import install_error_handlers
 from api.routes import audit, controls, health, hosts, remediations, reports, rules, tickets, users
 from api.web import pages
@@ -36,4 +36,5 @@ def create_app(settings: Settings, database: Database, celery_app: Celery | None
     app.include_router(health.router)
     limits.install(app, settings)  # inside the session middleware pages.install adds: it sees the web session
     pages.install(app, settings)  # pages, static files, session cookie, CSRF (api/web, docs/ui.md)
+    lanes.install(app, settings)  # outermost: a request waits for its lane before anything is done for it
     return app

@@ -111,6 +111,18 @@ class Settings(BaseSettings):
             "signed. Empty: on in production, off in development."
         ),
     )
+    api_shared_concurrency: int = Field(
+        4,
+        ge=1,
+        le=1000,
+        description=(
+            "Requests other than report intake and the probes that an API process serves at once; the rest wait "
+            "without a thread or a database connection, so intake keeps its share (api/lanes.py)."
+        ),
+    )
+    api_shared_queue: int = Field(
+        200, ge=0, le=100_000, description="Requests that may wait for the shared lane per process; past it, 503."
+    )
     max_body_bytes: int = Field(
         1_048_576,
         ge=1024,
