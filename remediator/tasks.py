@@ -22,7 +22,7 @@ from core.db import get_database, utcnow
 from core.dispatch import send_after_commit
 from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
-from remediator import decisions, planning, runner
+from remediator import decisions, planning, runner, stalls
 from remediator.hostauth import HostKeys, SignedPayload
 from remediator.ingest import evaluate_host, ingest_batch
 from remediator.models import Host, HostState, Remediation, RemediationState, Signal
@@ -358,6 +358,17 @@ def action_refused(report: dict[str, Any] | str, signature: dict[str, Any] | Non
     )
 
 
+@shared_task(name="remediator.redrive_stalled", queue=REMEDIATE_QUEUE)
+def redrive_stalled() -> int:
+    """Run again the remediations whose next run was lost (remediator.stalls)."""
+    with get_database().session() as session:
+        ids = stalls.stalled(session, utcnow())
+        for remediation_id in ids:
+            log.warning("remediator.remediation.redriven", extra={"fields": {"remediation": remediation_id}})
+            send_after_commit(session, run_remediation.s(remediation_id).set(queue=REMEDIATE_QUEUE))
+    return len(ids)
+
+
 @shared_task(name="remediator.check_step_deadlines", queue=REMEDIATE_QUEUE)
 def check_step_deadlines() -> int:
     """Host actions past their deadline (power cycle, then a ticket), reinstalls that reported back."""
@@ -371,6 +382,7 @@ def beat_schedule(report_interval_s: int) -> dict[str, dict[str, Any]]:
         "mark-unreachable": {"task": "remediator.mark_unreachable", "schedule": float(report_interval_s)},
         "admit-waiting": {"task": "remediator.admit_waiting", "schedule": 15.0},
         "check-step-deadlines": {"task": "remediator.check_step_deadlines", "schedule": 10.0},
+        "redrive-stalled": {"task": "remediator.redrive_stalled", "schedule": 60.0},
         "settle-verifications": {"task": "remediator.settle_verifications", "schedule": 30.0},
         "settle-repairs": {"task": "remediator.settle_repairs", "schedule": 30.0},
         "maintain-reports": {"task": "remediator.maintain_reports", "schedule": 3600.0},

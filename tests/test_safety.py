@@ -377,3 +377,27 @@ def test_breaker_holds_under_concurrent_ingest(integration_pg_url: str, celery_a
         assert state is not None
         assert state.breaker_open
     database.dispose()
+
+
+def test_a_remediation_whose_run_was_lost_is_run_again_after_a_while(session: Session) -> None:
+    """A worker killed holding run_remediation left a planned remediation with nothing queued (bench/chaos.py:
+    the transport hands the task on only after an hour). The sweep finds it once it has not changed for
+    STALL_S, not before; paused, waiting-on-host and finished ones are not touched."""
+    from remediator.stalls import STALL_S, stalled
+
+    rs = ruleset(rule(["tune_error_reporting"]))
+    hosts(session, 2)
+    [planned] = fire(session, "h0", rs)
+    remediation = session.get_one(Remediation, planned)
+    assert remediation.state == RemediationState.planned
+    session.flush()
+    changed = remediation.updated_at
+    assert stalled(session, changed + dt.timedelta(seconds=STALL_S - 5)) == []
+    assert stalled(session, changed + dt.timedelta(seconds=STALL_S + 5)) == [planned]
+    remediation.paused_by = "operator:test"
+    session.flush()
+    assert stalled(session, remediation.updated_at + dt.timedelta(seconds=STALL_S + 5)) == []
+    remediation.paused_by = None
+    remediation.state = RemediationState.succeeded
+    session.flush()
+    assert stalled(session, remediation.updated_at + dt.timedelta(seconds=STALL_S + 5)) == []
