@@ -12,9 +12,10 @@ committed one host's reports in the other order). A late report is stored as
 its own row, and the rows only it carries (kernel-log events, SEL entries,
 rasdaemon rows past a cursor the agent has since moved) are counted into the
 host's windows once (remediator.derive.late); its counters and snapshots are
-older than what is known and derive nothing, so no rate runs backwards. Signals come from the report and the host's
-derivation memory (one JSON document on the host row), and the rules decide
-what to plan.
+older than what is known and derive nothing, so no rate runs backwards.
+
+Signals come from the report and the host's derivation memory (one JSON
+document on the host row), and the rules decide what to plan.
 """
 
 from __future__ import annotations
