@@ -571,6 +571,25 @@ def figures(run: Run, url: str, api: str, faults: list[Fault], started: float) -
     return problems
 
 
+def inject_lockups(fleet: SimulatedFleet, count: int) -> list[str]:
+    """Soft lockups every 10 s on `count` healthy hosts, one a rack (the rack cap is one host out): the
+    default pack's soft-lockups rule plans a warm reboot on each, so non-idempotent host actions run
+    while the faults are injected. Never the last host, which stays healthy as the probe."""
+    chosen: list[str] = []
+    racks: set[str] = set()
+    for host in fleet.hosts[:-1]:
+        if len(chosen) >= count:
+            break
+        if host.faults or host.rack in racks:
+            continue
+        fault = fleet.fault("soft_lockups")
+        fault.per_hour = 360.0
+        host.inject(fault)
+        racks.add(host.rack)
+        chosen.append(host.hostname)
+    return chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=2000)
@@ -578,6 +597,12 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=15.0, help="seconds from one round's start to the next")
     parser.add_argument("--fault-fraction", type=float, default=0.1)
     parser.add_argument("--http-hosts", type=int, default=40, help="hosts that report over HTTP, not the stream")
+    parser.add_argument(
+        "--reboots",
+        type=int,
+        default=8,
+        help="hosts (one a rack) given soft lockups every 10 s: soft-lockups plans a reboot, a non-idempotent action",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory (logs, databases)")
     args = parser.parse_args()
     print(f"$ {' '.join([Path(sys.executable).name, *sys.argv])}")
@@ -616,6 +641,7 @@ def main() -> None:
                 [sys.executable, "-m", "api", "db", "upgrade"], env=env, cwd=REPO, check=True, stdout=log, stderr=log
             )
         fleet = SimulatedFleet(args.hosts + 1, seed=13, fault_fraction=args.fault_fraction)
+        lockups = inject_lockups(fleet, args.reboots)
         probe_host = next(h for h in reversed(fleet.hosts) if not h.faults)
         hosts = [h for h in fleet.hosts if h is not probe_host]
         database = Database(url, pool_size=1)
@@ -655,6 +681,7 @@ def main() -> None:
             probe_host,
             args.rounds,
         )
+        print(f"soft lockups every 10 s on {len(lockups)} hosts in distinct racks (soft-lockups: a warm reboot)")
         print(
             f"hosts {len(hosts)} ({len(faulty)} with a fault, {len(http_hosts)} over HTTP) + 1 probe host; "
             f"{args.rounds} rounds every {args.interval:.0f} s; scratch {work}"
