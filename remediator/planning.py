@@ -108,6 +108,12 @@ def decide(
     # Counted under the admission lock, as the caps are: two ingest transactions must not each see room
     # for one more host below the breaker and both plan (the lock is held until commit).
     serialize_on(session, safety.ADMISSION_LOCK)
+    opened = session.execute(  # a column query, not the identity map: another transaction may have opened it
+        select(RuleState.breaker_reason).where(RuleState.rule_id == rule.id, RuleState.breaker_open.is_(True))
+    ).first()
+    if opened is not None:
+        record(session, host, rule.id, "skipped", f"breaker open: {opened.breaker_reason}", **note)
+        return None
     tripped = safety.breaker_trips(session, host, rule, now)
     if tripped is not None:
         open_breaker(session, rule.id, tripped, now)

@@ -401,3 +401,43 @@ def test_a_remediation_whose_run_was_lost_is_run_again_after_a_while(session: Se
     remediation.state = RemediationState.succeeded
     session.flush()
     assert stalled(session, remediation.updated_at + dt.timedelta(seconds=STALL_S + 5)) == []
+
+
+def test_a_breaker_opened_by_a_concurrent_ingest_is_opened_once(integration_pg_url: str, celery_app: object) -> None:
+    """The first transaction trips the breaker while the second waits on the admission lock; the second then
+    finds it open and skips, rather than tripping it again: one breaker_opened entry, one Slack alert (the
+    storm bench's "2 rules paused by their breakers" for one rule)."""
+    from sqlalchemy import text
+
+    from core.db import Database
+    from tests.conftest import truncate_all
+
+    truncate_all(integration_pg_url)
+    database = Database(integration_pg_url, pool_size=3)
+    rs = ruleset(rule(["tune_error_reporting"], breaker=Breaker(max_hosts=3, max_percent=100)))
+    later = T0 + dt.timedelta(seconds=60)
+    with database.session() as session:
+        hosts(session, 5)
+        ingest(session, [edac_report(f"h{i}", ce=0, at=T0) for i in range(5)], ruleset=rs)
+    first = database.sessionmaker()
+    ingest(first, [edac_report(f"h{i}", ce=6000, at=later) for i in range(4)], ruleset=rs)  # trips at h3
+
+    def second() -> None:
+        with database.session() as session:
+            ingest(session, [edac_report("h4", ce=6000, at=later)], ruleset=rs)
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with database.session() as probe:
+        for _ in range(300):
+            if probe.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")):
+                break
+            threading.Event().wait(0.05)
+    first.commit()
+    first.close()
+    thread.join(30)
+    with database.session() as session:
+        opened = session.scalars(select(AuditEntry).where(AuditEntry.action == "remediator.rule.breaker_opened"))
+        assert len(opened.all()) == 1
+        assert ("skipped", "breaker open") in {(o, r.split(":")[0]) for o, r in decisions(session, "h4")}
+    database.dispose()
