@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import multiprocessing
 import random
 import re
 import time
@@ -16,6 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
+from multiprocessing.connection import Connection
 from urllib.parse import urlencode, urlsplit
 
 import httpx
@@ -351,3 +353,41 @@ async def open_loop(rate: float, cap: int, until: float, step: Callable[[float],
         due += interval
     if running:
         await asyncio.gather(*running)
+
+
+# -- reports from a process of their own ------------------------------------------------------
+
+
+def _reports_child(conn: Connection, reporter: Reporter, base: str, rate: float, cap: int, until: float) -> None:
+    """In a forked process: the reports' open loop on a loop and client of its own; its recorder goes back."""
+    asyncio.events._set_running_loop(None)  # forked from inside the parent's running loop
+
+    async def run() -> Recorder:
+        recorder = Recorder()
+        async with client(base, cap) as http:
+            await open_loop(rate, cap, until, lambda due: reporter.post(http, recorder, due))
+        return recorder
+
+    recorder = asyncio.run(run())
+    conn.send(({k: list(v) for k, v in recorder.latencies.items()}, {k: dict(v) for k, v in recorder.statuses.items()}))
+    conn.close()
+
+
+async def reports_elsewhere(
+    reporter: Reporter, base: str, rate: float, cap: int, until: float, recorder: Recorder
+) -> None:
+    """The reports' open loop in a forked process, so building the reports (a simulated host's report is
+    milliseconds of CPU) and parsing the readers' pages never share one event loop: a report is late only
+    if the service is. Monotonic time (perf_counter) is the machine's, so `until` and the due times hold
+    across the fork."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_reports_child, args=(send, reporter, base, rate, cap, until), daemon=True)
+    process.start()
+    send.close()
+    latencies, statuses = await asyncio.get_running_loop().run_in_executor(None, receive.recv)
+    process.join(30)
+    for kind, values in latencies.items():
+        recorder.latencies[kind].extend(values)
+    for kind, counts in statuses.items():
+        recorder.statuses[kind].update(counts)

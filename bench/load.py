@@ -7,7 +7,8 @@ Needs the machine's PostgreSQL (127.0.0.1:5432; a database of its own, bench_loa
 end) and Redis (127.0.0.1:6379, db 13 by default; it must be empty, and is emptied at the end). Starts
 `fleetfix api --workers 2` as a real process in production mode (PostgreSQL, Redis, an https PUBLIC_URL:
 TLS ends at a proxy, so requests come over plain http with X-Forwarded-Proto/-For, which uvicorn trusts
-from 127.0.0.1). Every figure is measured in this run; the client runs on the same machine.
+from 127.0.0.1). Every figure is measured in this run; the client runs on the same machine. The reports
+of a-c are sent from a forked process of their own (--one-process: from the same one as the rest).
 
 ceiling   the same client on GET /healthz (no database) and GET /api/v1/me (a token lookup)
 a-max     report POSTs alone, closed loop (clients/2 senders): the most intake this box does
@@ -54,6 +55,12 @@ THROUGHPUT_FACTOR = 0.5
 REFUSAL_P99_S = 1.0
 REFUSALS = ("big report", "big anonymous", "anonymous body", "big chunked report", "big login form")
 BEFORE_READING = ("big report", "big anonymous", "anonymous body")  # the rest are read up to the cap first
+
+
+def _client_usage() -> float:
+    """CPU seconds of this process and of the report processes it has joined (not the API: never waited for)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def base_env(**settings: str) -> dict[str, str]:
@@ -136,14 +143,14 @@ class Run:
 
     async def measured(self, name: str, seconds: float, body: Callable[[traffic.Recorder, float], object]) -> Phase:
         recorder = traffic.Recorder()
-        client_before = resource.getrusage(resource.RUSAGE_SELF)
+        client_before = _client_usage()
         processes = cpu_of(self.api_pid, self.database)
         began = time.perf_counter()
         await body(recorder, began + seconds)  # type: ignore[misc]
         elapsed = time.perf_counter() - began
-        client_after = resource.getrusage(resource.RUSAGE_SELF)
+        client_after = _client_usage()
         after = cpu_of(self.api_pid, self.database)
-        client_cpu = (client_after.ru_utime + client_after.ru_stime) - (client_before.ru_utime + client_before.ru_stime)
+        client_cpu = client_after - client_before
         api_cpu, db_cpu = (cpu_used(processes[k], after[k]) for k in ("api", "db"))
         phase = Phase(name, elapsed, recorder, client_cpu, api_cpu, db_cpu)
         self.phases[name] = phase
@@ -191,9 +198,12 @@ class Run:
             print(f"\noffered intake from here on: {rate:.0f} reports/s ({self.args.load:.2f} x a-max)")
 
             async def reports(rec: traffic.Recorder, until: float) -> None:
-                await traffic.open_loop(
-                    rate, self.report_clients, until, lambda due: self.reporter.post(http, rec, due)
-                )
+                if self.args.one_process:
+                    await traffic.open_loop(
+                        rate, self.report_clients, until, lambda due: self.reporter.post(http, rec, due)
+                    )
+                else:
+                    await traffic.reports_elsewhere(self.reporter, self.base, rate, self.report_clients, until, rec)
 
             await self.measured("a: reports alone, open loop", self.args.seconds, reports)
             readers = max(4, clients - self.report_clients)
@@ -341,6 +351,11 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=0.5, help="mean pause of a reader in b between requests")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn workers (deploy/kubernetes/api.yaml: 2)")
     parser.add_argument("--redis-db", type=int, default=13)
+    parser.add_argument(
+        "--one-process",
+        action="store_true",
+        help="send the reports of a-c from the readers' and floods' process (default: a forked process of their own)",
+    )
     args = parser.parse_args()
     print(f"$ {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"machine: {os.cpu_count()} cores; load average at start {_load()}")
