@@ -52,7 +52,8 @@ def print_phase(phase: Any) -> None:
     print(f"\n== {phase.name}  ({phase.seconds:.1f} s)")
     print(
         f"   cpu: client {phase.client_cpu_s / phase.seconds:.2f} cores, api {phase.api_cpu_s / phase.seconds:.2f}, "
-        f"postgres (this database) {phase.db_cpu_s / phase.seconds:.2f}  of {os.cpu_count()}"
+        f"postgres (this database) {phase.db_cpu_s / phase.seconds:.2f}; the whole machine busy "
+        f"{phase.machine_busy_s / phase.seconds:.2f}  of {os.cpu_count()}"
     )
     print(f"   {'kind':<20} {'count':>7} {'per s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  statuses")
     for kind, values in sorted(rec.latencies.items()):

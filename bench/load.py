@@ -120,6 +120,14 @@ class Phase:
     client_cpu_s: float
     api_cpu_s: float
     db_cpu_s: float
+    machine_busy_s: float = 0.0  # every process of the box, from /proc/stat
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine has spent busy (not idle, not waiting on I/O) since boot."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 class Run:
@@ -143,16 +151,16 @@ class Run:
 
     async def measured(self, name: str, seconds: float, body: Callable[[traffic.Recorder, float], object]) -> Phase:
         recorder = traffic.Recorder()
-        client_before = _client_usage()
+        client_before, busy_before = _client_usage(), machine_busy()
         processes = cpu_of(self.api_pid, self.database)
         began = time.perf_counter()
         await body(recorder, began + seconds)  # type: ignore[misc]
         elapsed = time.perf_counter() - began
-        client_after = _client_usage()
+        client_after, busy_after = _client_usage(), machine_busy()
         after = cpu_of(self.api_pid, self.database)
         client_cpu = client_after - client_before
         api_cpu, db_cpu = (cpu_used(processes[k], after[k]) for k in ("api", "db"))
-        phase = Phase(name, elapsed, recorder, client_cpu, api_cpu, db_cpu)
+        phase = Phase(name, elapsed, recorder, client_cpu, api_cpu, db_cpu, busy_after - busy_before)
         self.phases[name] = phase
         print_phase(phase)
         return phase
@@ -352,6 +360,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="uvicorn workers (deploy/kubernetes/api.yaml: 2)")
     parser.add_argument("--redis-db", type=int, default=13)
     parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="FLEETFIX_NAME=VALUE",
+        help="a setting for the API process (repeatable), e.g. FLEETFIX_DATABASE_POOL_SIZE=20",
+    )
+    parser.add_argument(
         "--one-process",
         action="store_true",
         help="send the reports of a-c from the readers' and floods' process (default: a forked process of their own)",
@@ -398,6 +413,9 @@ def main() -> None:
         )
         port = free_port()
         env.update(FLEETFIX_DATABASE_URL=url, FLEETFIX_API_PORT=str(port))
+        env.update(dict(setting.split("=", 1) for setting in args.setting))
+        if args.setting:
+            print(f"api settings: {' '.join(args.setting)}")
         log = workdir / "api.log"
         api = start_api(env, args.workers, log)
         base = f"http://127.0.0.1:{port}"
