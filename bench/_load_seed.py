@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, insert, text
+from sqlalchemy import create_engine, text
 
+from bench._databases import issue_host_tokens
 from checker.sim import SimulatedFleet
 from checker.sim.host import VirtualHost
-from core.auth import create_user, hash_password, hash_token, issue_token, new_token
+from core.auth import create_user, hash_password, issue_token
 from core.db import Database
-from core.models import ApiToken, Role, User
+from core.models import Role, User
 from remediator.inventory import HostInventory, apply_inventory
 
 REPO = Path(__file__).resolve().parent.parent
-ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 PASSWORD = "load-bench-password-1"  # noqa: S105 - a throwaway account's password in a throwaway database
 
 # How a year of tickets ends up: most were repaired and closed, a few are being worked.
@@ -65,22 +65,6 @@ class Seeded:
     ticket_ids: list[int]
     open_ticket_ids: list[int]
     timings: dict[str, float] = field(default_factory=dict)
-
-
-def create_database(name: str) -> str:
-    admin = create_engine(ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return ADMIN.rsplit("/", 1)[0] + f"/{name}"
-
-
-def drop_database(name: str) -> None:
-    admin = create_engine(ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def migrate(url: str, env: dict[str, str]) -> None:
@@ -350,23 +334,8 @@ def seed(url: str, *, hosts: int, tickets: int, victims: int = 10) -> Seeded:
         )
         _, viewer_token = issue_token(session, name="dashboards", role=Role.viewer)
         _, operator_token = issue_token(session, name="inventory-sync", role=Role.operator)
-    host_tokens: dict[str, str] = {}
-    rows = []
-    for host in fleet.hosts:
-        token = new_token()
-        host_tokens[host.hostname] = token
-        rows.append(
-            {
-                "name": f"{host.hostname} agent",
-                "prefix": token[4:12],
-                "token_hash": hash_token(token),
-                "hostname": host.hostname,
-                "role": "viewer",
-            }
-        )
-    with database.engine.begin() as conn:
-        conn.execute(insert(ApiToken), rows)
     database.dispose()
+    host_tokens = issue_host_tokens(url, (h.hostname for h in fleet.hosts))
     timings["people and credentials"] = time.perf_counter() - began
     ids = list(range(1, tickets + 1))
     return Seeded(

@@ -56,11 +56,10 @@ from sqlalchemy import create_engine, text
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._databases import issue_host_tokens  # noqa: E402
 from bench._services import OwnPostgres, OwnRedis, Service, fleetfix_env, free_port  # noqa: E402
 from checker.sim import SimulatedFleet, VirtualHost  # noqa: E402
-from core.auth import hash_token, new_token  # noqa: E402
 from core.db import Database  # noqa: E402
-from core.models import ApiToken  # noqa: E402
 from core.queue import INGEST_GROUP, INGEST_STREAM, create_celery, host_queue  # noqa: E402
 from core.signing import report_key, sign_report  # noqa: E402
 from cyborg.actions import lookup  # noqa: E402
@@ -213,26 +212,6 @@ class Publisher:
                 batch = []
         if batch:
             self.xadd_until_acked(batch)
-
-
-def issue_tokens(url: str, hosts: list[VirtualHost]) -> dict[str, str]:
-    """A credential per host, as `fleetfix tokens issue NAME --host HOST` makes them."""
-    tokens = {h.hostname: new_token() for h in hosts}
-    rows = [
-        {
-            "name": f"{name} agent",
-            "prefix": token[4:12],
-            "token_hash": hash_token(token),
-            "hostname": name,
-            "role": "viewer",
-        }
-        for name, token in tokens.items()
-    ]
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(ApiToken.__table__.insert(), rows)
-    engine.dispose()
-    return tokens
 
 
 def start_host_executors(
@@ -648,7 +627,7 @@ def main() -> None:
         with database.session() as session:
             apply_inventory(session, [HostInventory(**row) for row in fleet.inventory()], actor="bench")
         database.dispose()
-        tokens = issue_tokens(url, fleet.hosts)
+        tokens = issue_host_tokens(url, (h.hostname for h in fleet.hosts))
         logs = work / "logs"
         logs.mkdir()
         for name, command in [

@@ -46,8 +46,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import _load_traffic as traffic  # noqa: E402
+from bench._databases import create_database, drop_database  # noqa: E402
 from bench._load_report import cpu_of, cpu_used, explain_queries, print_phase  # noqa: E402
-from bench._load_seed import PASSWORD, Seeded, create_database, drop_database, migrate, seed  # noqa: E402
+from bench._load_seed import PASSWORD, Seeded, migrate, seed  # noqa: E402
 from core.settings import Settings  # noqa: E402
 
 P99_FACTOR = 3.0

@@ -38,10 +38,9 @@ from sqlalchemy import create_engine, select, text
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._databases import create_database, drop_database, issue_host_tokens  # noqa: E402
 from checker.sim import SimulatedFleet  # noqa: E402
-from core.auth import hash_token, new_token  # noqa: E402
 from core.db import Database, use_database  # noqa: E402
-from core.models import ApiToken  # noqa: E402
 from core.process import tune_gc  # noqa: E402
 from core.queue import INGEST_QUEUE, INGEST_STREAM, create_celery  # noqa: E402
 from core.signing import report_key, sign_report  # noqa: E402
@@ -51,27 +50,14 @@ from remediator.inventory import HostInventory, apply_inventory  # noqa: E402
 from remediator.rules import load_ruleset  # noqa: E402
 from ticketing.models import Ticket  # noqa: E402
 
-ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 REDIS = "redis://127.0.0.1:6379/8"
 BATCH = 256
 
 
 def fresh_database(name: str) -> str:
-    admin = create_engine(ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    url = ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    url = create_database(name)
     upgrade(url)
     return url
-
-
-def drop_database(name: str) -> None:
-    admin = create_engine(ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def round_payloads(fleet: SimulatedFleet, at: dt.datetime) -> list[dict]:
@@ -127,23 +113,8 @@ def host_credentials(url: str, fleet: SimulatedFleet) -> dict[str, bytes]:
     """A credential per host, as `fleetfix tokens issue --host` makes them; returns each host's signing key."""
     if _credentials:
         return _credentials
-    rows = []
-    for host in fleet.hosts:
-        token = new_token()
-        _credentials[host.hostname] = report_key(token)
-        rows.append(
-            {
-                "name": f"{host.hostname} agent",
-                "prefix": token[4:12],
-                "token_hash": hash_token(token),
-                "hostname": host.hostname,
-                "role": "viewer",
-            }
-        )
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(ApiToken.__table__.insert(), rows)
-    engine.dispose()
+    tokens = issue_host_tokens(url, (h.hostname for h in fleet.hosts))
+    _credentials.update({name: report_key(token) for name, token in tokens.items()})
     return _credentials
 
 

@@ -34,18 +34,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import redis
-from sqlalchemy import Select, create_engine, func, select, text
+from sqlalchemy import Select, create_engine, func, select
 from sqlalchemy.engine import Engine
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._databases import create_database, drop_database, issue_host_tokens  # noqa: E402
 from bench._storm_probe import Location, OutOfService  # noqa: E402
 from bench._storm_report import RULE, report  # noqa: E402
 from checker.sim import SimulatedFleet  # noqa: E402
-from core.auth import hash_token, new_token  # noqa: E402
 from core.db import Database, utcnow  # noqa: E402
-from core.models import ApiToken  # noqa: E402
 from core.queue import INGEST_QUEUE, INGEST_STREAM, create_celery  # noqa: E402
 from core.signing import report_key, sign_report  # noqa: E402
 from migrations import upgrade  # noqa: E402
@@ -55,31 +54,12 @@ from remediator.rules import load_ruleset  # noqa: E402
 from ticketing.notify.models import AlertDelivery, AlertOutbox, DeliveryState  # noqa: E402
 from ticketing.notify.receiver import SlackReceiver  # noqa: E402
 
-ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DATACENTER = "ams1"
 RACK_SIZE = 20
 FAULT = "dimm_ce_storm"
 CHANNEL = "#fleet"
 WEBHOOK_PATH_END = "storm-bench"  # the last part of the webhook URL (Slack's is a secret)
 ALERTS_WINDOW_S = 30  # the default grouping window (FLEETFIX_ALERTS_WINDOW_S)
-
-
-def fresh_database(name: str) -> str:
-    admin = create_engine(ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    url = ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    upgrade(url)
-    return url
-
-
-def drop_database(name: str) -> None:
-    admin = create_engine(ADMIN, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def one_datacenter(size: int, seed: int) -> SimulatedFleet:
@@ -102,22 +82,9 @@ def register(url: str, fleet: SimulatedFleet) -> tuple[dict[str, bytes], dict[in
     database = Database(url, pool_size=1)
     with database.session() as session:
         apply_inventory(session, [HostInventory(**row) for row in fleet.inventory()], actor="bench")
-    keys: dict[str, bytes] = {}
-    rows = []
-    for host in fleet.hosts:
-        token = new_token()
-        keys[host.hostname] = report_key(token)
-        rows.append(
-            {
-                "name": f"{host.hostname} agent",
-                "prefix": token[4:12],
-                "token_hash": hash_token(token),
-                "hostname": host.hostname,
-                "role": "viewer",
-            }
-        )
+    tokens = issue_host_tokens(url, (h.hostname for h in fleet.hosts))
+    keys = {name: report_key(token) for name, token in tokens.items()}
     with database.session() as session:
-        session.execute(ApiToken.__table__.insert(), rows)
         located = {
             h.id: Location(h.rack, h.cluster, h.datacenter)
             for h in session.scalars(select(Host).where(Host.datacenter == DATACENTER))
@@ -277,7 +244,8 @@ def main() -> int:
         f" min_hosts {breaker.min_hosts}, window {breaker.window_s:g}s, scope {breaker.scope}"
     )
     name = f"bench_storm_{os.getpid()}"
-    url = fresh_database(name)
+    url = create_database(name)
+    upgrade(url)
     workdir = Path(tempfile.mkdtemp(prefix="fleetfix-storm-"))
     procs = Processes(workdir)
     receiver = SlackReceiver().start()
