@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.db import Database
 from core.models import AuditEntry
 from remediator import planning, runner
 from remediator.decisions import finish
@@ -337,39 +338,45 @@ def test_caps_hold_under_concurrent_admission(integration_pg_url: str, celery_ap
     assert sorted(results.values()) == [False, True]
 
 
-def test_breaker_holds_under_concurrent_ingest(integration_pg_url: str, celery_app: object) -> None:
-    """Two ingest transactions firing one rule at once: the second counts the first's hosts before it plans
-    (the breaker is counted under the admission lock), so the breaker's limit is never overshot."""
+def storm_in_two_transactions(url: str, first_hosts: int) -> Database:
+    """Five hosts, a rule whose breaker allows 3: a first transaction ingests a CE storm on h0.. (first_hosts
+    of them) and holds its commit until a second one, ingesting the storm on the next host, waits on its
+    lock; then the first commits and the second finishes. Returns the database to look at."""
     from sqlalchemy import text
 
-    from core.db import Database
     from tests.conftest import truncate_all
 
-    truncate_all(integration_pg_url)
-    database = Database(integration_pg_url, pool_size=3)
+    truncate_all(url)
+    database = Database(url, pool_size=3)
     rs = ruleset(rule(["tune_error_reporting"], breaker=Breaker(max_hosts=3, max_percent=100)))
     later = T0 + dt.timedelta(seconds=60)
     with database.session() as session:
-        hosts(session, 4)
-        ingest(session, [edac_report(f"h{i}", ce=0, at=T0) for i in range(4)], ruleset=rs)
+        hosts(session, 5)
+        ingest(session, [edac_report(f"h{i}", ce=0, at=T0) for i in range(5)], ruleset=rs)
     first = database.sessionmaker()
-    ingest(first, [edac_report(f"h{i}", ce=6000, at=later) for i in range(3)], ruleset=rs)  # not committed yet
+    ingest(first, [edac_report(f"h{i}", ce=6000, at=later) for i in range(first_hosts)], ruleset=rs)
 
     def second() -> None:
         with database.session() as session:
-            ingest(session, [edac_report("h3", ce=6000, at=later)], ruleset=rs)
+            ingest(session, [edac_report(f"h{first_hosts}", ce=6000, at=later)], ruleset=rs)
 
     thread = threading.Thread(target=second)
     thread.start()
     with database.session() as probe:  # wait until the second transaction waits on the first's lock
         for _ in range(300):
-            waiting = probe.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"))
-            if waiting:
+            if probe.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")):
                 break
             threading.Event().wait(0.05)
     first.commit()
     first.close()
     thread.join(30)
+    return database
+
+
+def test_breaker_holds_under_concurrent_ingest(integration_pg_url: str, celery_app: object) -> None:
+    """Two ingest transactions firing one rule at once: the second counts the first's hosts before it plans
+    (the breaker is counted under the admission lock), so the breaker's limit is never overshot."""
+    database = storm_in_two_transactions(integration_pg_url, 3)
     with database.session() as session:
         planned = session.scalars(select(Remediation.host_id)).all()
         state = session.get(RuleState, "test-rule")
@@ -407,35 +414,7 @@ def test_a_breaker_opened_by_a_concurrent_ingest_is_opened_once(integration_pg_u
     """The first transaction trips the breaker while the second waits on the admission lock; the second then
     finds it open and skips, rather than tripping it again: one breaker_opened entry, one Slack alert (the
     storm bench's "2 rules paused by their breakers" for one rule)."""
-    from sqlalchemy import text
-
-    from core.db import Database
-    from tests.conftest import truncate_all
-
-    truncate_all(integration_pg_url)
-    database = Database(integration_pg_url, pool_size=3)
-    rs = ruleset(rule(["tune_error_reporting"], breaker=Breaker(max_hosts=3, max_percent=100)))
-    later = T0 + dt.timedelta(seconds=60)
-    with database.session() as session:
-        hosts(session, 5)
-        ingest(session, [edac_report(f"h{i}", ce=0, at=T0) for i in range(5)], ruleset=rs)
-    first = database.sessionmaker()
-    ingest(first, [edac_report(f"h{i}", ce=6000, at=later) for i in range(4)], ruleset=rs)  # trips at h3
-
-    def second() -> None:
-        with database.session() as session:
-            ingest(session, [edac_report("h4", ce=6000, at=later)], ruleset=rs)
-
-    thread = threading.Thread(target=second)
-    thread.start()
-    with database.session() as probe:
-        for _ in range(300):
-            if probe.scalar(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")):
-                break
-            threading.Event().wait(0.05)
-    first.commit()
-    first.close()
-    thread.join(30)
+    database = storm_in_two_transactions(integration_pg_url, 4)  # the first trips at h3
     with database.session() as session:
         opened = session.scalars(select(AuditEntry).where(AuditEntry.action == "remediator.rule.breaker_opened"))
         assert len(opened.all()) == 1
