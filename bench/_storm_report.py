@@ -64,6 +64,7 @@ def report(
                 AlertDelivery.count,
                 AlertDelivery.state,
                 AlertDelivery.sent_at,
+                AlertDelivery.digest,
             ).order_by(AlertDelivery.id)
         ).all()
         others = conn.execute(
@@ -113,7 +114,8 @@ def report(
     print("\nSlack:")
     print(f"  alerts written: { {k.value: n for k, n in outbox} }")
     for d in deliveries:
-        print(f"  message {d.id}: {d.kind.value} to {d.channel}, {d.count} alerts, {d.state.value}")
+        kinds = (d.digest or {}).get("kinds") or {d.kind.value: d.count}
+        print(f"  message {d.id}: to {d.channel}, {d.count} alerts {kinds}, {d.state.value}")
     received = receiver.messages()
     print(f"  received by the local receiver: {len(received)} messages ({len(receiver.received)} requests)")
     for message in received:
@@ -141,9 +143,9 @@ def report(
         if gaps:
             pace = "kept" if min(gaps) >= 1.0 else "NOT kept"
             print(f"  {channel}: closest two sends by the workers' clocks (sent_at) {min(gaps):.3f}s apart ({pace})")
-    kinds = Counter(d.kind.value for d in deliveries)
-    per_host = [k for k, n in kinds.items() if n > 1]
-    verdict = "one grouped message per kind" if not per_host else f"SEVERAL messages of a kind: {dict(kinds)}"
+    channels = Counter(d.channel for d in deliveries)
+    several = {channel: n for channel, n in channels.items() if n > 1}
+    verdict = "one grouped message per channel" if not several else f"SEVERAL messages in a channel: {several}"
     print(f"  {verdict}")
 
     exceeded = [s for s in SCOPES if probe.peaks[s].out > (probe.peaks[s].limit or probe.tightest(s))]

@@ -1,5 +1,5 @@
 """The storm of issue 13: 30% of a datacenter faults at once with 4 workers; the blast-radius caps hold,
-the rule's breaker trips, and Slack hears one grouped message per kind of alert, not one per host.
+the rule's breaker trips, and Slack hears one grouped message per channel, not one per host or per kind.
 
     .venv/bin/python bench/storm.py [--hosts 1000] [--fraction 0.3] [--workers 4] [--ingest stream]
 

@@ -56,6 +56,23 @@ def open_ticket(session: Session, datacenter: str = "ams1", priority: int = 1, h
     return ticket.id
 
 
+def two_messages(db: Database, session: Session, settings: Settings, now: dt.datetime) -> tuple[int, int]:
+    """Two messages for #fleet: an alert flushed while the channel's first message is being sent
+    cannot join it, so it starts the second."""
+    open_ticket(session, datacenter="sjc1")
+    with db.session() as flushing:
+        [first] = service.flush(flushing, settings, now).to_send
+        flushing.execute(update(AlertDelivery).values(claimed_until=now + service.CLAIM))
+        flushing.commit()
+    audit.record(session, actor="t", action="remediator.host.unreachable", object_type="host", object_id="sjc-9")
+    session.commit()
+    with db.session() as flushing:
+        [second] = service.flush(flushing, settings, now).to_send
+        flushing.execute(update(AlertDelivery).values(claimed_until=None))
+        flushing.commit()
+    return first, second
+
+
 def delivery(session: Session) -> AlertDelivery:
     """The newest message."""
     session.expire_all()
@@ -166,12 +183,8 @@ def test_a_message_is_sent_once_and_a_channel_gets_one_message_a_second(
     db: Database, session: Session, receiver: SlackReceiver, alerts_on: Enable
 ) -> None:
     settings = alerts_on(webhook_settings(receiver))
-    open_ticket(session, datacenter="sjc1")
-    audit.record(session, actor="t", action="remediator.host.unreachable", object_type="host", object_id="sjc-9")
-    session.commit()
     now = utcnow()
-    with db.session() as flushing:
-        first, second = service.flush(flushing, settings, now).to_send
+    first, second = two_messages(db, session, settings, now)
     sender, redactor = sender_for(settings)
     assert service.deliver(db, first, settings, sender, redactor, clock=lambda: now).state == "sent"
     assert service.deliver(db, first, settings, sender, redactor, clock=lambda: now).state == "done"  # a duplicate
@@ -188,12 +201,8 @@ def test_a_channel_keeps_its_pace_while_another_worker_is_sending_to_it(
     """A second worker's message for the channel waits while the first is on its way (claimed, not yet sent):
     the storm bench saw two messages reach #fleet 1 ms apart from two notify workers."""
     settings = alerts_on(webhook_settings(receiver))
-    open_ticket(session, datacenter="sjc1")
-    audit.record(session, actor="t", action="remediator.host.unreachable", object_type="host", object_id="sjc-9")
-    session.commit()
     now = utcnow()
-    with db.session() as flushing:
-        first, second = service.flush(flushing, settings, now).to_send
+    first, second = two_messages(db, session, settings, now)
     sender, redactor = sender_for(settings)
     meanwhile: list[service.Outcome] = []
 

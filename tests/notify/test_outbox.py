@@ -1,4 +1,4 @@
-"""Alerts are written with the change they report, and grouped into one message per channel and kind.
+"""Alerts are written with the change they report, and grouped into one message per channel.
 
 In-process on PostgreSQL and SQLite (rolled back after each test); messages go
 to the local Slack receiver over HTTP.
@@ -22,7 +22,7 @@ from remediator.tasks import mark_unreachable
 from tests.factories import storm_reports
 from tests.notify.conftest import PUBLIC_URL, SteppingClock, flush_and_deliver, webhook_settings
 from ticketing import service as tickets
-from ticketing.notify import routing, service
+from ticketing.notify import messages, routing, service
 from ticketing.notify.models import AlertDelivery, AlertKind, AlertOutbox, DeliveryState, Severity
 from ticketing.notify.receiver import SlackReceiver
 from ticketing.notify.slack import sender_for
@@ -102,27 +102,50 @@ def test_every_alerting_change_reaches_slack_with_a_link_to_its_page(
     assert kinds == set(AlertKind)
     outcomes = flush_and_deliver(db, settings)
     assert {o.state for o in outcomes} == {"sent"}
-    by_title = {m.body["blocks"][0]["text"]["text"]: m for m in receiver.messages()}
+    # every alert of the window goes to #fleet (fra1, or no datacenter): one message, a part per kind
+    [message] = receiver.messages()
+    assert message.channel == "#fleet"
+    blocks = message.body["blocks"]
+    assert blocks[0]["text"]["text"] == "6 alerts in fra1"
+    assert message.body["text"] == (
+        "6 alerts in fra1: repair ticket opened, remediation failed, remediation handed to a technician, "
+        "rule paused by its breaker, remediation waiting for approval, host unreachable (critical)"
+    )  # critical: the priority 2 dimm ticket, and the paused rule
+    parts = {
+        block["text"]["text"].split("\n")[0]: block["text"]["text"] for block in blocks if block["type"] == "section"
+    }
     ticket_id = session.scalars(
         select(func.min(AlertOutbox.object_id)).where(AlertOutbox.object_type == "ticket")
     ).one()
     expected_links = {
-        "Remediation handed to a technician in fra1": f"{PUBLIC_URL}/hosts/web-1#remediation-{escalated_id}",
-        "Remediation failed in fra1": f"{PUBLIC_URL}/hosts/web-2#remediation-{failing_id}",
-        "Rule paused by its breaker": f"{PUBLIC_URL}/rules#rule-dimm-ce-storm",
-        "Remediation waiting for approval in fra1": f"{PUBLIC_URL}/approvals#approval-{failing_id}",
-        "Host unreachable in fra1": f"{PUBLIC_URL}/hosts/web-3",
+        "*Repair ticket opened*": f"{PUBLIC_URL}/tickets/{ticket_id}",
+        "*Remediation handed to a technician*": f"{PUBLIC_URL}/hosts/web-1#remediation-{escalated_id}",
+        "*Remediation failed*": f"{PUBLIC_URL}/hosts/web-2#remediation-{failing_id}",
+        "*Rule paused by its breaker*": f"{PUBLIC_URL}/rules#rule-dimm-ce-storm",
+        "*Remediation waiting for approval*": f"{PUBLIC_URL}/approvals#approval-{failing_id}",
+        "*Host unreachable*": f"{PUBLIC_URL}/hosts/web-3",
     }
-    for title, link in expected_links.items():
-        assert title in by_title, sorted(by_title)
-        blocks = by_title[title].body["blocks"]
-        assert f"<{link}|" in blocks[1]["text"]["text"]
-        assert blocks[-1]["elements"][0]["url"] == link  # the button of a single-alert message
-    opened = [m for t, m in by_title.items() if "repair ticket" in t.lower()]
-    assert len(opened) == 1
-    assert f"{PUBLIC_URL}/tickets/{ticket_id}" in opened[0].body["blocks"][1]["text"]["text"]
-    assert "critical" in opened[0].body["text"]  # priority 2 dimm ticket
-    assert all(m.channel == "#fleet" for m in receiver.messages())  # fra1, or no datacenter
+    assert set(parts) == set(expected_links)
+    assert next(iter(parts)) == "*Repair ticket opened*"  # the most urgent kind leads (the first critical one)
+    for part, link in expected_links.items():
+        assert f"<{link}|" in parts[part], parts[part]
+    assert all(block["type"] != "actions" for block in blocks)  # no single button for many alerts
+
+
+def test_a_single_alert_is_a_message_with_a_button_to_its_page(
+    db: Database, session: Session, receiver: SlackReceiver, alerts_on: Enable
+) -> None:
+    settings = alerts_on(webhook_settings(receiver))
+    ticket, _ = tickets.open_ticket(session, ticket_request("web-9", priority=4), actor="test")
+    session.commit()
+    assert [o.state for o in flush_and_deliver(db, settings)] == ["sent"]
+    [message] = receiver.messages()
+    blocks = message.body["blocks"]
+    assert blocks[0]["text"]["text"] == "Repair ticket opened in ams1"
+    assert message.body["text"] == "Repair ticket opened in ams1 (info)"
+    link = f"{PUBLIC_URL}/tickets/{ticket.id}"
+    assert f"<{link}|" in blocks[1]["text"]["text"]
+    assert blocks[-1]["elements"][0]["url"] == link
 
 
 def test_a_burst_of_500_unreachable_hosts_is_one_message_per_channel(
@@ -228,3 +251,35 @@ def test_the_settings_name_the_same_kinds_and_severities_as_the_alerts() -> None
 
     assert set(get_args(settings.AlertKind)) == {kind.value for kind in AlertKind} == set(ACTIONS.values())
     assert list(get_args(settings.AlertSeverity)) == [severity.value for severity in Severity]
+
+
+def test_a_waiting_message_made_before_messages_held_several_kinds_keeps_its_count(
+    session: Session, receiver: SlackReceiver, alerts_on: Enable
+) -> None:
+    """A message still pending from before the upgrade has no per-kind counts: its alerts are all its kind."""
+    settings = alerts_on(webhook_settings(receiver))
+    now = utcnow()
+    old = AlertDelivery(
+        channel="#fleet",
+        kind=AlertKind.host_unreachable,
+        severity=Severity.warning,
+        count=3,
+        digest={
+            "examples": [{"object_type": "host", "object_id": "h1", "hostname": "h1", "datacenter": "", "summary": ""}],
+            "datacenters": {"": 3},
+        },
+        first_at=now,
+        last_at=now,
+        next_attempt_at=now,
+        created_at=now,
+    )
+    session.add(old)
+    session.flush()
+    tickets.open_ticket(session, ticket_request("web-8", priority=4), actor="test")
+    assert service.flush(session, settings, now).to_send == []  # joined the waiting message
+    assert old.digest["kinds"] == {"host_unreachable": 3, "ticket_opened": 1}
+    body = messages.build(old, PUBLIC_URL)
+    assert body["blocks"][0]["text"]["text"] == "4 alerts in ams1"
+    parts = [block["text"]["text"] for block in body["blocks"] if block["type"] == "section"]
+    assert parts[0].startswith("*3 hosts unreachable*\n• <" + PUBLIC_URL + "/hosts/h1|h1>")
+    assert parts[1].startswith("*Repair ticket opened*")

@@ -3,7 +3,7 @@
 An `alert_outbox` row is written in the transaction of the change it reports
 (so it is never lost and never sent for a change that was rolled back); the
 flush groups pending rows into `alert_deliveries`, one Slack message per
-channel and kind, which the deliver task sends and retries.
+channel per window, which the deliver task sends and retries.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class AlertOutbox(Base):
 
 
 class AlertDelivery(Base):
-    """One Slack message: every alert of one kind for one channel in a window, counted."""
+    """One Slack message: every alert for one channel in a window, counted (per kind in `digest`)."""
 
     __tablename__ = "alert_deliveries"
     __table_args__ = (
@@ -80,11 +80,13 @@ class AlertDelivery(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     channel: Mapped[str] = mapped_column(String(80))
-    kind: Mapped[AlertKind] = mapped_column(enum_column(AlertKind, "alert_kind"))
+    kind: Mapped[AlertKind] = mapped_column(
+        enum_column(AlertKind, "alert_kind"), doc="The most urgent kind in the message (its first part)."
+    )
     severity: Mapped[Severity] = mapped_column(enum_column(Severity, "alert_severity"))
     count: Mapped[int] = mapped_column(default=0)
     digest: Mapped[dict[str, Any]] = mapped_column(
-        default=dict, doc="What the message shows: a few examples, counts per datacenter."
+        default=dict, doc="What the message shows: a few examples of each kind, counts per kind and per datacenter."
     )
     first_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     last_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -1,9 +1,11 @@
 """Grouping pending alerts into Slack messages, and sending one message.
 
-flush(): pending outbox rows are routed to a channel and grouped by (channel,
-kind). A group joins that channel's unsent message of its kind if there is one
-not being sent right now (so an outage or a rate limit ends in one message with
-the total, not a backlog), else starts a new message.
+flush(): pending outbox rows are routed to a channel and grouped by channel,
+whatever their kind: a storm (a breaker trips, tickets open, remediations are
+handed over) is one message per channel with a part per kind. A group joins
+that channel's unsent message if there is one not being sent right now (so an
+outage or a rate limit ends in one message with the total, not a backlog),
+else starts a new message.
 
 deliver(): claim the message (a short transaction), post it with no database
 transaction open (a slow Slack holds no lock and delays nothing else), then
@@ -29,7 +31,7 @@ from core.db import Database, serialize_on, utcnow
 from core.settings import Settings
 from ticketing.notify import events, messages, routing
 from ticketing.notify.events import Subject
-from ticketing.notify.models import AlertDelivery, AlertKind, AlertOutbox, DeliveryState, Severity
+from ticketing.notify.models import AlertDelivery, AlertOutbox, DeliveryState, Severity
 from ticketing.notify.slack import DeliveryError, Redactor, Sender
 
 log = logging.getLogger(__name__)
@@ -67,18 +69,25 @@ def _absorb(delivery: AlertDelivery, members: list[tuple[AlertOutbox, Subject, S
     digest = dict(delivery.digest or {})
     examples = list(digest.get("examples", []))
     datacenters = dict(digest.get("datacenters", {}))
+    # a message made before messages held several kinds has no "kinds": all its alerts are its kind
+    kinds = dict(digest.get("kinds") or ({delivery.kind.value: delivery.count} if delivery.count else {}))
     for row, subject, severity in members:
         delivery.count += 1
-        if len(examples) < messages.EXAMPLES:
+        shown = sum(1 for example in examples if example.get("kind", delivery.kind.value) == row.kind.value)
+        if shown < messages.EXAMPLES:
             examples.append(
-                messages.example_of(row.object_type, row.object_id, subject.hostname, subject.datacenter, row.summary)
+                messages.example_of(
+                    row.object_type, row.object_id, subject.hostname, subject.datacenter, row.summary, row.kind
+                )
             )
+        kinds[row.kind.value] = kinds.get(row.kind.value, 0) + 1
         datacenters[subject.datacenter] = datacenters.get(subject.datacenter, 0) + 1
         if severity.rank > delivery.severity.rank:
             delivery.severity = severity
+            delivery.kind = row.kind  # the message leads with its most urgent kind
         delivery.first_at = min(delivery.first_at, row.created_at)
         delivery.last_at = max(delivery.last_at, row.created_at)
-    delivery.digest = {"examples": examples, "datacenters": datacenters}
+    delivery.digest = {"examples": examples, "datacenters": datacenters, "kinds": kinds}
 
 
 def flush(session: Session, settings: Settings, now: dt.datetime) -> FlushResult:
@@ -89,18 +98,17 @@ def flush(session: Session, settings: Settings, now: dt.datetime) -> FlushResult
     ).all()
     result = FlushResult(grouped=len(rows))
     subjects = events.locate(session, {(row.object_type, row.object_id) for row in rows})
-    groups: dict[tuple[str, AlertKind], list[tuple[AlertOutbox, Subject, Severity]]] = {}
+    groups: dict[str, list[tuple[AlertOutbox, Subject, Severity]]] = {}
     for row in rows:
         subject = _subject_of(row, subjects)
         severity = events.severity_of(row.kind, subject)
         channel = routing.route(settings, row.kind, severity, subject.datacenter)
-        groups.setdefault((channel, row.kind), []).append((row, subject, severity))
-    for (channel, kind), members in groups.items():
+        groups.setdefault(channel, []).append((row, subject, severity))
+    for channel, members in groups.items():
         delivery = session.scalars(
             select(AlertDelivery)
             .where(
                 AlertDelivery.channel == channel,
-                AlertDelivery.kind == kind,
                 AlertDelivery.state == DeliveryState.pending,
                 or_(AlertDelivery.claimed_until.is_(None), AlertDelivery.claimed_until < now),
             )
@@ -112,7 +120,7 @@ def flush(session: Session, settings: Settings, now: dt.datetime) -> FlushResult
             first = members[0][0].created_at
             delivery = AlertDelivery(
                 channel=channel,
-                kind=kind,
+                kind=members[0][0].kind,
                 severity=Severity.info,
                 count=0,
                 digest={},
