@@ -14,7 +14,8 @@ rows whose ids lie in a gap are counted, through the same derivers as on time, i
 windows, and the ids it covered leave the gap: a late report delivered twice counts nothing the
 second time, and a row never reaches a count twice. Rows outside every gap (already counted, or
 from before a cleared log, a recreated database or another boot whose gaps were dropped) are
-not counted. mcelog's records carry no id and are not merged when late (rasdaemon's are).
+not counted. mcelog's records carry no id: a late one is counted when it is within the hour before
+the newest one counted and its key (time and content) is not among those already counted.
 
 Pure, like the rest of remediator.derive; the caller stores the report and evaluates the rules
 whose signals this yields.
@@ -31,7 +32,7 @@ from remediator.derive.aer import aer_signals, counts_aer
 from remediator.derive.core import Derived
 from remediator.derive.gaps import KLOG, fill, inside
 from remediator.derive.kernel import kernel_signals
-from remediator.derive.mce import mce_signals
+from remediator.derive.mce import MCELOG, mce_signals
 from remediator.derive.memory import KernelMemory, MceMemory, RasMemory, SelMemory, load_memory
 from remediator.derive.rasdaemon import ras_signals
 from remediator.derive.sel import sel_signals
@@ -41,9 +42,10 @@ from remediator.signals import SignalValue
 def derive_late(report: Report, memory: dict[str, Any]) -> Derived:
     """Signals from the rows of a late report that fall in the gaps, and the memory with them counted."""
     previous = load_memory(memory)
-    if previous.at is None or not previous.gaps:
+    logged = previous.mce is not None and previous.mce.logged
+    if previous.at is None or not (previous.gaps or logged):
         return Derived([], copy.deepcopy(memory), False)
-    gaps = {key: list(kept) for key, kept in previous.gaps.items()}
+    gaps = {key: list(kept) for key, kept in (previous.gaps or {}).items()}
     now = utc(report.captured_at)
     since = now - dt.timedelta(seconds=report.interval_s)  # rates over the late report's own cycle
     obs = report.observations
@@ -114,7 +116,17 @@ def derive_late(report: Report, memory: dict[str, Any]) -> Derived:
         cursor = ras.last_ids.get("mce_record") if ras is not None else None
         fill(gaps, "mce_record", (r.id for r in numbered if r.id is not None), cursor)
 
+    mce = previous.mce
+    mcelog = [r for r in obs.mce or [] if r.id is None]
+    if mcelog and mce is not None and mce.logged and (ras is None or ras.mce_records is None):
+        # mcelog's records have no id: the keys of those counted in the last hour tell the new ones
+        view_log = obs.model_copy(update={"rasdaemon": None, "mce": mcelog})
+        found, counted_log = mce_signals(view_log, MCELOG, mce.model_copy(update={"at": since}), now=now)
+        signals += found
+        if counted_log is not None:
+            mce = mce.model_copy(update={"since": counted_log.since, "keys": counted_log.keys})
+
     for signal in signals:
         signal.detail["late"] = True  # counted from a report that arrived after a newer one
-    new = previous.model_copy(update={"klog": klog, "sel": sel, "gaps": gaps or None}).dump()
+    new = previous.model_copy(update={"klog": klog, "sel": sel, "mce": mce, "gaps": gaps or None}).dump()
     return Derived(signals, new, new != memory)

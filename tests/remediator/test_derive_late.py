@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 
-from checker.schemas import KernelLogState, MceRecord, RasAerEvent, RasdaemonState, Report
+from checker.schemas import CollectorRun, KernelLogState, MceRecord, RasAerEvent, RasdaemonState, Report
 from remediator.derive import derive, derive_late
 from remediator.derive.gaps import fill
 from remediator.derive.memory import load_memory
@@ -200,3 +200,76 @@ def test_fill_takes_the_report_range_out_of_the_gaps() -> None:
     assert gaps == {"sel": [(20, 30)]}
     fill(gaps, "sel", [20], 30)
     assert gaps == {}
+
+
+def mcelog_cycle(k: int) -> Report:
+    """The k-th report of a host whose machine checks come from mcelog's log file (no ids): the agent read
+    one new corrected memory error past its file offset."""
+    when = at(k)
+    one = report(
+        when,
+        mce=[
+            MceRecord(
+                timestamp=when - dt.timedelta(seconds=5), cpu=2, socket=1, bank=8, status="0x9c00004000010091",
+                error_class="memory", corrected=True, message=f"memory read error channel 1 (record {k})",
+            )
+        ],
+    )  # fmt: skip
+    one.collectors["mce"] = CollectorRun(status="ok", duration_ms=1.0, source="mcelog-file")
+    return one
+
+
+def deliver_mcelog(order: Sequence[int], reports: Callable[[int], Report] = mcelog_cycle) -> int:
+    memory: dict[str, Any] = {}
+    newest: dt.datetime | None = None
+    counted = 0
+    for k in order:
+        one = reports(k)
+        if newest is not None and one.captured_at <= newest:
+            derived = derive_late(one, memory)
+            assert all(s.detail["late"] is True for s in derived.signals)
+        else:
+            derived = derive(one, memory, HOST, baselines=BASELINES)
+            newest = one.captured_at
+        memory = json.loads(json.dumps(derived.memory))
+        counted += sum(s.value for s in of(derived.signals, "mce_memory_corrected"))
+    return counted
+
+
+@pytest.mark.parametrize(
+    "order",
+    [[1, 2, 4, 3, 5, 6], [1, 2, 5, 4, 3, 6], [1, 2, 4, 3, 3, 5, 6, 4], [1, 2, 3, 6, 5, 4]],
+    ids=["one-late", "two-late-newest-first", "late-twice", "reversed-tail"],
+)
+def test_late_mcelog_records_are_counted_once(order: list[int]) -> None:
+    """mcelog's records carry no id; the keys (time and content) the deriver keeps for the last hour tell a
+    late one apart from one already counted."""
+    assert deliver_mcelog(IN_ORDER) == ROUNDS - 1  # the first sight counts nothing
+    assert deliver_mcelog(order) == ROUNDS - 1
+
+
+def test_a_late_mcelog_record_older_than_the_hour_kept_is_not_counted() -> None:
+    """Past the hour of keys the deriver keeps, nothing tells a late record from one counted long ago: it
+    is history (the negative case: a late merge that counted it could count a record twice)."""
+    memory: dict[str, Any] = {}
+    for k in (1, 2):
+        memory = json.loads(json.dumps(derive(mcelog_cycle(k), memory, HOST, baselines=BASELINES).memory))
+    hour_later = mcelog_cycle(2)
+    hour_later.captured_at = at(2) + dt.timedelta(hours=2)
+    assert hour_later.observations.mce is not None
+    hour_later.observations.mce[0].timestamp = hour_later.captured_at - dt.timedelta(seconds=5)
+    hour_later.observations.mce[0].message = "memory read error channel 1 (much later)"
+    memory = json.loads(json.dumps(derive(hour_later, memory, HOST, baselines=BASELINES).memory))
+    assert derive_late(mcelog_cycle(1), memory).signals == []  # long before the kept hour
+    late = derive_late(mcelog_cycle(3).model_copy(update={"captured_at": hour_later.captured_at}), memory)
+    assert late.signals == []  # record 3's time (k=3) is also more than an hour before the newest
+
+
+def test_a_late_mcelog_record_is_not_counted_when_rasdaemon_has_the_same_events() -> None:
+    """With rasdaemon's mce_record in the report, mcelog's records are the same events (mce.py): the late
+    merge takes rasdaemon's rows by id and leaves mcelog's alone."""
+    _, memory = deliver([1, 2, 4])
+    late = cycle(3)
+    late.observations.mce = mcelog_cycle(3).observations.mce
+    found = derive_late(late, memory)
+    assert sum(s.value for s in of(found.signals, "mce_memory_corrected")) == 1  # rasdaemon's row 3 only
