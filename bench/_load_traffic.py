@@ -42,7 +42,12 @@ class Recorder:
         return sum(n for counts in self.statuses.values() for status, n in counts.items() if status.startswith("5"))
 
     def transport_errors(self) -> int:
-        return sum(n for counts in self.statuses.values() for status, n in counts.items() if not status.isdigit())
+        return sum(
+            n
+            for counts in self.statuses.values()
+            for status, n in counts.items()
+            if not status.isdigit() and status != CLOSED_MID_BODY
+        )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -278,6 +283,7 @@ async def _status(reader: asyncio.StreamReader) -> int:
 
 
 CHUNK = 65536
+CLOSED_MID_BODY = "closed mid-body"
 MOST_SENT = 3 << 20  # past every cap: a sender stops there and waits for the answer
 
 
@@ -308,12 +314,15 @@ async def _send(
             sent += CHUNK
             await writer.drain()
             await asyncio.sleep(0)
+        cut_off = False
     except OSError:
-        pass  # the server closed its side after answering: the answer is read below
+        cut_off = True  # the server closed its side after answering: the answer is read below
     try:
         status: int | str = await asyncio.wait_for(answer, 60)
     except (OSError, TimeoutError) as error:
-        status = type(error).__name__
+        # a server that answers and closes while the body is still coming makes its TCP send a reset,
+        # which may discard the answer before the client reads it: refused, its status line lost
+        status = CLOSED_MID_BODY if cut_off and isinstance(error, ConnectionResetError) else type(error).__name__
     recorder.add(kind, status, time.perf_counter() - began)
     writer.close()
 

@@ -115,3 +115,32 @@ def test_sign_ins_beyond_the_checks_running_get_429(client: TestClient, monkeypa
             core.auth.PASSWORD_CHECKS.release()
     assert response.status_code == 429
     assert response.headers["Retry-After"] == "1"
+
+
+def test_password_checks_run_at_a_lower_cpu_priority_than_the_caller(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Argon2 runs on threads PASSWORD_CHECK_NICE nicer than the server (the hash's own threads inherit
+    it), so a sign-in flood on a busy machine waits for the CPU instead of taking it from report intake;
+    the caller's priority is untouched. Linux keeps a nice value per thread (setpriority(2))."""
+    import os
+    import threading
+
+    import core.auth
+
+    password = make_user(db, "ops-ana", Role.operator)
+    real = core.auth._hasher
+    niceness: list[int] = []
+
+    class Watching:
+        def verify(self, password_hash: str, given: str) -> bool:
+            niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            return bool(real.verify(password_hash, given))
+
+    monkeypatch.setattr(core.auth, "_hasher", Watching())
+    caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    with db.sessionmaker() as session:
+        assert sign_in(session, "ops-ana", password, client="client:10.0.0.5", now=T0) is not None
+        assert sign_in(session, "ops-ana", "wrong", client="client:10.0.0.5", now=T0) is None
+    assert niceness == [min(19, caller + core.auth.PASSWORD_CHECK_NICE)] * 2
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == caller
