@@ -1,13 +1,13 @@
 """The `fleetfix` command.
 
 It is the outermost layer, so it lives beside the API (nothing imports either).
-Each command imports what it runs only when it runs: `fleetfix agent` and
-`fleetfix check` on a host never load the database or web stack.
+Each command imports what it runs only when it runs. The host side's commands
+(`agent`, `check`, `snapshot`, `report-schema`) are those of `fleetfix-agent`
+(checker/agent/cli.py), which is what hosts install; here they keep their names.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from api.cli_users import tokens_app, users_app
+from checker.agent import cli as agent_cli
 from core.logs import mask_credentials
 from core.settings import Settings, SettingsError, load_settings
 
@@ -214,120 +215,12 @@ def scheduler() -> None:
     celery_app.start([*quiet, "beat", "-l", settings.log_level, "-s", str(settings.data_dir / "celerybeat-schedule")])
 
 
-@app.command()
-def agent(
-    hostname: Annotated[
-        str | None, typer.Option(help="This host's name (default FLEETFIX_HOSTNAME or the system's).")
-    ] = None,
-    state_dir: Annotated[
-        Path | None, typer.Option(help="Cursors and spool directory (default FLEETFIX_AGENT_STATE_DIR).")
-    ] = None,
-) -> None:
-    """Run the host agent: a Celery worker on host.<hostname> that also runs the check cycle."""
-    settings = _settings()
-    from checker.agent.config import AgentConfigError, load_agent_config
-    from checker.agent.worker import AgentStartError, run_agent
-
-    try:
-        config = load_agent_config(**({"state_dir": state_dir} if state_dir is not None else {}))
-        run_agent(settings, hostname=hostname, loglevel=settings.log_level, config=config)
-    except AgentConfigError as error:
-        raise _fail(f"bad setting: {error}") from None
-    except AgentStartError as error:
-        raise _fail(str(error), 1) from None
-
-
-def _print_report(report: object, output_format: str) -> None:
-    from checker.schemas import Report
-
-    assert isinstance(report, Report)
-    if output_format == "json":
-        typer.echo(report.model_dump_json(indent=2))
-        return
-    typer.echo(f"{report.host.hostname} at {report.captured_at.isoformat()}")
-    for name, run in report.collectors.items():
-        reason = f" — {run.reason}" if run.reason else ""
-        source = f" [{run.source}]" if run.source else ""
-        typer.echo(f"  {name:<12} {run.status.value:<12} {run.duration_ms:8.1f} ms{source}{reason}")
-        for item in run.problems:
-            typer.echo(f"  {'':<12} ! {item}")
-
-
-@app.command()
-def check(
-    snapshot: Annotated[Path | None, typer.Option(help="Read a snapshot directory instead of this host.")] = None,
-    output_format: Annotated[str, typer.Option("--format", help="json or text.")] = "text",
-    hostname: Annotated[str | None, typer.Option(help="Hostname to report as.")] = None,
-) -> None:
-    """Run every collector once and print the report (nothing is sent, no agent cursor moves)."""
-    from checker.agent.config import AgentConfigError, load_agent_config
-    from checker.collectors.base import HostAccess, LiveHost, SnapshotHost
-    from checker.cycle import run_cycle
-    from checker.snapshot import SnapshotError, read_meta
-
-    if output_format not in ("json", "text"):
-        raise _fail(f"--format must be json or text, not {output_format!r}")
-    try:
-        config = load_agent_config()
-    except AgentConfigError as error:
-        raise _fail(f"bad setting: {error}") from None
-    access: HostAccess
-    if snapshot is not None:
-        if not snapshot.is_dir():
-            raise _fail(f"--snapshot {snapshot}: not a directory")
-        try:
-            meta = read_meta(snapshot)
-        except SnapshotError as error:
-            raise _fail(str(error)) from None
-        if hostname is None and isinstance(meta.get("hostname"), str):
-            hostname = meta["hostname"]
-        access = SnapshotHost(snapshot)
-    else:
-        access = LiveHost()
-    report = run_cycle(
-        access,
-        hostname=hostname,
-        timeout_s=config.collector_timeout_s,
-        timeouts=config.collector_timeouts,
-        max_report_bytes=config.max_report_bytes,
-    )
-    _print_report(report, output_format)
-
-
-@app.command()
-def snapshot(
-    directory: Annotated[Path, typer.Argument(help="New or empty directory to write the snapshot into.")],
-    hostname: Annotated[str | None, typer.Option(help="Hostname to record (default: the system's).")] = None,
-) -> None:
-    """Capture everything the collectors read on this host into DIR, for `fleetfix check --snapshot DIR`."""
-    from checker.agent.config import AgentConfigError, load_agent_config
-    from checker.snapshot import SnapshotError, capture
-
-    try:
-        config = load_agent_config()
-        report, recorder = capture(
-            directory,
-            hostname=hostname,
-            timeout_s=config.collector_timeout_s,
-            timeouts=config.collector_timeouts,
-        )
-    except AgentConfigError as error:
-        raise _fail(f"bad setting: {error}") from None
-    except SnapshotError as error:
-        raise _fail(str(error)) from None
-    statuses = ", ".join(f"{name} {run.status.value}" for name, run in report.collectors.items())
-    typer.echo(
-        f"snapshot of {report.host.hostname} in {directory}: {recorder.files_written} files, "
-        f"{len(recorder.commands)} commands ({statuses})"
-    )
-
-
-@app.command("report-schema")
-def report_schema() -> None:
-    """Print the JSON Schema of the host report (the agent-to-service contract)."""
-    from checker.schemas import Report
-
-    typer.echo(json.dumps(Report.model_json_schema(), indent=2))
+# The host side's commands are the `fleetfix-agent` command's own (checker/agent/cli.py), under their
+# names of before it existed: `fleetfix agent` is `fleetfix-agent run`.
+app.command("agent")(agent_cli.run)
+app.command("check")(agent_cli.check)
+app.command("snapshot")(agent_cli.snapshot)
+app.command("report-schema")(agent_cli.report_schema)
 
 
 @db_app.command("upgrade")

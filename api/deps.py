@@ -1,14 +1,21 @@
-"""Request-scoped dependencies: the database session and settings."""
+"""Request-scoped dependencies: the database session and settings; the type of a row id in a path."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Path, Request
 from sqlalchemy.orm import Session
 
 from core.db import Database
 from core.settings import Settings
+
+MAX_ROW_ID = 2**63 - 1
+"""Ids are 64-bit (PostgreSQL bigint, SQLite's integer): a larger one names no row and is refused, the
+parameter named, before it reaches the database."""
+
+RowId = Annotated[int, Path(ge=1, le=MAX_ROW_ID)]
 
 
 def get_db(request: Request) -> Database:

@@ -233,6 +233,25 @@ def test_ids_and_cursors_past_what_the_store_holds_are_4xx(client: TestClient, p
     assert 400 <= response.status_code < 500, (path, response.status_code, response.text)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "field"),
+    [
+        ("GET", "/api/v1/tickets/99999999999999999999999", "ticket_id"),
+        ("GET", "/api/v1/tickets/9223372036854775808", "ticket_id"),
+        ("GET", "/api/v1/tickets/0", "ticket_id"),
+        ("POST", "/api/v1/tickets/9223372036854775808/claim", "ticket_id"),
+        ("GET", "/api/v1/remediations/99999999999999999999999", "remediation_id"),
+        ("POST", "/api/v1/remediations/-1/cancel", "remediation_id"),
+    ],
+)
+def test_a_row_id_out_of_range_is_refused_with_the_parameter_named(
+    client: TestClient, method: str, path: str, field: str
+) -> None:
+    response = client.request(method, path)
+    assert response.status_code == 422, response.text
+    assert field in response.text
+
+
 def test_a_cursor_of_nested_brackets_is_a_bad_cursor(client: TestClient) -> None:
     import base64
 

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from api.auth import require
-from api.deps import get_session
+from api.deps import RowId, get_session
 from api.pagination import CURSOR_QUERY, Page, paginate
 from api.versioning import check_if_match, set_etag
 from core.auth import Principal
@@ -92,7 +92,7 @@ def list_remediations(
 
 @router.get("/{remediation_id}", response_model=RemediationView)
 def get_remediation(
-    remediation_id: int,
+    remediation_id: RowId,
     response: Response,
     session: Session = Depends(get_session),
     _: Principal = Depends(require(Role.viewer)),
@@ -106,7 +106,7 @@ def get_remediation(
 
 @router.post("/{remediation_id}/approve", response_model=RemediationView)
 def approve(
-    remediation_id: int,
+    remediation_id: RowId,
     body: Reason,
     request: Request,
     response: Response,
@@ -124,7 +124,7 @@ def approve(
 
 @router.post("/{remediation_id}/cancel", response_model=RemediationView)
 def cancel(
-    remediation_id: int,
+    remediation_id: RowId,
     body: Reason,
     request: Request,
     response: Response,
@@ -140,7 +140,7 @@ def cancel(
 
 @router.post("/{remediation_id}/pause", response_model=RemediationView)
 def pause(
-    remediation_id: int,
+    remediation_id: RowId,
     body: Reason,
     request: Request,
     response: Response,
@@ -157,7 +157,7 @@ def pause(
 
 @router.post("/{remediation_id}/resume", response_model=RemediationView)
 def resume(
-    remediation_id: int,
+    remediation_id: RowId,
     body: Reason,
     request: Request,
     response: Response,
@@ -175,7 +175,7 @@ def resume(
 
 @router.post("/{remediation_id}/abort", response_model=RemediationView)
 def abort(
-    remediation_id: int,
+    remediation_id: RowId,
     body: Reason,
     request: Request,
     response: Response,

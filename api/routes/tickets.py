@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from api.auth import require
-from api.deps import get_session
+from api.deps import RowId, get_session
 from api.pagination import CURSOR_QUERY, Page, paginate
 from api.versioning import PreconditionFailed, check_if_match, set_etag
 from core.auth import Principal
@@ -150,7 +150,7 @@ def open_ticket(
 
 @router.get("/{ticket_id}", response_model=TicketDetail)
 def get_ticket(
-    ticket_id: int,
+    ticket_id: RowId,
     response: Response,
     session: Session = Depends(get_session),
     _: Principal = Depends(require(Role.viewer)),
@@ -161,7 +161,7 @@ def get_ticket(
 
 @router.post("/{ticket_id}/claim", response_model=TicketDetail)
 def claim(
-    ticket_id: int,
+    ticket_id: RowId,
     request: Request,
     response: Response,
     body: Note | None = None,
@@ -177,7 +177,7 @@ def claim(
 
 @router.post("/{ticket_id}/start", response_model=TicketDetail)
 def start(
-    ticket_id: int,
+    ticket_id: RowId,
     request: Request,
     response: Response,
     body: Note | None = None,
@@ -200,7 +200,7 @@ def start(
 
 @router.post("/{ticket_id}/comments", response_model=TicketDetail, status_code=201)
 def comment(
-    ticket_id: int,
+    ticket_id: RowId,
     body: CommentIn,
     request: Request,
     response: Response,
@@ -216,7 +216,7 @@ def comment(
 
 @router.post("/{ticket_id}/resolve", response_model=TicketDetail)
 def resolve(
-    ticket_id: int,
+    ticket_id: RowId,
     body: Resolution,
     request: Request,
     response: Response,
@@ -235,7 +235,7 @@ def resolve(
 
 @router.post("/{ticket_id}/cancel", response_model=TicketDetail)
 def cancel(
-    ticket_id: int,
+    ticket_id: RowId,
     body: CancelIn,
     request: Request,
     response: Response,
@@ -252,7 +252,7 @@ def cancel(
 
 @router.post("/{ticket_id}/assign", response_model=TicketDetail)
 def assign(
-    ticket_id: int,
+    ticket_id: RowId,
     body: AssignIn,
     request: Request,
     response: Response,

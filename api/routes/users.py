@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.auth import require
-from api.deps import get_session
+from api.deps import RowId, get_session
 from api.pagination import CURSOR_QUERY, Page, paginate
 from core import auth
 from core.auth import Principal
@@ -218,7 +218,7 @@ def issue_token(
 
 @tokens_router.post("/{token_id}/revoke", response_model=TokenOut)
 def revoke_token(
-    token_id: int,
+    token_id: RowId,
     body: Reason,
     session: Session = Depends(get_session),
     principal: Principal = Depends(require(Role.admin)),

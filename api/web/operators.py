@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Form, Query, Request, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from api.deps import get_session
+from api.deps import RowId, get_session
 from api.pagination import paginate
 from api.web import queries
 from api.web.common import PageRoute, check_version, flash, page_user, redirect, render
@@ -51,7 +51,7 @@ def _locked_remediation(session: Session, remediation_id: int, version: int | No
 
 @router.post("/approvals/{remediation_id}/{decision}")
 def decide(
-    remediation_id: int,
+    remediation_id: RowId,
     decision: Literal["approve", "cancel"],
     request: Request,
     version: int | None = Form(None),

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
-from api.deps import get_session
+from api.deps import RowId, get_session
 from api.pagination import paginate
 from api.web import charts, queries
 from api.web.common import (
@@ -214,7 +214,7 @@ def _ticket_context(session: Session, ticket: Ticket, principal: Principal) -> d
 
 @router.get("/tickets/{ticket_id}")
 def ticket_page(
-    ticket_id: int,
+    ticket_id: RowId,
     request: Request,
     session: Session = Depends(get_session),
     principal: Principal = Depends(page_user(Role.viewer)),
@@ -242,7 +242,7 @@ def _after_change(request: Request, session: Session, ticket_id: int, back: str,
 
 @router.post("/tickets/{ticket_id}/claim")
 def claim(
-    ticket_id: int,
+    ticket_id: RowId,
     request: Request,
     version: int | None = Form(None),
     back: str = Form("", max_length=2000),
@@ -257,7 +257,7 @@ def claim(
 
 @router.post("/tickets/{ticket_id}/start")
 def start(
-    ticket_id: int,
+    ticket_id: RowId,
     request: Request,
     version: int | None = Form(None),
     session: Session = Depends(get_session),
@@ -276,7 +276,7 @@ def _is_operator(principal: Principal) -> bool:
 
 @router.post("/tickets/{ticket_id}/resolve")
 def resolve(
-    ticket_id: int,
+    ticket_id: RowId,
     request: Request,
     version: int | None = Form(None),
     old_serial: str = Form("", max_length=200),
