@@ -26,7 +26,7 @@ RUN python -m venv /opt/fleetfix \
 # --- runtime: the environment, no build tree, a user without privileges ---
 FROM ${PYTHON_IMAGE}
 # The agent's collectors run these tools when they are there (a container sees little hardware;
-# on hosts the agent is installed with its systemd unit instead, see deploy/).
+# hosts install the agent alone, the fleetfix-agent distribution and its systemd unit: deploy/).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ipmitool smartmontools dmidecode ethtool \
  && rm -rf /var/lib/apt/lists/* \

@@ -2,8 +2,11 @@
 
 1. One full check cycle over a rich snapshot built from the real samples (no tool runs: the
    snapshot answers every command), CPU and wall time; ceiling: just reading the snapshot's files.
-2. The resident memory of a real `fleetfix agent` process on Redis (redis://127.0.0.1:6379/14 by
-   default) after its first report; floor: a bare Python interpreter, and one that imported Celery.
+2. The resident memory of a real `fleetfix-agent run` process on Redis (redis://127.0.0.1:6379/14 by
+   default), configured as in production (the action public key, a host token), after its first
+   report and again after it verified one action envelope; ceiling: a bare Celery worker on the
+   same broker (started as `celery worker` does, and as the agent does, without Celery's command
+   line); floor: a bare Python interpreter, and one that imported Celery.
 3. Kernel-log classification throughput over a 100,000-line log; ceilings: a bare
    `if "EDAC" in line` loop over the same lines, and one `re` scan of the same text.
 
@@ -14,14 +17,19 @@ It prints figures; it asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime as dt
 import os
 import re
+import secrets
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -109,21 +117,31 @@ def idle_rss(code: str) -> int:
         proc.wait(10)
 
 
-def worker_rss(log_path: Path, argv: list[str], env: dict[str, str], ready: str) -> int:
-    """Start a process, wait for `ready` in its output, read its VmRSS, stop it (by its own pid)."""
+def wait_for_log(log_path: Path, proc: subprocess.Popen[bytes], text: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log_path.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"no {text!r} from {proc.args!r}:\n{log_path.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.2)
+    time.sleep(1.0)  # let it settle
+
+
+@contextlib.contextmanager
+def started(log_path: Path, argv: list[str], env: dict[str, str], ready: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A process, once `ready` is in its output; stopped (by its own pid) on exit."""
     with log_path.open("w") as log:
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while ready not in log_path.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{argv[:4]} did not get ready:\n{log_path.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.2)
-        time.sleep(1.0)  # let it settle
-        return rss_kb(proc.pid)
+        wait_for_log(log_path, proc, ready)
+        yield proc
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def worker_rss(log_path: Path, argv: list[str], env: dict[str, str], ready: str) -> int:
+    with started(log_path, argv, env, ready) as proc:
+        return rss_kb(proc.pid)
 
 
 BARE_WORKER = (
@@ -131,31 +149,73 @@ BARE_WORKER = (
     "app.worker_main(['worker', '-Q', 'bench-bare', '-n', 'bare@bench', '-P', 'solo', '--without-gossip', "
     "'--without-mingle', '-l', 'INFO'])"
 )
+BARE_WORKER_NO_CLI = (
+    "import sys; from celery import Celery; app = Celery('bare', broker=sys.argv[1]); "
+    "app.Worker(hostname='bare@bench', queues=['bench-bare'], pool='solo', without_gossip=True, "
+    "without_mingle=True, loglevel=20).start()"
+)
+
+
+def send_envelope(redis_url: str, private_key: Path, hostname: str) -> None:
+    """A signed envelope meant for another host: the agent verifies it, then refuses it (wrong_host)."""
+    from core.queue import create_celery, send_to_host
+    from cyborg.envelope import Envelope, load_signer
+
+    now = dt.datetime.now(dt.UTC)
+    envelope = Envelope(
+        id=uuid.uuid4(), hostname="another-host", remediation_id=1, step=0, attempt=1, action="clear_sel",
+        params={}, timeout_s=60, issued_at=now, expires_at=now + dt.timedelta(minutes=5),
+    )  # fmt: skip
+    app = create_celery(redis_url, name="bench-sender", make_current=False)
+    message = load_signer(private_key).sign(envelope).model_dump()
+    send_to_host(app, hostname, "cyborg.run_action", args=[message])
 
 
 def bench_agent_rss(work: Path, redis_url: str) -> None:
     import redis
 
+    from core.queue import INGEST_STREAM, REMEDIATE_QUEUE
+    from cyborg.envelope import generate_keypair
+
+    generate_keypair(work / "action.pem", work / "action.pub")
+    (work / "agent.token").write_text(f"ff_host_{secrets.token_hex(16)}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETFIX_") or k == "FLEETFIX_TEST_SAMPLES"}
-    env.update(FLEETFIX_BROKER_URL=redis_url, FLEETFIX_REPORT_INTERVAL_S="3600")
-    argv = [sys.executable, "-m", "api", "agent", "--hostname", "bench-agent", "--state-dir", str(work / "state")]
+    env.update(
+        FLEETFIX_BROKER_URL=redis_url,
+        FLEETFIX_REPORT_INTERVAL_S="3600",
+        FLEETFIX_AGENT_ACTION_PUBLIC_KEY=str(work / "action.pub"),
+        FLEETFIX_AGENT_TOKEN_FILE=str(work / "agent.token"),
+    )
+    argv = [sys.executable, "-m", "checker.agent", "run", "--hostname", "bench-agent"]  # `fleetfix-agent run`
+    argv += ["--state-dir", str(work / "state")]
+    log_path = work / "agent.log"
     try:
-        agent = worker_rss(work / "agent.log", argv, env, "checker.report.sent")
+        with started(log_path, argv, env, "checker.report.sent") as proc:
+            agent = rss_kb(proc.pid)
+            send_envelope(redis_url, work / "action.pem", "bench-agent")
+            wait_for_log(log_path, proc, "cyborg.envelope.refused")
+            after_envelope = rss_kb(proc.pid)
     finally:
-        redis.Redis.from_url(redis_url).delete("ingest")  # the report it sent has no consumer here
+        # What it sent (its report, the refusal) has no consumer here.
+        redis.Redis.from_url(redis_url).delete(INGEST_STREAM, "ingest", REMEDIATE_QUEUE)
     bare_worker = worker_rss(work / "bare.log", [sys.executable, "-c", BARE_WORKER, redis_url], env, "ready.")
+    bare_no_cli = worker_rss(work / "bare2.log", [sys.executable, "-c", BARE_WORKER_NO_CLI, redis_url], env, "ready.")
     bare = idle_rss("pass")
     celery = idle_rss("import celery, kombu, redis, pydantic")
-    print(f"agent resident memory (`fleetfix agent` on {redis_url}, after its first report):")
-    rows = [
-        ("fleetfix agent", agent),
+    print(f"agent resident memory (`fleetfix-agent run` on {redis_url}, action key and host token set):")
+    for label, value in (
+        ("fleetfix-agent, after its first report", agent),
+        ("fleetfix-agent, after verifying one action envelope", after_envelope),
+    ):
+        print(f"  {label:<64} {value / 1024:6.1f} MiB  ({value / bare_worker:.2f}x the ceiling, "
+              f"{value / bare_no_cli:.2f}x the worker without its CLI)")  # fmt: skip
+    for label, value in (
         ("ceiling: a bare Celery worker, solo pool, no tasks, same broker", bare_worker),
+        ("the same bare worker started without Celery's command line", bare_no_cli),
         ("python that imported celery, kombu, redis, pydantic", celery),
         ("bare python interpreter", bare),
-    ]
-    for label, value in rows:
-        ratio = "" if value == agent else f"  (agent = {agent / value:.2f}x)"
-        print(f"  {label:<64} {value / 1024:6.1f} MiB{ratio}")
+    ):
+        print(f"  {label:<64} {value / 1024:6.1f} MiB")
 
 
 def sample_bodies() -> list[str]:

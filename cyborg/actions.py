@@ -40,8 +40,11 @@ RELEASE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,63}$"
 PACKAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+\-:=~]{0,127}$"
 DIMM_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.:#/\-]{0,127}$"
 """EDAC labels and SMBIOS locators: CPU_SrcID#1_MC#3_Chan#0_DIMM#0, mc#0csrow#0channel#0, CPU 0 DIMM 8."""
-IMAGE_PATTERN = r"^(https://[^\s]{1,2000}|/[A-Za-z0-9._+\-/]{1,1000})$"
+IMAGE_PATTERN = r"^(https://[^\s]+|/[A-Za-z0-9._+\-/]{1,1000})$"
 """An https URL, or an absolute path of plain name characters (the host confines it to its firmware directory)."""
+IMAGE_MAX_LENGTH = len("https://") + 2000
+"""A URL is bounded by a length rather than by a count in the pattern: a counted repeat of a Unicode class
+compiles to megabytes of automaton, held by every process that imports this module (agents too)."""
 
 
 class FirmwareTarget(ActionParams):
@@ -50,6 +53,7 @@ class FirmwareTarget(ActionParams):
     image: str | None = Field(
         None,
         pattern=IMAGE_PATTERN,
+        max_length=IMAGE_MAX_LENGTH,
         description="Image path (inside the host's FLEETFIX_AGENT_FIRMWARE_DIR) or https:// URL (real driver: needed).",
     )
     sha256: str | None = Field(None, description="The image's SHA-256, checked before flashing.")

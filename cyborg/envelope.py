@@ -5,23 +5,29 @@ compromised host cannot forge actions for another. The signature covers the exac
 JSON payload (no re-serialisation on the host), which names the host, the remediation, step and
 attempt, the action and its parameters, when it was issued and when it expires, and a random id
 the host journals so a replay is recognised. Ed25519 as in RFC 8032, through `cryptography`.
+
+A host reads its public key at start without `cryptography` (the key file's encoding is fixed,
+RFC 8410) and loads the library when the first envelope comes: most agents verify none for weeks,
+and the library is about 9 MiB of an agent's resident memory (docs/agent.md, "Figures").
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
 import hashlib
 import json
 import os
+import re
 import uuid
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 ENVELOPE_VERSION: Literal[1] = 1
 CLOCK_SKEW_S = 120
@@ -80,16 +86,26 @@ class KeyMaterialError(Exception):
     """A key file is missing or not an Ed25519 key in PEM; the message names the file."""
 
 
-def key_id(public_key: Ed25519PublicKey) -> str:
-    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return hashlib.sha256(raw).hexdigest()[:16]
+ED25519_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
+"""DER of an Ed25519 SubjectPublicKeyInfo up to the key (RFC 8410): the whole file is this and 32 bytes."""
+_PEM_PUBLIC_KEY = re.compile(rb"-----BEGIN PUBLIC KEY-----\s*(.*?)\s*-----END PUBLIC KEY-----", re.S)
+
+
+def key_id(raw_public_key: bytes) -> str:
+    return hashlib.sha256(raw_public_key).hexdigest()[:16]
+
+
+def _raw(public_key: Ed25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 class Signer:
     def __init__(self, private_key: Ed25519PrivateKey) -> None:
         self._key = private_key
         self.public_key = private_key.public_key()
-        self.key_id = key_id(self.public_key)
+        self.key_id = key_id(_raw(self.public_key))
 
     def sign(self, envelope: Envelope) -> SignedMessage:
         payload = json.dumps(envelope.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -97,16 +113,35 @@ class Signer:
         return SignedMessage(payload=payload, signature=base64.b64encode(signature).decode(), key_id=self.key_id)
 
     def public_pem(self) -> bytes:
+        from cryptography.hazmat.primitives import serialization
+
         return self.public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
     def verifier(self) -> Verifier:
-        return Verifier(self.public_key)
+        return Verifier(_raw(self.public_key))
 
 
 class Verifier:
-    def __init__(self, public_key: Ed25519PublicKey) -> None:
-        self.public_key = public_key
-        self.key_id = key_id(public_key)
+    """Checks envelopes against the central public key, given as its 32 raw bytes."""
+
+    def __init__(self, raw_public_key: bytes) -> None:
+        if len(raw_public_key) != 32:
+            raise ValueError(f"an Ed25519 public key is 32 bytes, not {len(raw_public_key)}")
+        self.raw_public_key = raw_public_key
+        self.key_id = key_id(raw_public_key)
+        self._public_key: Ed25519PublicKey | None = None
+
+    def _verify(self, signature: bytes, payload: bytes) -> bool:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+        if self._public_key is None:
+            self._public_key = Ed25519PublicKey.from_public_bytes(self.raw_public_key)
+        try:
+            self._public_key.verify(signature, payload)
+        except InvalidSignature:
+            return False
+        return True
 
     def open(self, message: Any, *, hostname: str, now: dt.datetime) -> Envelope:
         """The envelope, if the message is signed by the central key, meant for this host and current."""
@@ -118,9 +153,7 @@ class Verifier:
             signature = base64.b64decode(signed.signature, validate=True)
         except ValueError:
             raise Refused("malformed", "signature is not base64") from None
-        try:
-            self.public_key.verify(signature, signed.payload.encode())
-        except InvalidSignature:
+        if not self._verify(signature, signed.payload.encode()):
             claimed = _claimed(signed.payload)
             if signed.key_id != self.key_id:
                 raise Refused("unknown_key", f"signed with key {signed.key_id}, not {self.key_id}", claimed) from None
@@ -152,6 +185,9 @@ def _claimed(payload: str) -> Envelope | None:
 
 def generate_keypair(private_path: Path, public_path: Path) -> Signer:
     """Write a new Ed25519 key pair as PEM: the private key readable by its owner only."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -167,6 +203,9 @@ def generate_keypair(private_path: Path, public_path: Path) -> Signer:
 
 
 def load_signer(path: Path) -> Signer:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     try:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     except OSError as error:
@@ -179,12 +218,18 @@ def load_signer(path: Path) -> Signer:
 
 
 def load_verifier(path: Path) -> Verifier:
+    """The verifier of a PEM public key file (SubjectPublicKeyInfo), which must hold an Ed25519 key."""
     try:
-        key = serialization.load_pem_public_key(path.read_bytes())
+        text = path.read_bytes()
     except OSError as error:
         raise KeyMaterialError(f"{path}: cannot read the action public key: {error.strerror}") from None
-    except ValueError as error:
+    found = _PEM_PUBLIC_KEY.search(text)
+    if found is None:
+        raise KeyMaterialError(f"{path}: not a PEM public key (no BEGIN PUBLIC KEY block)")
+    try:
+        der = base64.b64decode(b"".join(found.group(1).split()), validate=True)
+    except binascii.Error as error:
         raise KeyMaterialError(f"{path}: not a PEM public key: {error}") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise KeyMaterialError(f"{path}: not an Ed25519 public key ({type(key).__name__})")
-    return Verifier(key)
+    if len(der) != len(ED25519_SPKI_PREFIX) + 32 or not der.startswith(ED25519_SPKI_PREFIX):
+        raise KeyMaterialError(f"{path}: not an Ed25519 public key")
+    return Verifier(der[len(ED25519_SPKI_PREFIX) :])

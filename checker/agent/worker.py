@@ -21,9 +21,10 @@ import time
 import uuid
 import zlib
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from celery import Celery
+from celery.utils.log import mlevel
 
 from checker.agent import state
 from checker.agent.config import AgentConfig
@@ -33,10 +34,11 @@ from checker.collectors.base import HostAccess, LiveHost
 from checker.collectors.context import CollectorState
 from checker.cycle import run_cycle
 from checker.schemas import AgentStatus, CollectorRun, CollectorStatus, Report
-from checker.sim.host import VirtualHost
-from checker.sim.standalone import load_host, standalone_host
 from core.queue import create_celery, host_queue
 from core.settings import Settings
+
+if TYPE_CHECKING:  # the simulated fleet is loaded only by an agent that stands in for a virtual host
+    from checker.sim.host import VirtualHost
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +114,8 @@ class CheckLoop:
         self.simulated = simulated  # a virtual host this agent stands in for (cyborg's simulated driver acts on it)
         self.sim_lock = threading.RLock()
         if simulated is not None and self.state_dir is not None:
+            from checker.sim.standalone import load_host
+
             load_host(self.state_dir, simulated)  # what earlier actions changed on it
         self.cursors = CollectorState(self.state_dir / "cursors.json" if self.state_dir else None)
         self.spool = Spool(self.state_dir / "spool", self.config.spool_max_reports) if self.state_dir else None
@@ -229,6 +233,8 @@ def run_agent(
     )
     simulated = None
     if config.driver == "simulated":
+        from checker.sim.standalone import standalone_host
+
         try:
             simulated = standalone_host(
                 name,
@@ -242,20 +248,18 @@ def run_agent(
     state.check_loop = loop
     loop.start()
     try:
-        app.worker_main(
-            [
-                "worker",
-                "-Q",
-                queue,
-                "-n",
-                f"agent@{name}",
-                "-P",
-                "solo",
-                "--without-gossip",
-                "--without-mingle",
-                "-l",
-                loglevel,
-            ]
+        # The worker `celery worker -Q … -n … -P solo --without-gossip --without-mingle -l …` builds, built
+        # here without Celery's command line: that would load its CLI stack (click's REPL, prompt_toolkit),
+        # about 9 MiB of resident memory on every host, to parse six fixed options (docs/agent.md, "Figures").
+        worker = app.Worker(
+            hostname=f"agent@{name}",
+            queues=[queue],
+            pool="solo",
+            loglevel=mlevel(loglevel),
+            without_gossip=True,
+            without_mingle=True,
+            optimization="default",
         )
+        worker.start()
     finally:
         loop.stop()

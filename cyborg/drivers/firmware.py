@@ -21,8 +21,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from checker.parsers.firmware import parse_ethtool_driver
 from checker.parsers.ipmi import parse_mc_info
 from cyborg.actions import FirmwareTarget, ReflashFirmwareParams
@@ -134,6 +132,8 @@ def _local_chunks(driver: LinuxDriver, target: FirmwareTarget, image: str) -> It
 
 
 def _download_chunks(url: str) -> Iterable[bytes]:
+    import httpx  # only for a download: the agent does not carry an HTTP client it rarely needs
+
     with httpx.stream("GET", url, timeout=60, follow_redirects=True) as response:
         response.raise_for_status()
         yield from response.iter_bytes(CHUNK)

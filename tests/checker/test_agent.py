@@ -278,6 +278,27 @@ def test_the_agent_pins_itself_to_housekeeping_cpus() -> None:
     assert done.stdout.strip() == "[0] [0]"  # and every thread started after it
 
 
+AGENT_START = """
+import sys
+from checker.agent.cli import app
+from checker.agent.worker import run_agent
+import checker.agent.tasks, cyborg.host.tasks, cyborg.host.agent, cyborg.drivers.linux
+print(" ".join(sorted(m for m in sys.modules if any(m == a or m.startswith(a + ".") for a in sys.argv[1:]))))
+"""
+
+
+def test_the_agent_starts_without_what_it_rarely_or_never_needs() -> None:
+    """What an agent (a linux-driver one) imports to start: none of the central side, and not what it needs
+    only now and then — cryptography's primitives (the first action envelope; redis imports only its
+    top-level package, to see whether it is there), httpx (the HTTP fallback, a firmware download), the
+    simulated fleet, Celery's command line (the agent builds its worker without it)."""
+    absent = ["sqlalchemy", "fastapi", "remediator", "ticketing", "api", "core.db", "core.models"]
+    absent += ["cryptography.hazmat", "httpx", "rich", "checker.sim", "celery.bin", "click_repl", "prompt_toolkit"]
+    done = subprocess.run([sys.executable, "-c", AGENT_START, *absent], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == []
+
+
 def test_agent_process_spools_while_the_broker_is_unreachable(tmp_path: Path) -> None:
     env = base_env(FLEETFIX_BROKER_URL=DEAD_BROKER, FLEETFIX_REPORT_INTERVAL_S="3600")
     state = tmp_path / "state"
@@ -286,4 +307,5 @@ def test_agent_process_spools_while_the_broker_is_unreachable(tmp_path: Path) ->
         report = Report.model_validate(json.loads(spooled[0].read_text()))
         assert report.host.hostname == "offline-2"
         assert report.collectors["kernel_log"].status == "ok"
-        assert (state / "cursors.json").is_file()
+        # The cursors are written once the report is handed off (here: spooled), a moment after the spool file.
+        wait_until(lambda: (state / "cursors.json").is_file(), 10, "cursors.json", a)

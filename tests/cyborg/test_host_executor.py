@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cyborg import actions as cyborg_actions
-from cyborg.envelope import Signer, generate_keypair, load_signer, load_verifier
+from cyborg.envelope import KeyMaterialError, Refused, Signer, generate_keypair, load_signer, load_verifier
 from cyborg.host.executor import REFUSAL_TASK, RESULT_TASK, STARTED_TASK
 from cyborg.host.journal import JOURNAL_FILE, Journal
 from remediator.actions import ACTIONS as CONTRACT
@@ -268,10 +270,39 @@ def test_keys_on_disk(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         generate_keypair(tmp_path / "k.pem", tmp_path / "k.pub")
     (tmp_path / "bad.pem").write_text("not a key")
-    from cyborg.envelope import KeyMaterialError
-
     with pytest.raises(KeyMaterialError, match=r"bad\.pem"):
         load_signer(tmp_path / "bad.pem")
+
+
+def test_the_host_reads_its_key_without_cryptography_and_takes_only_an_ed25519_one(tmp_path: Path) -> None:
+    """The agent loads `cryptography` (about 9 MiB) with its first envelope, not at start; the key file
+    is read by its fixed encoding, and anything but an Ed25519 public key is refused as before."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
+
+    signer = generate_keypair(tmp_path / "k.pem", tmp_path / "k.pub")
+    code = (
+        "import sys; from pathlib import Path; from cyborg.envelope import load_verifier; "
+        f"v = load_verifier(Path({str(tmp_path / 'k.pub')!r})); "
+        "print(v.key_id, any(m.startswith('cryptography') for m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == [signer.key_id, "False"]
+    other = generate_private_key(SECP256R1()).public_key()
+    pem = other.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    (tmp_path / "ec.pub").write_bytes(b"an EC key\n" + pem)
+    (tmp_path / "private.pub").write_bytes((tmp_path / "k.pem").read_bytes())
+    for name, why in (("ec.pub", "not an Ed25519 public key"), ("private.pub", "not a PEM public key")):
+        with pytest.raises(KeyMaterialError, match=why):
+            load_verifier(tmp_path / name)
+    with pytest.raises(KeyMaterialError, match="cannot read"):
+        load_verifier(tmp_path / "missing.pub")
+    verifier = load_verifier(tmp_path / "k.pub")
+    assert verifier.open(signer.sign(envelope(hostname="h")).model_dump(), hostname="h", now=NOW).hostname == "h"
+    forged = Signer(Ed25519PrivateKey.generate()).sign(envelope(hostname="h")).model_dump()
+    with pytest.raises(Refused) as refused:
+        verifier.open({**forged, "key_id": verifier.key_id}, hostname="h", now=NOW)
+    assert refused.value.code == "bad_signature"
 
 
 def test_an_envelope_delivered_again_while_it_runs_is_refused_not_recovered(signer: Signer, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import configparser
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,13 @@ import typer.main
 import yaml
 
 from api.cli import app as cli
+from checker.agent.cli import app as agent_cli
 from checker.agent.config import load_agent_config
 from core.settings import Settings, SettingsError, load_settings
 from tests.conftest import REPO
 
 DEPLOY = REPO / "deploy"
+AGENT_COMMAND = Path(sys.executable).parent / "fleetfix-agent"  # the root distribution installs it too
 
 
 def tool(name: str) -> str:
@@ -43,7 +46,7 @@ def unit() -> configparser.ConfigParser:
 def test_systemd_accepts_the_agent_unit(tmp_path: Path) -> None:
     text = (DEPLOY / "fleetfix-agent.service").read_text()
     local = tmp_path / "fleetfix-agent.service"  # verify needs the ExecStart binary to exist
-    local.write_text(text.replace("/opt/fleetfix/bin/fleetfix", str(REPO / ".venv" / "bin" / "fleetfix")))
+    local.write_text(text.replace("/opt/fleetfix-agent/bin/fleetfix-agent", str(AGENT_COMMAND)))
     done = subprocess.run([tool("systemd-analyze"), "verify", str(local)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # unknown keys and bad values are only warnings: none allowed
@@ -52,7 +55,9 @@ def test_systemd_accepts_the_agent_unit(tmp_path: Path) -> None:
 def test_the_agent_runs_unprivileged_with_only_the_capabilities_it_needs() -> None:
     service = unit()["Service"]
     assert service["User"] == service["Group"] == "fleetfix"
-    assert service["ExecStart"].split()[1:] == ["agent"]
+    # The fleetfix-agent distribution's command (deploy/agent/), installed in a virtual environment of its own.
+    assert service["ExecStart"].split() == ["/opt/fleetfix-agent/bin/fleetfix-agent", "run"]
+    assert "run" in typer.main.get_command(agent_cli).commands  # type: ignore[attr-defined]
     assert service["Restart"] == "on-failure"
     ambient = set(service["AmbientCapabilities"].split())
     assert ambient == set(service["CapabilityBoundingSet"].split())
