@@ -28,9 +28,19 @@ def boot_central(settings: Settings) -> tuple[Database, Celery]:
         **alert_tasks.beat_schedule(settings),
     }
     wire_alerts(settings)
+    wire_repairs()
     app.conf.beat_schedule_filename = str(settings.data_dir / "celerybeat-schedule")
     app.loader.import_default_modules()
     return database, app
+
+
+def wire_repairs() -> None:
+    """The remediator's reaction to ticket changes (a resolve starts verification, a cancel releases the
+    host), run by ticketing in the changing transaction (ticketing may not import the remediator)."""
+    from remediator import repairs
+    from ticketing import lifecycle
+
+    lifecycle.add_reaction(repairs.on_ticket_change)
 
 
 def wire_alerts(settings: Settings) -> None:

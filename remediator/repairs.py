@@ -1,13 +1,20 @@
 """The remediator's side of repair tickets: detections reach their ticket, repairs are verified.
 
+Every change of a ticket is ticketing's (ticketing.lifecycle); this module
+decides when the remediator makes one, and reacts to those people make.
+
 - A rule firing on a part that has a ticket goes to that ticket instead of
   planning anything: an open one counts another detection; one being verified
   (or closed within TICKET_REOPEN_WINDOW_S) is reopened, and its repairs count
   as "fault returned" in the repair history.
-- After a technician resolves a ticket the host is asked for a fresh check
-  (`checker.run_check_now` on its own queue), and the ticket closes once the
-  host has kept reporting without the fault through TICKET_SETTLE_S
-  (`settle_repairs`, run by the scheduler); the host then goes back in service
+- `on_ticket_change`, installed at start-up as a reaction to ticket changes
+  (api.runtime), runs in the changing transaction: a resolved ticket starts
+  verification at once (the host is asked for a fresh check,
+  `checker.run_check_now` on its own queue); a cancelled one lets its host go
+  back in service unless another ticket still holds it.
+- The ticket closes once the host has kept reporting without the fault through
+  TICKET_SETTLE_S (`settle_repairs`, run by the scheduler, which also starts
+  verification of a ticket left resolved); the host then goes back in service
   unless another ticket still holds it.
 """
 
@@ -15,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Collection
 
 from celery import current_app
 from sqlalchemy import select
@@ -32,8 +38,8 @@ from remediator import draining
 from remediator.evaluate import Firing
 from remediator.models import Host, HostState
 from remediator.service import get_host, part_evidence
-from ticketing import service as tickets
-from ticketing.schemas import Resolution, TicketOpen, TicketRequest
+from ticketing import lifecycle, opening, queries
+from ticketing.schemas import TicketOpen, TicketRequest
 
 log = logging.getLogger(__name__)
 SYSTEM = "system:remediator"
@@ -76,7 +82,7 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
     """Hand a firing to the ticket of its part, if there is one; returns the decision's reason, or None."""
     signal = firing.signal
     window = dt.timedelta(seconds=get_settings().ticket_reopen_window_s)
-    ticket = tickets.ticket_for_detection(
+    ticket = opening.ticket_for_detection(
         session, host.hostname, signal.subject, part_types=part_types(firing), now=now, reopen_window=window
     )
     if ticket is None:
@@ -87,12 +93,12 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
         when = "after the ticket closed" if ticket.state.value == "closed" else "while verifying the repair"
         key = ticket.dedup_key
         try:
-            tickets.reopen(
+            lifecycle.reopen(
                 session, ticket, actor=SYSTEM, reason=f"fault returned {when}: {what}", detail=detail, now=now
             )
         except Conflict:
             # a ticket for this part was opened meanwhile (a concurrent ingest): the detection is its
-            winner = tickets.find_open(session, key)
+            winner = queries.find_open(session, key)
             if winner is None:
                 return None
             ticket = winner
@@ -103,7 +109,7 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
                 extra={"fields": {"host": host.hostname, "ticket": ticket.id, "rule": firing.rule.id}},
             )
             return f"fault returned after the repair: ticket {ticket.id} reopened"
-    tickets.note_detection(session, ticket, actor=SYSTEM, note=what, detail=detail, now=now)
+    opening.note_detection(session, ticket, actor=SYSTEM, note=what, detail=detail, now=now)
     return f"ticket {ticket.id} ({ticket.state.value}) holds this part: detection added"
 
 
@@ -114,7 +120,7 @@ def open_by_hand(
     now = now or utcnow()
     host = get_host(session, request.hostname)
     reason = request.note or request.title
-    ticket, created = tickets.open_ticket(
+    ticket, created = opening.open_ticket(
         session,
         TicketRequest(
             hostname=host.hostname,
@@ -134,28 +140,23 @@ def open_by_hand(
     return ticket.id, created
 
 
-def resolve(
-    session: Session,
-    ticket_id: int,
-    resolution: Resolution,
-    *,
-    actor: str,
-    override: bool,
-    scope: Collection[str] | None = None,
-    now: dt.datetime | None = None,
-) -> None:
-    """The technician's resolution, then verification at once (the ticket is locked by the caller's check)."""
-    now = now or utcnow()
-    ticket = tickets.lock_ticket(session, ticket_id)
-    tickets.resolve(session, ticket, resolution, actor=actor, override=override, scope=scope, now=now)
-    begin_verification(session, ticket.id, now=now)
+def on_ticket_change(session: Session, event: lifecycle.LifecycleEvent) -> None:
+    """The remediator's reaction to a change of a ticket, made by anyone (a technician's resolve, an
+    operator's cancel): called by ticketing in the changing transaction, so the reaction commits with the
+    change or rolls back with it. Installed at start-up (api.runtime.wire_repairs)."""
+    if event.kind == "resolved":
+        _start_verification(session, event.ticket.id, now=event.at)
+    elif event.kind == "cancelled":
+        host = _host(session, event.ticket.hostname)
+        if host is not None:
+            release_host(session, host, event.at, reason=f"ticket {event.ticket.id} cancelled", actor=event.actor)
 
 
-def begin_verification(session: Session, ticket_id: int, *, now: dt.datetime) -> None:
+def _start_verification(session: Session, ticket_id: int, *, now: dt.datetime) -> None:
     """Start the settle period and ask the host for a fresh check now."""
-    ticket = tickets.lock_ticket(session, ticket_id)
+    ticket = queries.lock_ticket(session, ticket_id)
     settle = dt.timedelta(seconds=get_settings().ticket_settle_s)
-    tickets.begin_verification(session, ticket, actor=SYSTEM, settle=settle, now=now)
+    lifecycle.begin_verification(session, ticket, actor=SYSTEM, settle=settle, now=now)
     host = _host(session, ticket.hostname)
     if host is not None:
         send_after_commit(
@@ -171,7 +172,7 @@ def settle_repairs(session: Session, *, now: dt.datetime | None = None) -> dict[
     meanwhile is left alone and one that cannot be settled does not undo the others."""
     now = now or utcnow()
     counts = {"verifying": 0, "closed": 0, "reopened": 0}
-    due = [(t.id, t.hostname) for state in ("resolved", "verifying") for t in tickets.tickets_in(session, state)]
+    due = [(t.id, t.hostname) for state in ("resolved", "verifying") for t in queries.tickets_in(session, state)]
     for ticket_id, hostname in due:
         try:
             with session.begin_nested():
@@ -190,16 +191,16 @@ def settle_repairs(session: Session, *, now: dt.datetime | None = None) -> dict[
 def _settle(session: Session, ticket_id: int, hostname: str, now: dt.datetime) -> str:
     """One ticket's next step, if it is due: "verifying", "closed", "reopened", or "" for none."""
     host = _locked_host(session, hostname)
-    ticket = tickets.lock_ticket(session, ticket_id)
-    if ticket.state.value == "resolved":
-        begin_verification(session, ticket.id, now=now)
+    ticket = queries.lock_ticket(session, ticket_id)
+    if ticket.state.value == "resolved":  # resolved with no reaction installed, or before it was
+        _start_verification(session, ticket.id, now=now)
         return "verifying"
     if ticket.state.value != "verifying":
         return ""  # reopened (the fault returned) or cancelled since the list was read
     if host is None or ticket.verify_until is None or ticket.verify_started_at is None:
         return ""
     if host.last_report_at is not None and host.last_report_at >= ticket.verify_until:
-        tickets.close(
+        lifecycle.close(
             session,
             ticket,
             actor=SYSTEM,
@@ -211,7 +212,7 @@ def _settle(session: Session, ticket_id: int, hostname: str, now: dt.datetime) -
     last_heard = max(filter(None, [host.last_report_at, ticket.verify_started_at]))
     grace = dt.timedelta(seconds=host.report_interval_s * get_settings().stale_after_intervals)
     if now > ticket.verify_until and now - last_heard > grace:
-        tickets.reopen(
+        lifecycle.reopen(
             session,
             ticket,
             actor=SYSTEM,
@@ -245,7 +246,7 @@ def hold_for_repair(session: Session, host: Host, ticket_id: int, now: dt.dateti
 
 def release_host(session: Session, host: Host, now: dt.datetime, *, reason: str, actor: str = SYSTEM) -> bool:
     """Back in service when no ticket holds the host any more."""
-    if host.state != HostState.awaiting_repair or tickets.open_tickets_of_host(session, host.hostname):
+    if host.state != HostState.awaiting_repair or queries.open_tickets_of_host(session, host.hostname):
         return False
     host.state = HostState.in_service
     draining.undrain_after_repair(session, host, now)
@@ -259,14 +260,6 @@ def release_host(session: Session, host: Host, now: dt.datetime, *, reason: str,
     )
     log.info("remediator.host.in_service", extra={"fields": {"host": host.hostname, "reason": reason}})
     return True
-
-
-def after_cancel(
-    session: Session, hostname: str, ticket_id: int, *, actor: str, now: dt.datetime | None = None
-) -> None:
-    host = _host(session, hostname)
-    if host is not None:
-        release_host(session, host, now or utcnow(), reason=f"ticket {ticket_id} cancelled", actor=actor)
 
 
 def _host(session: Session, hostname: str) -> Host | None:

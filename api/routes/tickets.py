@@ -4,6 +4,11 @@ Viewers read; technicians claim, start, comment on and resolve; operators also
 open tickets by hand, cancel and reassign. Every change takes the ticket's
 ETag in If-Match (412 when it moved on, 428 without) and answers with the new
 one; a comment only adds to the history, so If-Match is checked when sent.
+
+Each change is one call of ticketing.lifecycle; what the remediator does about
+it (verification after a resolve, the host released after a cancel) is its
+reaction, run by ticketing in the same transaction. Opening by hand goes
+through the remediator, which gathers the evidence bundle.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from core.db import utcnow
 from core.errors import InvalidInput
 from core.models import Role
 from remediator import repairs
-from ticketing import service as tickets
+from ticketing import lifecycle, queries
 from ticketing.models import Repair, Ticket, TicketState
 from ticketing.schemas import (
     AssignIn,
@@ -62,8 +67,8 @@ def parse_age(value: str | None, field: str) -> dt.timedelta | None:
 
 
 def _detail(session: Session, response: Response, ticket_id: int) -> TicketDetail:
-    ticket = tickets.get_ticket(session, ticket_id)
-    link = tickets.tracker_link(session, ticket_id)
+    ticket = queries.get_ticket(session, ticket_id)
+    link = queries.tracker_link(session, ticket_id)
     detail = TicketDetail.model_validate(
         {
             **TicketOut.model_validate(ticket).model_dump(),
@@ -79,7 +84,7 @@ def _detail(session: Session, response: Response, ticket_id: int) -> TicketDetai
 
 def _locked(session: Session, request: Request, ticket_id: int, *, required: bool = True) -> Ticket:
     """The ticket, row-locked, if the client's If-Match names its current version."""
-    ticket = tickets.lock_ticket(session, ticket_id)
+    ticket = queries.lock_ticket(session, ticket_id)
     if required or request.headers.get("if-match") is not None:
         check_if_match(request, ETAG_KIND, ticket_id, ticket.version)
     return ticket
@@ -117,7 +122,7 @@ def list_tickets(
     """Repair tickets matching every filter given, newest first."""
     now = utcnow()
     older, younger = parse_age(min_age, "min_age"), parse_age(max_age, "max_age")
-    query = tickets.ticket_query(
+    query = queries.ticket_query(
         states=state,
         open_only=open,
         datacenter=datacenter,
@@ -170,7 +175,7 @@ def claim(
 ) -> TicketDetail:
     """Take an open ticket (409 if someone else has it)."""
     ticket = _locked(session, request, ticket_id)
-    tickets.claim(session, ticket, actor=principal.actor, note=body.note if body else "", scope=principal.datacenters)
+    lifecycle.claim(session, ticket, actor=principal.actor, note=body.note if body else "", scope=principal.datacenters)
     _commit(session, ticket_id)
     return _detail(session, response, ticket_id)
 
@@ -186,7 +191,7 @@ def start(
 ) -> TicketDetail:
     """Work begins (claims the ticket if nobody has)."""
     ticket = _locked(session, request, ticket_id)
-    tickets.start(
+    lifecycle.start(
         session,
         ticket,
         actor=principal.actor,
@@ -209,7 +214,7 @@ def comment(
 ) -> TicketDetail:
     """Add a note to the ticket's history, in any state."""
     ticket = _locked(session, request, ticket_id, required=False)
-    tickets.comment(session, ticket, actor=principal.actor, note=body.note, scope=principal.datacenters)
+    lifecycle.comment(session, ticket, actor=principal.actor, note=body.note, scope=principal.datacenters)
     _commit(session, ticket_id)
     return _detail(session, response, ticket_id)
 
@@ -225,9 +230,9 @@ def resolve(
 ) -> TicketDetail:
     """Record what was replaced (old and new serials) and a note; the host is then re-checked
     (`verifying`) and the ticket closes once it stays healthy through the settle period."""
-    _locked(session, request, ticket_id)
-    repairs.resolve(
-        session, ticket_id, body, actor=principal.actor, override=_is_operator(principal), scope=principal.datacenters
+    ticket = _locked(session, request, ticket_id)
+    lifecycle.resolve(
+        session, ticket, body, actor=principal.actor, override=_is_operator(principal), scope=principal.datacenters
     )
     _commit(session, ticket_id)
     return _detail(session, response, ticket_id)
@@ -244,8 +249,7 @@ def cancel(
 ) -> TicketDetail:
     """Cancel an open ticket, with a reason; the host goes back in service if nothing else holds it."""
     ticket = _locked(session, request, ticket_id)
-    tickets.cancel(session, ticket, actor=principal.actor, reason=body.reason)
-    repairs.after_cancel(session, ticket.hostname, ticket_id, actor=principal.actor)
+    lifecycle.cancel(session, ticket, actor=principal.actor, reason=body.reason)
     _commit(session, ticket_id)
     return _detail(session, response, ticket_id)
 
@@ -261,7 +265,7 @@ def assign(
 ) -> TicketDetail:
     """Hand the ticket to someone (or take it from them), with a reason."""
     ticket = _locked(session, request, ticket_id)
-    tickets.assign(session, ticket, actor=principal.actor, assignee=body.assignee, reason=body.reason)
+    lifecycle.assign(session, ticket, actor=principal.actor, assignee=body.assignee, reason=body.reason)
     _commit(session, ticket_id)
     return _detail(session, response, ticket_id)
 
@@ -280,7 +284,7 @@ def repair_stats(
             "query.since: give a time zone (…Z or +00:00)",
             detail=[{"field": "query.since", "message": "timezone required"}],
         )
-    return tickets.repair_stats(session, part_type=part_type, datacenter=datacenter, since=since)
+    return queries.repair_stats(session, part_type=part_type, datacenter=datacenter, since=since)
 
 
 @repairs_router.get("", response_model=Page[RepairOut])
@@ -296,5 +300,5 @@ def list_repairs(
     _: Principal = Depends(require(Role.viewer)),
 ) -> Page[RepairOut]:
     """Every recorded replacement, newest first."""
-    query = tickets.repair_query(part_type=part_type, hostname=hostname, returned=returned)
+    query = queries.repair_query(part_type=part_type, hostname=hostname, returned=returned)
     return paginate(session, query, Repair.id, cursor=cursor, limit=limit, convert=RepairOut.model_validate)

@@ -1,8 +1,9 @@
 """The technician's pages: the ticket queue, a ticket, and its claim / start / resolve forms.
 
-Every change goes through the same service functions as the API
-(ticketing.service, remediator.repairs). Forms carry the ticket's version: a
-form made from an older version is refused with a message, never applied.
+Every change is one call of ticketing.lifecycle, as in the API (the
+remediator's reaction, such as verification after a resolve, runs inside it).
+Forms carry the ticket's version: a form made from an older version is
+refused with a message, never applied.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from api.web.common import (
 from core.auth import Principal
 from core.errors import FleetfixError, NotFound
 from core.models import Role, User
-from remediator import repairs
 from remediator import service as remediator
-from ticketing import service as tickets
+from ticketing import lifecycle
 from ticketing.models import Ticket, TicketState
+from ticketing.queries import get_ticket, lock_ticket, ticket_query
 from ticketing.schemas import Replacement, Resolution
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -92,7 +93,7 @@ def queue(
     if datacenter is None:
         datacenter = (user.datacenter if user is not None else None) or ""
     older = AGE_CHOICES[age]
-    query: Select[tuple[Ticket]] = tickets.ticket_query(
+    query: Select[tuple[Ticket]] = ticket_query(
         states=STATE_CHOICES[state],
         datacenter=datacenter or None,
         rack=rack or None,
@@ -187,7 +188,7 @@ def _ticket_context(session: Session, ticket: Ticket, principal: Principal) -> d
     evidence = ticket.evidence or {}
     mine = ticket.assignee == principal.actor
     is_operator = _is_operator(principal)
-    # another datacenter's ticket is read-only to a technician (ticketing.service.check_scope)
+    # another datacenter's ticket is read-only to a technician (ticketing.lifecycle.check_scope)
     ours = principal.datacenters is None or ticket.datacenter in principal.datacenters
     return {
         "ticket": ticket,
@@ -219,13 +220,13 @@ def ticket_page(
     session: Session = Depends(get_session),
     principal: Principal = Depends(page_user(Role.viewer)),
 ) -> Response:
-    ticket = tickets.get_ticket(session, ticket_id)
+    ticket = get_ticket(session, ticket_id)
     return render(request, "ticket.html", _ticket_context(session, ticket, principal))
 
 
 def _locked(session: Session, ticket_id: int, version: int | None) -> Ticket:
     """The ticket, row-locked, if the form was made from its current version."""
-    ticket = tickets.lock_ticket(session, ticket_id)
+    ticket = lock_ticket(session, ticket_id)
     last = ticket.events[-1] if ticket.events else None
     what = f"{last.kind} by {last.actor}" if last is not None else ""
     check_version("ticket", ticket_id, ticket.version, version, what=what)
@@ -234,7 +235,7 @@ def _locked(session: Session, ticket_id: int, version: int | None) -> Ticket:
 
 def _after_change(request: Request, session: Session, ticket_id: int, back: str, message: str) -> Response:
     if is_htmx(request) and request.headers.get("hx-target", "").startswith("ticket-row-"):
-        ticket = tickets.get_ticket(session, ticket_id)
+        ticket = get_ticket(session, ticket_id)
         return render(request, "_queue_row.html", {"t": ticket, "notice": message, "back": back})
     flash(request, message)
     return redirect(request, local_path(back, f"/tickets/{ticket_id}"))
@@ -250,7 +251,7 @@ def claim(
     principal: Principal = Depends(page_user(Role.technician)),
 ) -> Response:
     ticket = _locked(session, ticket_id, version)
-    tickets.claim(session, ticket, actor=principal.actor, scope=principal.datacenters)
+    lifecycle.claim(session, ticket, actor=principal.actor, scope=principal.datacenters)
     session.commit()
     return _after_change(request, session, ticket_id, back, f"Ticket {ticket_id} is yours.")
 
@@ -264,7 +265,9 @@ def start(
     principal: Principal = Depends(page_user(Role.technician)),
 ) -> Response:
     ticket = _locked(session, ticket_id, version)
-    tickets.start(session, ticket, actor=principal.actor, override=_is_operator(principal), scope=principal.datacenters)
+    lifecycle.start(
+        session, ticket, actor=principal.actor, override=_is_operator(principal), scope=principal.datacenters
+    )
     session.commit()
     return _after_change(request, session, ticket_id, "", f"Work on ticket {ticket_id} started.")
 
@@ -293,10 +296,10 @@ def resolve(
     except ValidationError as error:
         return _form_again(request, session, ticket_id, principal, entered, describe_errors(error))
     try:
-        _locked(session, ticket_id, version)
-        repairs.resolve(
+        ticket = _locked(session, ticket_id, version)
+        lifecycle.resolve(
             session,
-            ticket_id,
+            ticket,
             resolution,
             actor=principal.actor,
             override=_is_operator(principal),
@@ -320,7 +323,7 @@ def _form_again(
     status_code: int = 422,
 ) -> Response:
     """The ticket page with the resolve form as the technician filled it in, and what is wrong with it."""
-    context = _ticket_context(session, tickets.get_ticket(session, ticket_id), principal)
+    context = _ticket_context(session, get_ticket(session, ticket_id), principal)
     context.update(form=entered, form_error=_friendly(message))
     if is_htmx(request):
         return render(request, "_resolve_form.html", context, status_code=status_code)

@@ -21,6 +21,8 @@ from ticketing import service as tickets
 from ticketing.models import Ticket
 from ticketing.schemas import TicketRequest
 
+pytestmark = pytest.mark.usefixtures("remediator_reacts")  # as `fleetfix api` starts
+
 
 @pytest.fixture
 def client(db: Database) -> Iterator[TestClient]:

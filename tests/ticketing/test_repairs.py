@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -37,6 +38,7 @@ from ticketing import service as tickets
 from ticketing.models import Repair, Ticket, TicketState
 from ticketing.schemas import Replacement, Resolution, TicketOpen
 
+pytestmark = pytest.mark.usefixtures("remediator_reacts")  # a resolve starts verification, as in production
 RULES = load_ruleset([])
 BASE = utcnow().replace(microsecond=0) - dt.timedelta(hours=6)
 SETTLE = dt.timedelta(seconds=get_settings().ticket_settle_s)
@@ -91,7 +93,7 @@ def repaired(session: Session, ticket: Ticket, when: dt.datetime) -> None:
     resolution = Resolution(
         replacements=[Replacement(old_serial="1A2B3C4D", new_serial="77AA88BB")], note="replaced DIMM A1"
     )
-    repairs.resolve(session, ticket.id, resolution, actor="user:alice", override=False, now=when)
+    tickets.resolve(session, tickets.lock_ticket(session, ticket.id), resolution, actor="user:alice", now=when)
 
 
 def healthy(hostname: str, start: float, end: float, *, boot: str = "boot-2") -> list[Report]:
@@ -335,8 +337,7 @@ def test_a_ticket_opened_by_hand_freezes_evidence_and_holds_the_host(session: Se
     assert [c["serial"] for c in ticket.evidence["part"]["candidates"]] == ["1A2B3C4D"]
     assert ticket.evidence["reason"] == "seen on the console"
     assert host_state(session) == HostState.awaiting_repair
-    tickets.cancel(session, ticket, actor="user:op", reason="reseated by the on-call")
-    repairs.after_cancel(session, "web-1", ticket_id, actor="user:op")
+    tickets.cancel(session, ticket, actor="user:op", reason="reseated by the on-call")  # the host is released with it
     assert host_state(session) == HostState.in_service
 
 

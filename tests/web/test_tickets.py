@@ -4,19 +4,34 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterator
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from api.runtime import wire_repairs
 from checker.schemas import DimmInventory
 from core.db import Database
+from core.errors import Conflict
 from core.models import Role
+from remediator import repairs
 from tests.web.helpers import login, make_user, open_dimm_ticket, signed_in
 from ticketing import service as tickets
 from ticketing.models import Repair, Ticket, TicketState
 from ticketing.schemas import TicketRequest
 
 ROWS = re.compile(r'<tr id="ticket-row-(\d+)"')
+
+
+@pytest.fixture(autouse=True)
+def remediator_reacts() -> Iterator[None]:
+    """As `fleetfix api` starts: a resolve starts verification (tests/ticketing/conftest.py)."""
+    wire_repairs()
+    try:
+        yield
+    finally:
+        tickets.remove_reaction(repairs.on_ticket_change)
 
 
 def version_on(page: str) -> str:
@@ -296,3 +311,31 @@ def test_a_technician_changes_only_the_tickets_of_their_datacenter(client: TestC
         ticket = session.get(Ticket, ours)
         assert ticket is not None
         assert ticket.assignee == "user:anna"
+
+
+def test_a_resolve_whose_verification_cannot_start_is_not_saved(
+    client: TestClient, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The remediator's reaction runs in the form's transaction: when it fails, the resolve is rolled back
+    with it and the form comes back as typed, never a resolved ticket that nobody re-checks."""
+    ticket_id = open_dimm_ticket(db)
+    token = signed_in(client, db, "tom", Role.technician)
+    client.post(
+        f"/tickets/{ticket_id}/claim",
+        data={"version": version_on(client.get(f"/tickets/{ticket_id}").text), "csrf_token": token},
+    )
+    seen = version_on(client.get(f"/tickets/{ticket_id}").text)
+
+    def no_queue(*args: object, **kwargs: object) -> object:
+        raise Conflict("host web-001 has no queue to re-check it on")
+
+    monkeypatch.setattr(repairs, "host_signature", no_queue)
+    form = {"csrf_token": token, "version": seen, "old_serial": "1A2B3C4D", "new_serial": "9Z8Y7X6W", "note": "swap"}
+    refused = client.post(f"/tickets/{ticket_id}/resolve", data=form)
+    assert refused.status_code == 409
+    assert "has no queue to re-check it on" in refused.text
+    assert 'value="9Z8Y7X6W"' in refused.text
+    with db.session() as session:
+        ticket = tickets.get_ticket(session, ticket_id)
+        assert (ticket.state, str(ticket.version), ticket.events[-1].kind) == (TicketState.claimed, seen, "claimed")
+        assert session.scalars(select(Repair).where(Repair.ticket_id == ticket_id)).all() == []

@@ -1,0 +1,166 @@
+"""Opening tickets, one per host and part: dedup, and detections of a fault that already has its ticket.
+
+The unique `open_key` (the dedup key while the ticket is open) decides between
+two openers racing; the loser adds its detection to the winner's ticket.
+Opening is the lifecycle's first change and is announced like the others
+(ticketing.lifecycle); a detection is not a change of the lifecycle.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
+
+from core.db import utcnow
+from ticketing.history import record
+from ticketing.lifecycle import LifecycleEvent, announce
+from ticketing.models import OPEN_TICKET_STATES, Ticket, TicketState
+from ticketing.queries import find_open, lock_ticket
+from ticketing.schemas import TicketRequest
+
+DETECTION_EVERY = dt.timedelta(hours=1)
+"""Detections of the same fault closer together than this are one detection (rules fire every report)."""
+MAX_DETECTIONS_KEPT = 50
+
+
+def open_ticket(
+    session: Session, request: TicketRequest, *, actor: str, now: dt.datetime | None = None
+) -> tuple[Ticket, bool]:
+    """Open a ticket, or add this detection to the open one for the same host and part.
+
+    Returns the ticket and whether it was created. Safe under concurrency: the
+    unique open_key decides, and the loser adds to the winner's ticket.
+    """
+    now = now or utcnow()
+    key = request.dedup_key
+    existing = find_open(session, key)
+    if existing is None:
+        ticket = Ticket(
+            dedup_key=key,
+            open_key=key,
+            hostname=request.hostname,
+            datacenter=request.datacenter,
+            rack=request.rack,
+            part_type=request.part_type,
+            part=request.part,
+            title=request.title[:512],
+            priority=request.priority,
+            remediation_id=request.remediation_id,
+            evidence={"frozen_at": now.isoformat(), **request.evidence},
+            created_at=now,
+            last_detected_at=now,
+        )
+        try:
+            with session.begin_nested():
+                session.add(ticket)
+                session.flush()
+        except IntegrityError:
+            existing = find_open(session, key)
+            if existing is None:
+                raise
+        else:
+            record(
+                session,
+                ticket,
+                actor=actor,
+                kind="opened",
+                note=request.title,
+                detail={"dedup_key": key, "remediation_id": request.remediation_id},
+                now=now,
+            )
+            opened = LifecycleEvent(ticket=ticket, kind="opened", actor=actor, at=now, before="", after="open")
+            announce(session, opened)
+            return ticket, True
+    _add_detection(
+        session,
+        lock_ticket(session, existing.id),
+        actor=actor,
+        note=request.title,
+        detail={"remediation_id": request.remediation_id, "signals": request.evidence.get("signals", [])[:5]},
+        now=now,
+    )
+    return existing, False
+
+
+def note_detection(
+    session: Session, ticket: Ticket, *, actor: str, note: str, detail: dict[str, Any], now: dt.datetime
+) -> bool:
+    """The fault was seen again on a ticket still open; returns False when it is the same detection
+    (within DETECTION_EVERY of the last one), which changes nothing."""
+    if _same_detection(ticket, now):
+        return False  # the common case while a fault lasts: no lock taken
+    ticket = lock_ticket(session, ticket.id)  # the latest count and time: concurrent ingests take turns
+    if _same_detection(ticket, now):
+        return False
+    _add_detection(session, ticket, actor=actor, note=note, detail=detail, now=now)
+    return True
+
+
+def _same_detection(ticket: Ticket, now: dt.datetime) -> bool:
+    return ticket.last_detected_at is not None and abs(now - ticket.last_detected_at) < DETECTION_EVERY
+
+
+def _add_detection(
+    session: Session, ticket: Ticket, *, actor: str, note: str, detail: dict[str, Any], now: dt.datetime
+) -> None:
+    """Count a detection on a ticket the caller has locked, without moving its version: the fault firing
+    again while a technician works on the part must not turn their resolve into a 412 (only lifecycle
+    changes move the ETag). An UPDATE statement rather than a change to the mapped object, because the
+    ORM bumps the version on every flush of the object."""
+    kept = list((ticket.evidence or {}).get("detections", []))[-(MAX_DETECTIONS_KEPT - 1) :]
+    evidence = {**(ticket.evidence or {}), "detections": [*kept, {"at": now.isoformat(), **detail}]}
+    session.execute(
+        update(Ticket)
+        .where(Ticket.id == ticket.id)
+        .values(detections=Ticket.detections + 1, last_detected_at=now, evidence=evidence),
+        execution_options={"synchronize_session": False},
+    )
+    # the loaded object follows the row without becoming dirty (a flush would bump the version)
+    set_committed_value(ticket, "detections", ticket.detections + 1)
+    set_committed_value(ticket, "last_detected_at", now)
+    set_committed_value(ticket, "evidence", evidence)
+    record(session, ticket, actor=actor, kind="detected_again", note=note, detail=detail, now=now, audit_it=False)
+
+
+def ticket_for_detection(
+    session: Session,
+    hostname: str,
+    part: str,
+    *,
+    part_types: Collection[str],
+    now: dt.datetime,
+    reopen_window: dt.timedelta,
+) -> Ticket | None:
+    """The ticket a detection of `part` on `hostname` belongs to: an open one, else one closed within
+    `reopen_window` (the fault came back after the repair).
+
+    Only tickets of one of `part_types` match (the dedup key is host, part type and part): a host-level
+    firing with an empty subject must not land on a PSU ticket that was opened with an empty part."""
+    candidates = session.scalars(
+        select(Ticket)
+        .where(
+            Ticket.hostname == hostname,
+            Ticket.part_type.in_(sorted(part_types)),
+            Ticket.part == part,
+            Ticket.state != TicketState.cancelled,
+        )
+        .order_by(Ticket.id.desc())
+        .limit(20)
+    ).all()
+    for ticket in candidates:
+        if ticket.state in OPEN_TICKET_STATES:
+            return ticket
+    for ticket in candidates:
+        if (
+            ticket.state == TicketState.closed
+            and ticket.closed_at is not None
+            and now - ticket.closed_at <= reopen_window
+        ):
+            return ticket
+    return None
