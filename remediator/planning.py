@@ -1,24 +1,23 @@
 """From a firing rule to an admitted remediation, every decision recorded with its reason.
 
-decide(): a rule fired on a host. Skip (rule paused, breaker open, cooldown),
-hold (the host already has an active remediation or awaits repair), shadow
-(record only), or create a remediation in `detected` — escalating a rung when
-the fault returns after a fix, or straight to a ticket when the host flaps.
+decide(): a rule fired on a host. The decision policies (`remediator.policies`, in their declared
+order) skip it (rule paused, breaker open or tripping), hold it (the host already has an active
+remediation or awaits repair, a rollout wave), record it only (shadow), or let it through: a
+remediation is created in `detected` — a rung further when the fault returns after a fix, or
+straight to a ticket when the host flaps.
 
-admit(): a `detected` remediation may start when the gates allow it (global
-pause, maintenance windows, approval, concurrency caps and spacing for
-disruptive plans); otherwise it waits, and `remediator.admit_waiting`
-retries. Admission holds a database lock, so caps hold under concurrency.
+admit(): a `detected` remediation may start when every admission gate allows it (global pause,
+maintenance windows, cooldown, concurrency caps and spacing for disruptive plans, approval);
+otherwise it waits, and `remediator.admit_waiting` retries. Admission holds a database lock, so
+caps hold under concurrency. approve() is the one way a waiting remediation is approved.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from typing import Any
 
 from celery import current_app
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -26,144 +25,74 @@ from checker.schemas import Report
 from core import audit, metrics
 from core.db import serialize_on
 from core.dispatch import send_after_commit
+from core.errors import Conflict, NotFound
 from core.queue import REMEDIATE_QUEUE
-from remediator import draining, preemption, repairs, rollouts, safety
+from remediator import draining, policies, preemption, rollouts, safety
 from remediator.actions import ACTIONS
-from remediator.decisions import SYSTEM, active_remediation, finish, record, render_template, template_values
+from remediator.decisions import SYSTEM, finish, record, render_template, template_values
 from remediator.evaluate import Firing
-from remediator.models import (
-    Host,
-    HostState,
-    Remediation,
-    RemediationState,
-    RemediationStep,
-    RuleMode,
-    RuleState,
-    StepState,
-)
+from remediator.models import Host, HostState, Remediation, RemediationState, RemediationStep, StepState
+from remediator.policies import ladder_end
 from remediator.rules import Rule, RuleSet, Step
-
-log = logging.getLogger(__name__)
-REOPEN_WITHIN = dt.timedelta(days=30)
-FLAP_TICKET = [Step(action="ticket", params={"part_type": "host", "title": "Flapping: {hostname} needs a person"})]
+from remediator.safety import OnRefusal, open_breaker
 
 
 def decide(
     session: Session, host: Host, firing: Firing, ruleset: RuleSet, report: Report | None, now: dt.datetime
 ) -> Remediation | None:
-    rule, signal = firing.rule, firing.signal
-    metrics.RULE_FIRINGS.labels(rule.id).inc()
-    note: dict[str, Any] = {"subject": signal.subject, "value": signal.value, "now": now}
-    state = safety.rule_state(session, rule.id)
-    mode = safety.effective_mode(rule, state)
-    if mode == RuleMode.paused:
-        record(session, host, rule.id, "skipped", "rule paused", **note)
-        return None
-    if state is not None and state.breaker_open:
-        record(session, host, rule.id, "skipped", f"breaker open: {state.breaker_reason}", **note)
-        return None
-    if mode != RuleMode.shadow:  # a part with a ticket: the detection goes to its ticket
-        ticketed = repairs.route_detection(session, host, firing, now)
-        if ticketed is not None:
-            record(session, host, rule.id, "held", ticketed, **note)
-            return None
-    active = active_remediation(session, host.id)
-    if active is not None and active.state == RemediationState.verifying and active.rule_id == rule.id:
-        return escalate(
-            session, active, f"fault returned while verifying: {signal.kind} {signal.value:.3g}", ruleset, now
-        )
-    baking = rollouts.baking(session, host, rule, ruleset, now)
-    if baking is not None:
-        what = f"side effect of {baking.rule_id} on {host.hostname}: {rule.id} fired ({signal.kind} {signal.value:.3g})"
-        if baking.active:
-            escalate(session, baking, what, ruleset, now)  # the fix did not hold: the next rung, and a halt
-            active = active_remediation(session, host.id)
-        else:
-            open_breaker(session, baking.rule_id, f"rollout halted: {what}", now)
-    rung, previous = 0, None
-    returned = _returned_fault(session, host, rule, now)
-    if returned is not None:
-        rung, previous = returned.rung + 1, returned
-    steps = rule.rung(rung) or _ladder_end(rule)
-    verdict, why = "", ""
-    if active is not None:
-        verdict, why = preemption.verdict(active, rule, steps, ruleset, signal.subject)
-    elif host.state in (HostState.awaiting_repair, HostState.maintenance):  # unreachable hosts are fair game
-        verdict = "beside" if preemption.person_only(steps) else "hold"
-        why = f"host is {host.state.value}"
-    if verdict == "hold":
-        record(session, host, rule.id, "held", why, **note)
-        return None
-    if verdict == "beside":
-        if mode == RuleMode.shadow:
-            record(session, host, rule.id, "shadow", f"would open a ticket ({why})", **note)
-            return None
-        ticket_id = preemption.ticket_beside(session, host, firing, steps, report, now)
-        record(session, host, rule.id, "ticketed", f"ticket {ticket_id}: {why}", **note)
-        return None
-    wave = rollouts.wave_hold(session, host, rule, now) if previous is None else None
-    if wave is not None:
-        record(session, host, rule.id, "held", wave, **note)
-        return None
-    # Counted under the admission lock, as the caps are: two ingest transactions must not each see room
-    # for one more host below the breaker and both plan (the lock is held until commit).
-    serialize_on(session, safety.ADMISSION_LOCK)
-    opened = session.execute(  # a column query, not the identity map: another transaction may have opened it
-        select(RuleState.breaker_reason).where(RuleState.rule_id == rule.id, RuleState.breaker_open.is_(True))
-    ).first()
-    if opened is not None:
-        record(session, host, rule.id, "skipped", f"breaker open: {opened.breaker_reason}", **note)
-        return None
-    tripped = safety.breaker_trips(session, host, rule, now)
-    if tripped is not None:
-        open_breaker(session, rule.id, tripped, now)
-        record(session, host, rule.id, "skipped", f"breaker tripped: {tripped}", **note)
-        return None
-    reason = f"{rule.id}: {signal.kind} {signal.value:.3g} on {signal.subject or host.hostname}"
-    if previous is not None:
-        reason += f"; fault returned after remediation {previous.id} succeeded"
-    recent = safety.flapping(session, host, ruleset.safety, now)
-    if recent >= ruleset.safety.flap_max and steps[-1].action != "ticket":
-        steps = FLAP_TICKET
-        reason += f"; host remediated {recent} times within {int(ruleset.safety.flap_window_s / 86400)}d: flapping"
-    if mode == RuleMode.shadow:
-        planned = ", ".join(s.action for s in steps)
-        shadow = f"would plan {planned}: {reason}" + (f" ({why})" if verdict == "preempt" else "")
-        record(session, host, rule.id, "shadow", shadow, **note)
-        return None
-    if verdict == "preempt" and active is not None:
-        preemption.preempt(session, active, host, f"preempted by {rule.id}: {why}", now)
-        reason += f"; {why}"
-    remediation = create(session, host, rule, steps, signal_evidence(firing, report), reason, rung, previous, now)
+    """Walk the decision policies in order: the first that stops the firing says what is recorded; past the
+    last one a remediation is planned."""
+    metrics.RULE_FIRINGS.labels(firing.rule.id).inc()
+    context = policies.FiringContext(
+        session, host, firing, ruleset, report, now, escalate=lambda r, why: escalate(session, r, why, ruleset, now)
+    )
+    for policy in policies.DECISION_POLICIES:
+        if policy.under_admission_lock:
+            context.hold_admission_lock()
+        stop = policy.check(context)
+        if stop is not None:
+            if stop.decision is not None:
+                _record_firing(context, stop.decision, stop.reason)
+            return stop.remediation
+    return _plan(context)
+
+
+def _plan(context: policies.FiringContext) -> Remediation | None:
+    """Every policy let the firing through: preempt the host's active remediation if the verdict says so,
+    create the remediation and try to admit it now."""
+    session, host, rule, now = context.session, context.host, context.rule, context.now
+    if context.verdict == "preempt" and context.active is not None:
+        preemption.preempt(session, context.active, host, f"preempted by {rule.id}: {context.why}", now)
+        context.reason += f"; {context.why}"
+    evidence = signal_evidence(context.firing, context.report)
+    remediation = create(
+        session, host, rule, context.steps, evidence, context.reason, context.rung, context.previous, now
+    )
     if remediation is None:
         return None
-    record(session, host, rule.id, "planned", reason, remediation_id=remediation.id, **note)
-    admit(session, remediation, ruleset, now)
+    _record_firing(context, "planned", context.reason, remediation_id=remediation.id)
+    admit(session, remediation, context.ruleset, now)
     return remediation
 
 
-def _returned_fault(session: Session, host: Host, rule: Rule, now: dt.datetime) -> Remediation | None:
-    """The last remediation of this rule on this host, if it succeeded recently: the fault came back."""
-    last = session.scalars(
-        select(Remediation)
-        .where(Remediation.host_id == host.id, Remediation.rule_id == rule.id)
-        .order_by(Remediation.id.desc())
-        .limit(1)
-    ).first()
-    if last is None or last.state != RemediationState.succeeded or last.finished_at is None:
-        return None
-    return last if now - last.finished_at <= REOPEN_WITHIN else None
+def _record_firing(context: policies.FiringContext, outcome: str, reason: str, **extra: Any) -> None:
+    signal = context.signal
+    record(
+        context.session,
+        context.host,
+        context.rule.id,
+        outcome,
+        reason,
+        subject=signal.subject,
+        value=signal.value,
+        now=context.now,
+        **extra,
+    )
 
 
 def takes_capacity(steps: list[Step]) -> bool:
     """A plan that restarts the host or takes it out of its scheduler counts against the caps."""
     return any(ACTIONS[s.action].disruptive or s.action == "drain" for s in steps)
-
-
-def _ladder_end(rule: Rule) -> list[Step]:
-    """Past the last rung a person decides: a ticket."""
-    part = "dimm" if rule.when.signal.startswith("dimm") else "host"
-    return [Step(action="ticket", params={"part_type": part, "title": f"{rule.id}: automated remediation exhausted"})]
 
 
 def signal_evidence(firing: Firing, report: Report | None) -> dict[str, Any]:
@@ -234,44 +163,29 @@ def create(
 
 
 def admit(session: Session, remediation: Remediation, ruleset: RuleSet, now: dt.datetime) -> bool:
-    """Move a detected remediation to planned if every gate allows it now."""
+    """Move a detected remediation to planned if every admission gate allows it now (walked in their declared
+    order, under the admission lock: the first refusal holds it, or sends it to wait for approval)."""
     if remediation.state != RemediationState.detected:
         return False
     if remediation.paused_by is not None:
         return False  # an operator holds it (operations.pause); resuming admits it
     host = session.get_one(Host, remediation.host_id)
-    rule = ruleset.get(remediation.rule_id)
-    limits = ruleset.safety
+    admission = safety.AdmissionContext(
+        session, host, remediation, ruleset.get(remediation.rule_id), ruleset.safety, now
+    )
     serialize_on(session, safety.ADMISSION_LOCK)
-    reason = safety.global_pause(session) or safety.maintenance(session, host, now)
-    for_a_person = preemption.person_only([s.action for s in remediation.steps])
-    if reason is None and rule is not None and remediation.previous_id is None and not for_a_person:
-        reason = safety.cooldown(session, host, rule, now)  # a ticket is not work on the host: no cooldown
-    if reason is None and remediation.disruptive and for_a_person:
-        # A person's plan never waits: with the caps full the ticket opens and the host stays in service.
-        full = safety.caps(session, host, limits)
-        if full is not None:
-            _leave_in_service(session, host, remediation, full, now)
-    elif reason is None and remediation.disruptive:
-        reason = safety.caps(session, host, limits) or safety.spacing(session, host, limits, now)
-    if reason is None and remediation.approved_by is None and _needs_approval(rule, remediation):
-        remediation.state = RemediationState.awaiting_approval
-        remediation.held_reason = "waiting for approval: the plan includes a destructive action"
-        record(session, host, remediation.rule_id, "held", remediation.held_reason, remediation_id=remediation.id)
-        audit.record(
-            session,
-            actor=SYSTEM,
-            action="remediator.remediation.awaiting_approval",
-            object_type="remediation",
-            object_id=remediation.id,
-            reason=remediation.held_reason,
-            detail={"rule_id": remediation.rule_id, "hostname": host.hostname},
-        )
-        return False
-    if reason is not None:
-        if remediation.held_reason != reason:
-            remediation.held_reason = reason
-            record(session, host, remediation.rule_id, "held", reason, remediation_id=remediation.id, now=now)
+    for gate in safety.ADMISSION_GATES:
+        refusal = gate.check(admission)
+        if refusal is None:
+            continue
+        if gate.on_refusal is OnRefusal.skip_drain:
+            _leave_in_service(session, host, remediation, refusal, now)
+            continue
+        if gate.on_refusal is OnRefusal.await_approval:
+            _await_approval(session, host, remediation, refusal)
+        elif remediation.held_reason != refusal:
+            remediation.held_reason = refusal
+            record(session, host, remediation.rule_id, "held", refusal, remediation_id=remediation.id, now=now)
         return False
     remediation.state = RemediationState.planned
     remediation.admitted_at = now
@@ -287,6 +201,21 @@ def admit(session: Session, remediation: Remediation, ruleset: RuleSet, now: dt.
     )
     queue_run(session, remediation)
     return True
+
+
+def _await_approval(session: Session, host: Host, remediation: Remediation, reason: str) -> None:
+    remediation.state = RemediationState.awaiting_approval
+    remediation.held_reason = reason
+    record(session, host, remediation.rule_id, "held", reason, remediation_id=remediation.id)
+    audit.record(
+        session,
+        actor=SYSTEM,
+        action="remediator.remediation.awaiting_approval",
+        object_type="remediation",
+        object_id=remediation.id,
+        reason=reason,
+        detail={"rule_id": remediation.rule_id, "hostname": host.hostname},
+    )
 
 
 def _leave_in_service(session: Session, host: Host, remediation: Remediation, full: str, now: dt.datetime) -> None:
@@ -308,19 +237,15 @@ def queue_run(session: Session, remediation: Remediation) -> None:
     )
 
 
-def _needs_approval(rule: Rule | None, remediation: Remediation) -> bool:
-    if rule is not None and rule.safety.requires_approval:
-        return True
-    return any(ACTIONS[s.action].destructive for s in remediation.steps if s.action in ACTIONS)
-
-
 def approve(
     session: Session, remediation_id: int, *, actor: str, ruleset: RuleSet, now: dt.datetime, reason: str = ""
 ) -> Remediation:
-    remediation = session.get_one(Remediation, remediation_id)
+    """The one approver (operations.approve, the API and the pages come here): a person lets a remediation
+    waiting for approval go on, and it is admitted at once if the other gates allow it."""
+    remediation = session.get(Remediation, remediation_id)
+    if remediation is None:
+        raise NotFound(f"remediation {remediation_id} does not exist")
     if remediation.state != RemediationState.awaiting_approval:
-        from core.errors import Conflict
-
         raise Conflict(f"remediation {remediation_id} is {remediation.state.value}, not awaiting approval")
     remediation.approved_by = actor
     remediation.state = RemediationState.detected
@@ -350,7 +275,7 @@ def escalate(
         )
     steps = rule.rung(remediation.rung + 1) if rule is not None else None
     if steps is None:
-        steps = _ladder_end(rule) if rule is not None else [Step(action="ticket", params={"part_type": "host"})]
+        steps = ladder_end(rule) if rule is not None else [Step(action="ticket", params={"part_type": "host"})]
     if rule is None:
         draining.undrain(session, host, remediation, now)
         return None
@@ -372,23 +297,3 @@ def escalate(
     else:
         draining.undrain(session, host, remediation, now)  # nothing goes on with the host: it goes back
     return next_one
-
-
-def open_breaker(session: Session, rule_id: str, reason: str, now: dt.datetime) -> None:
-    state = session.get(RuleState, rule_id)
-    if state is None:
-        state = RuleState(rule_id=rule_id)
-        session.add(state)
-    state.breaker_open = True
-    state.breaker_reason = reason
-    state.breaker_opened_at = now
-    state.updated_by = SYSTEM
-    audit.record(
-        session,
-        actor=SYSTEM,
-        action="remediator.rule.breaker_opened",
-        object_type="rule",
-        object_id=rule_id,
-        reason=reason,
-    )
-    log.warning("remediator.rule.breaker_opened", extra={"fields": {"rule": rule_id, "reason": reason}})

@@ -1,19 +1,30 @@
 """Safety gates: whether a remediation may start now, and the rule's circuit breaker.
 
 Each gate returns None (pass) or the reason it holds, in words an operator
-reads in the decision log ("held: rack cap reached (1 of 1)"). Caps are
-counted under `core.db.serialize_on`, so two workers cannot both see room for
-one more and both start.
+reads in the decision log ("held: rack cap reached (1 of 1)"). The admission
+gates are small objects asked in the order `ADMISSION_GATES` declares
+(`planning.admit` walks them), each testable alone. Caps are counted under
+`core.db.serialize_on`, so two workers cannot both see room for one more and
+both start.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import enum
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from core import audit
+from remediator import preemption
+from remediator.actions import ACTIONS
+from remediator.decisions import SYSTEM
 from remediator.models import (
     Control,
     Host,
@@ -25,9 +36,11 @@ from remediator.models import (
 )
 from remediator.rules import PackSafety, Rule, cap_limit
 
+log = logging.getLogger("remediator.planning")  # the breaker's log lines keep the logger they had in planning
 ADMISSION_LOCK = "remediator.admission"
 ADMITTED_STATES = (RemediationState.planned, RemediationState.running, RemediationState.verifying)
 GLOBAL_PAUSE = "global_pause"
+APPROVAL_REASON = "waiting for approval: the plan includes a destructive action"
 
 
 def rule_state(session: Session, rule_id: str) -> RuleState | None:
@@ -192,3 +205,152 @@ def breaker_trips(session: Session, host: Host, rule: Rule, now: dt.datetime) ->
             f"{int(breaker.window_s)}s (max {breaker.max_percent:g}%)"
         )
     return None
+
+
+def open_breaker(session: Session, rule_id: str, reason: str, now: dt.datetime) -> None:
+    state = session.get(RuleState, rule_id)
+    if state is None:
+        state = RuleState(rule_id=rule_id)
+        session.add(state)
+    state.breaker_open = True
+    state.breaker_reason = reason
+    state.breaker_opened_at = now
+    state.updated_by = SYSTEM
+    audit.record(
+        session,
+        actor=SYSTEM,
+        action="remediator.rule.breaker_opened",
+        object_type="rule",
+        object_id=rule_id,
+        reason=reason,
+    )
+    log.warning("remediator.rule.breaker_opened", extra={"fields": {"rule": rule_id, "reason": reason}})
+
+
+# The admission gates, in the order planning.admit asks them
+
+
+@dataclass
+class AdmissionContext:
+    session: Session
+    host: Host
+    remediation: Remediation
+    rule: Rule | None
+    """None when the rule has left the active packs since the remediation was created."""
+    limits: PackSafety
+    now: dt.datetime
+
+    @cached_property
+    def for_a_person(self) -> bool:
+        """A plan that only hands the host to a person (a ticket, maybe a drain first)."""
+        return preemption.person_only([s.action for s in self.remediation.steps])
+
+
+class OnRefusal(enum.Enum):
+    hold = "hold"
+    """The remediation waits in `detected` with the reason; remediator.admit_waiting retries it."""
+    await_approval = "await_approval"
+    """It waits in `awaiting_approval` for a person (planning.approve)."""
+    skip_drain = "skip_drain"
+    """A person's plan never waits: it goes on without its drain, and the host stays in service."""
+
+
+class AdmissionGate(ABC):
+    name: ClassVar[str]
+    on_refusal: ClassVar[OnRefusal] = OnRefusal.hold
+
+    @abstractmethod
+    def check(self, admission: AdmissionContext) -> str | None:
+        """None when the gate lets the remediation through (or does not apply to it); else the reason."""
+
+
+class GlobalPauseGate(AdmissionGate):
+    name = "global_pause"
+
+    def check(self, admission: AdmissionContext) -> str | None:
+        return global_pause(admission.session)
+
+
+class MaintenanceGate(AdmissionGate):
+    name = "maintenance_window"
+
+    def check(self, admission: AdmissionContext) -> str | None:
+        return maintenance(admission.session, admission.host, admission.now)
+
+
+class CooldownGate(AdmissionGate):
+    """Not for an escalation (the same fault, still there), nor a plan of a person's: a ticket is not work on
+    the host."""
+
+    name = "cooldown"
+
+    def check(self, admission: AdmissionContext) -> str | None:
+        rule = admission.rule
+        if rule is None or admission.remediation.previous_id is not None or admission.for_a_person:
+            return None
+        return cooldown(admission.session, admission.host, rule, admission.now)
+
+
+class DrainPastCapsGate(AdmissionGate):
+    """A person's plan that drains never waits: with the caps full its ticket opens and the host stays in
+    service until a technician takes it."""
+
+    name = "drain_past_caps"
+    on_refusal = OnRefusal.skip_drain
+
+    def check(self, admission: AdmissionContext) -> str | None:
+        if not (admission.remediation.disruptive and admission.for_a_person):
+            return None
+        return caps(admission.session, admission.host, admission.limits)
+
+
+class CapsGate(AdmissionGate):
+    """Blast radius: hosts fleetfix has out per rack, cluster, datacenter and fleet."""
+
+    name = "caps"
+
+    def check(self, admission: AdmissionContext) -> str | None:
+        if not admission.remediation.disruptive or admission.for_a_person:
+            return None
+        return caps(admission.session, admission.host, admission.limits)
+
+
+class SpacingGate(AdmissionGate):
+    """Between disruptive starts in one rack."""
+
+    name = "spacing"
+
+    def check(self, admission: AdmissionContext) -> str | None:
+        if not admission.remediation.disruptive or admission.for_a_person:
+            return None
+        return spacing(admission.session, admission.host, admission.limits, admission.now)
+
+
+class ApprovalGate(AdmissionGate):
+    """A destructive plan, or one of a rule that asks for it, waits for a person's approval."""
+
+    name = "approval"
+    on_refusal = OnRefusal.await_approval
+
+    def check(self, admission: AdmissionContext) -> str | None:
+        if admission.remediation.approved_by is not None:
+            return None
+        return APPROVAL_REASON if needs_approval(admission.rule, admission.remediation) else None
+
+
+ADMISSION_GATES: tuple[AdmissionGate, ...] = (
+    GlobalPauseGate(),
+    MaintenanceGate(),
+    CooldownGate(),
+    DrainPastCapsGate(),
+    CapsGate(),
+    SpacingGate(),
+    ApprovalGate(),
+)
+"""Every one passed (or only skipped a drain): the remediation is admitted (planning.admit)."""
+
+
+def needs_approval(rule: Rule | None, remediation: Remediation) -> bool:
+    if rule is not None and rule.safety.requires_approval:
+        return True
+    return any(ACTIONS[s.action].destructive for s in remediation.steps if s.action in ACTIONS)

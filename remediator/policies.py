@@ -1,0 +1,321 @@
+"""The decision policies: what a rule firing on a host does, in the order `DECISION_POLICIES` declares
+(`planning.decide` walks them; `safety.ADMISSION_GATES` then say whether the remediation may start).
+
+Each policy is a small object with a name and a check, testable alone. A check returns None to let
+the firing go on, or a Stop: the decision recorded (skipped, held, shadow, ticketed) with the reason
+an operator reads in the decision log. Some policies also shape the plan on the way (its rung, a
+flapping host's ticket); what comes out of the last one is planned.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import ClassVar
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from checker.schemas import Report
+from core.db import serialize_on
+from remediator import preemption, repairs, rollouts, safety
+from remediator.decisions import active_remediation
+from remediator.evaluate import Firing
+from remediator.models import Host, HostState, Remediation, RemediationState, RuleMode, RuleState
+from remediator.rules import Rule, RuleSet, Step
+from remediator.signals import SignalValue
+
+REOPEN_WITHIN = dt.timedelta(days=30)
+FLAP_TICKET = [Step(action="ticket", params={"part_type": "host", "title": "Flapping: {hostname} needs a person"})]
+
+
+@dataclass
+class FiringContext:
+    """A rule fired on a host: what the decision policies read, and the plan they shape on the way."""
+
+    session: Session
+    host: Host
+    firing: Firing
+    ruleset: RuleSet
+    report: Report | None
+    now: dt.datetime
+    escalate: Callable[[Remediation, str], Remediation | None]
+    """Fail a remediation and start its next rung (planning.escalate, bound to this firing's session)."""
+    rung: int = 0
+    previous: Remediation | None = None
+    """The remediation of this rule that succeeded on this host within REOPEN_WITHIN: the fault came back."""
+    steps: list[Step] = field(default_factory=list)
+    verdict: str = ""
+    """What the firing does about the host's active remediation ("preempt" is the one that goes on)."""
+    why: str = ""
+    reason: str = ""
+    """The planned remediation's reason, grown by the policies."""
+    _active: Remediation | None = field(default=None, init=False, repr=False)
+    _active_loaded: bool = field(default=False, init=False, repr=False)
+    _locked: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def rule(self) -> Rule:
+        return self.firing.rule
+
+    @property
+    def signal(self) -> SignalValue:
+        return self.firing.signal
+
+    @cached_property
+    def state(self) -> RuleState | None:
+        return safety.rule_state(self.session, self.rule.id)
+
+    @cached_property
+    def mode(self) -> RuleMode:
+        return safety.effective_mode(self.rule, self.state)
+
+    @property
+    def active(self) -> Remediation | None:
+        """The host's active remediation, read when a policy first asks (and again after an escalation)."""
+        if not self._active_loaded:
+            self._active, self._active_loaded = active_remediation(self.session, self.host.id), True
+        return self._active
+
+    def forget_active(self) -> None:
+        self._active_loaded = False
+
+    def hold_admission_lock(self) -> None:
+        """Take the admission lock (held until commit) once: the breaker is counted under it, as the caps are,
+        so two ingest transactions cannot each see room for one more host below the breaker and both plan."""
+        if not self._locked:
+            serialize_on(self.session, safety.ADMISSION_LOCK)
+            self._locked = True
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A policy ends the firing here: `decision` (skipped, held, shadow, ticketed) is recorded with `reason`,
+    unless it is None (the policy's own action recorded what happened, as an escalation does)."""
+
+    decision: str | None
+    reason: str
+    remediation: Remediation | None = None
+
+
+class DecisionPolicy(ABC):
+    name: ClassVar[str]
+    under_admission_lock: ClassVar[bool] = False
+    """The walk takes the admission lock before this policy's check."""
+
+    @abstractmethod
+    def check(self, firing: FiringContext) -> Stop | None:
+        """None lets the firing go on to the next policy."""
+
+
+class RulePaused(DecisionPolicy):
+    name = "rule_paused"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        return Stop("skipped", "rule paused") if firing.mode == RuleMode.paused else None
+
+
+class BreakerOpen(DecisionPolicy):
+    name = "breaker_open"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        state = firing.state
+        if state is not None and state.breaker_open:
+            return Stop("skipped", f"breaker open: {state.breaker_reason}")
+        return None
+
+
+class PartTicketed(DecisionPolicy):
+    """A part with a ticket: the detection goes to its ticket (not in shadow mode: that would change it)."""
+
+    name = "part_ticketed"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        if firing.mode == RuleMode.shadow:
+            return None
+        ticketed = repairs.route_detection(firing.session, firing.host, firing.firing, firing.now)
+        return Stop("held", ticketed) if ticketed is not None else None
+
+
+class FaultReturnedWhileVerifying(DecisionPolicy):
+    """The same rule fires while its fix is being verified: the fix did not hold, the remediation escalates."""
+
+    name = "fault_returned_while_verifying"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        active, signal = firing.active, firing.signal
+        if active is None or active.state != RemediationState.verifying or active.rule_id != firing.rule.id:
+            return None
+        why = f"fault returned while verifying: {signal.kind} {signal.value:.3g}"
+        return Stop(None, why, firing.escalate(active, why))
+
+
+class RolloutSideEffect(DecisionPolicy):
+    """A rule named in a rollout's side effects fires on one of its hosts while the change is verified (the
+    fix did not hold: the next rung, and a halt) or bakes (the rollout halts). The firing itself goes on."""
+
+    name = "rollout_side_effect"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        host, rule, signal = firing.host, firing.rule, firing.signal
+        baking = rollouts.baking(firing.session, host, rule, firing.ruleset, firing.now)
+        if baking is None:
+            return None
+        what = f"side effect of {baking.rule_id} on {host.hostname}: {rule.id} fired ({signal.kind} {signal.value:.3g})"
+        if baking.active:
+            firing.escalate(baking, what)
+            firing.forget_active()
+        else:
+            safety.open_breaker(firing.session, baking.rule_id, f"rollout halted: {what}", firing.now)
+        return None
+
+
+class ReturnedFault(DecisionPolicy):
+    """Which rung to plan: the next one when the rule's last fix of this host succeeded recently."""
+
+    name = "returned_fault"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        host, rule, signal = firing.host, firing.rule, firing.signal
+        previous = returned_fault(firing.session, host, rule, firing.now)
+        if previous is not None:
+            firing.rung, firing.previous = previous.rung + 1, previous
+        firing.steps = rule.rung(firing.rung) or ladder_end(rule)
+        firing.reason = f"{rule.id}: {signal.kind} {signal.value:.3g} on {signal.subject or host.hostname}"
+        if previous is not None:
+            firing.reason += f"; fault returned after remediation {previous.id} succeeded"
+        return None
+
+
+class HostBusy(DecisionPolicy):
+    """Another remediation is active on the host, or it awaits repair or is in maintenance (unreachable hosts
+    are fair game): hold, open the plan's ticket beside it, or go on to preempt it (remediator.preemption)."""
+
+    name = "host_busy"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        host, active = firing.host, firing.active
+        if active is not None:
+            firing.verdict, firing.why = preemption.verdict(
+                active, firing.rule, firing.steps, firing.ruleset, firing.signal.subject
+            )
+        elif host.state in (HostState.awaiting_repair, HostState.maintenance):
+            firing.verdict = "beside" if preemption.person_only(firing.steps) else "hold"
+            firing.why = f"host is {host.state.value}"
+        if firing.verdict == "hold":
+            return Stop("held", firing.why)
+        if firing.verdict != "beside":
+            return None
+        if firing.mode == RuleMode.shadow:
+            return Stop("shadow", f"would open a ticket ({firing.why})")
+        ticket_id = preemption.ticket_beside(
+            firing.session, host, firing.firing, firing.steps, firing.report, firing.now
+        )
+        return Stop("ticketed", f"ticket {ticket_id}: {firing.why}")
+
+
+class RolloutWave(DecisionPolicy):
+    """A rollout's host outside its current wave waits (a returned fault is the host's own ladder)."""
+
+    name = "rollout_wave"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        if firing.previous is not None:
+            return None
+        wave = rollouts.wave_hold(firing.session, firing.host, firing.rule, firing.now)
+        return Stop("held", wave) if wave is not None else None
+
+
+class BreakerOpenedMeanwhile(DecisionPolicy):
+    """The breaker, read again under the lock: another transaction may have opened it since this one began."""
+
+    name = "breaker_opened_meanwhile"
+    under_admission_lock = True
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        opened = firing.session.execute(  # a column query, not the identity map
+            select(RuleState.breaker_reason).where(
+                RuleState.rule_id == firing.rule.id, RuleState.breaker_open.is_(True)
+            )
+        ).first()
+        return Stop("skipped", f"breaker open: {opened.breaker_reason}") if opened is not None else None
+
+
+class BreakerTrips(DecisionPolicy):
+    """Planning this host would exceed the rule's breaker: open it (an operator resets it)."""
+
+    name = "breaker_trips"
+    under_admission_lock = True
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        tripped = safety.breaker_trips(firing.session, firing.host, firing.rule, firing.now)
+        if tripped is None:
+            return None
+        safety.open_breaker(firing.session, firing.rule.id, tripped, firing.now)
+        return Stop("skipped", f"breaker tripped: {tripped}")
+
+
+class Flapping(DecisionPolicy):
+    """A host remediated flap_max times within the flap window goes to a person: the plan becomes a ticket."""
+
+    name = "flapping"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        limits = firing.ruleset.safety
+        recent = safety.flapping(firing.session, firing.host, limits, firing.now)
+        if recent >= limits.flap_max and firing.steps[-1].action != "ticket":
+            firing.steps = list(FLAP_TICKET)
+            firing.reason += f"; host remediated {recent} times within {int(limits.flap_window_s / 86400)}d: flapping"
+        return None
+
+
+class Shadow(DecisionPolicy):
+    """The rule (or an operator's override) is in shadow mode: say what would be planned, run nothing."""
+
+    name = "shadow"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        if firing.mode != RuleMode.shadow:
+            return None
+        planned = ", ".join(s.action for s in firing.steps)
+        preempting = f" ({firing.why})" if firing.verdict == "preempt" else ""
+        return Stop("shadow", f"would plan {planned}: {firing.reason}{preempting}")
+
+
+DECISION_POLICIES: tuple[DecisionPolicy, ...] = (
+    RulePaused(),
+    BreakerOpen(),
+    PartTicketed(),
+    FaultReturnedWhileVerifying(),
+    RolloutSideEffect(),
+    ReturnedFault(),
+    HostBusy(),
+    RolloutWave(),
+    BreakerOpenedMeanwhile(),
+    BreakerTrips(),
+    Flapping(),
+    Shadow(),
+)
+"""Past the last one a remediation is planned (planning.decide)."""
+
+
+def returned_fault(session: Session, host: Host, rule: Rule, now: dt.datetime) -> Remediation | None:
+    """The last remediation of this rule on this host, if it succeeded recently: the fault came back."""
+    last = session.scalars(
+        select(Remediation)
+        .where(Remediation.host_id == host.id, Remediation.rule_id == rule.id)
+        .order_by(Remediation.id.desc())
+        .limit(1)
+    ).first()
+    if last is None or last.state != RemediationState.succeeded or last.finished_at is None:
+        return None
+    return last if now - last.finished_at <= REOPEN_WITHIN else None
+
+
+def ladder_end(rule: Rule) -> list[Step]:
+    """Past the last rung a person decides: a ticket."""
+    part = "dimm" if rule.when.signal.startswith("dimm") else "host"
+    return [Step(action="ticket", params={"part_type": part, "title": f"{rule.id}: automated remediation exhausted"})]

@@ -1,0 +1,309 @@
+"""Each decision policy alone (a firing it stops, one it lets through) and the order decide() walks them in.
+
+The reasons are the decision log's words, compared byte for byte: the pages, the API and the docs show them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from remediator import planning, policies, safety
+from remediator.evaluate import Firing
+from remediator.inventory import HostInventory, apply_inventory
+from remediator.models import Host, HostState, Remediation, RemediationState, RuleMode, RuleState
+from remediator.policies import FiringContext, Stop
+from remediator.rules import Breaker, Condition, PackSafety, Rollout, Rule, RuleSafety, RuleSet, Rung, Step
+from remediator.signals import SignalValue
+from tests.conftest import REPO
+from tests.factories import LABEL, T0
+from ticketing.schemas import TicketRequest
+from ticketing.service import open_ticket
+
+EVIDENCE = {"signal": {"subject": LABEL, "value": 100.0, "kind": "dimm_ce_rate", "detail": {}}}
+
+
+def rule(plan: Sequence[str] = ("reboot",), *, rule_id: str = "test-rule", **fields: Any) -> Rule:
+    return Rule(
+        id=rule_id,
+        description="test",
+        when=Condition(signal="dimm_ce_rate", value=10),
+        plan=[Step(action=a) for a in plan],
+        **{"safety": RuleSafety(cooldown=0, settle=0), **fields},
+    )
+
+
+def host(session: Session, name: str = "h0", **inventory: Any) -> Host:
+    fields = {"datacenter": "dc1", "rack": "r1", "cluster": "c1", **inventory}
+    apply_inventory(session, [HostInventory(hostname=name, **fields)], actor="test")
+    return session.scalars(select(Host).where(Host.hostname == name)).one()
+
+
+def remediation(
+    session: Session, on: Host, of: Rule, state: RemediationState, *, finished_at: dt.datetime | None = None
+) -> Remediation:
+    made = planning.create(session, on, of, list(of.plan), EVIDENCE, "test", 0, None, T0)
+    assert made is not None
+    made.state, made.finished_at = state, finished_at
+    session.flush()
+    return made
+
+
+class Escalations(list[tuple[int, str]]):
+    """Stands in for planning.escalate: what a policy asked to escalate, and why."""
+
+    def __call__(self, remediation: Remediation, why: str) -> Remediation | None:
+        self.append((remediation.id, why))
+        return remediation
+
+
+def firing(session: Session, on: Host, of: Rule, ruleset: RuleSet | None = None) -> FiringContext:
+    return FiringContext(
+        session,
+        on,
+        Firing(of, SignalValue("dimm_ce_rate", LABEL, 100.0)),
+        ruleset or RuleSet(rules=[of], safety=PackSafety(spacing=0)),
+        None,
+        T0,
+        escalate=Escalations(),
+    )
+
+
+def shaped(context: FiringContext, steps: list[str], reason: str = "the reason") -> FiringContext:
+    """A firing as the policies before the one under test left it: its plan and reason known."""
+    context.steps, context.reason = [Step(action=a) for a in steps], reason
+    return context
+
+
+def test_the_decision_policies_run_in_this_order_with_the_breaker_under_the_admission_lock() -> None:
+    assert [p.name for p in policies.DECISION_POLICIES] == [
+        "rule_paused",
+        "breaker_open",
+        "part_ticketed",
+        "fault_returned_while_verifying",
+        "rollout_side_effect",
+        "returned_fault",
+        "host_busy",
+        "rollout_wave",
+        "breaker_opened_meanwhile",
+        "breaker_trips",
+        "flapping",
+        "shadow",
+    ]
+    locked = [p.name for p in policies.DECISION_POLICIES if p.under_admission_lock]
+    assert locked == ["breaker_opened_meanwhile", "breaker_trips"]
+
+
+def test_the_rules_doc_lists_the_policies_and_gates_in_their_order() -> None:
+    doc = (REPO / "docs" / "rules.md").read_text()
+    text = doc[doc.index("## What happens when a rule fires") :]
+    for registry in (policies.DECISION_POLICIES, safety.ADMISSION_GATES):
+        where = [text.find(f"`{p.name}`") for p in registry]
+        assert -1 not in where, [p.name for p in registry]
+        assert where == sorted(where)
+
+
+def test_rule_paused(session: Session) -> None:
+    h0 = host(session)
+    assert policies.RulePaused().check(firing(session, h0, rule())) is None
+    session.add(RuleState(rule_id="test-rule", mode=RuleMode.paused))
+    assert policies.RulePaused().check(firing(session, h0, rule())) == Stop("skipped", "rule paused")
+
+
+def test_breaker_open(session: Session) -> None:
+    h0 = host(session)
+    state = RuleState(rule_id="test-rule", breaker_open=False)
+    session.add(state)
+    assert policies.BreakerOpen().check(firing(session, h0, rule())) is None
+    state.breaker_open, state.breaker_reason = True, "fired on 40 hosts"
+    assert policies.BreakerOpen().check(firing(session, h0, rule())) == Stop(
+        "skipped", "breaker open: fired on 40 hosts"
+    )
+
+
+def test_part_ticketed(session: Session) -> None:
+    h0 = host(session)
+    assert policies.PartTicketed().check(firing(session, h0, rule())) is None
+    request = TicketRequest(hostname="h0", part_type="dimm", part=LABEL, title="DIMM", evidence={})
+    ticket, _ = open_ticket(session, request, actor="test", now=T0)
+    shadowed = rule().model_copy(update={"mode": "shadow"})
+    assert policies.PartTicketed().check(firing(session, h0, shadowed)) is None  # shadow changes no ticket
+    stop = policies.PartTicketed().check(firing(session, h0, rule()))
+    assert stop == Stop("held", f"ticket {ticket.id} ({ticket.state.value}) holds this part: detection added")
+
+
+def test_fault_returned_while_verifying(session: Session) -> None:
+    h0 = host(session)
+    other = remediation(session, h0, rule(rule_id="other"), RemediationState.verifying)
+    context = firing(session, h0, rule())
+    assert policies.FaultReturnedWhileVerifying().check(context) is None
+    assert context.escalate == []
+    other.state, other.finished_at = RemediationState.succeeded, T0
+    session.flush()
+    verifying = remediation(session, h0, rule(), RemediationState.verifying)
+    context = firing(session, h0, rule())
+    why = "fault returned while verifying: dimm_ce_rate 100"
+    assert policies.FaultReturnedWhileVerifying().check(context) == Stop(None, why, verifying)
+    assert context.escalate == [(verifying.id, why)]
+
+
+def test_rollout_side_effect(session: Session) -> None:
+    h0 = host(session)
+    reflash = rule(["reflash_firmware"], rule_id="reflash").model_copy(
+        update={"safety": RuleSafety(rollout=Rollout(side_effects=["test-rule"], bake="1d"))}
+    )
+    rs = RuleSet(rules=[reflash, rule()], safety=PackSafety(spacing=0))
+    context = firing(session, h0, rule(), rs)
+    assert policies.RolloutSideEffect().check(context) is None
+    assert context.escalate == []  # no rollout on the host: nothing to halt
+    verifying = remediation(session, h0, reflash, RemediationState.verifying)
+    context = firing(session, h0, rule(), rs)
+    assert policies.RolloutSideEffect().check(context) is None  # the firing itself goes on
+    what = "side effect of reflash on h0: test-rule fired (dimm_ce_rate 100)"
+    assert context.escalate == [(verifying.id, what)]
+    verifying.state, verifying.finished_at = RemediationState.succeeded, T0 - dt.timedelta(hours=1)
+    session.flush()
+    assert policies.RolloutSideEffect().check(firing(session, h0, rule(), rs)) is None
+    state = session.get_one(RuleState, "reflash")  # baking, not active: the rollout halts
+    assert (state.breaker_open, state.breaker_reason) == (True, f"rollout halted: {what}")
+
+
+def test_returned_fault(session: Session) -> None:
+    h0 = host(session)
+    laddered = rule(escalation=[Rung(plan=[Step(action="hard_ppr")])])
+    context = firing(session, h0, laddered)
+    assert policies.ReturnedFault().check(context) is None
+    assert (context.rung, context.previous, [s.action for s in context.steps]) == (0, None, ["reboot"])
+    assert context.reason == f"test-rule: dimm_ce_rate 100 on {LABEL}"
+    fixed = remediation(session, h0, laddered, RemediationState.succeeded, finished_at=T0 - dt.timedelta(days=2))
+    context = firing(session, h0, laddered)
+    assert policies.ReturnedFault().check(context) is None
+    assert (context.rung, context.previous, [s.action for s in context.steps]) == (1, fixed, ["hard_ppr"])
+    assert (
+        context.reason
+        == f"test-rule: dimm_ce_rate 100 on {LABEL}; fault returned after remediation {fixed.id} succeeded"
+    )
+    fixed.rung = 1  # past the last rung a person decides
+    context = firing(session, h0, laddered)
+    policies.ReturnedFault().check(context)
+    assert [(s.action, s.params["part_type"]) for s in context.steps] == [("ticket", "dimm")]
+    fixed.finished_at = T0 - policies.REOPEN_WITHIN - dt.timedelta(seconds=1)  # too long ago: a new fault
+    context = firing(session, h0, laddered)
+    policies.ReturnedFault().check(context)
+    assert (context.rung, context.previous) == (0, None)
+
+
+def test_host_busy(session: Session) -> None:
+    h0 = host(session)
+    context = shaped(firing(session, h0, rule()), ["reboot"])
+    assert policies.HostBusy().check(context) is None
+    assert context.verdict == ""
+    h0.state = HostState.awaiting_repair
+    assert policies.HostBusy().check(shaped(firing(session, h0, rule()), ["reboot"])) == Stop(
+        "held", "host is awaiting_repair"
+    )
+    h0.state = HostState.maintenance
+    shadowed = rule(["ticket"]).model_copy(update={"mode": "shadow"})
+    assert policies.HostBusy().check(shaped(firing(session, h0, shadowed), ["ticket"])) == Stop(
+        "shadow", "would open a ticket (host is maintenance)"
+    )
+    h0.state = HostState.in_service
+    active = remediation(session, h0, rule(rule_id="other", priority=4), RemediationState.running)
+    context = shaped(firing(session, h0, rule(priority=4)), ["reboot"])
+    assert policies.HostBusy().check(context) == Stop(
+        "held", f"remediation {active.id} (other, priority 4) is active (priority 4 does not outrank 4)"
+    )
+    context = shaped(firing(session, h0, rule(priority=2)), ["reboot"])
+    assert policies.HostBusy().check(context) is None  # it preempts: planned past the last policy
+    assert (context.verdict, context.why) == (
+        "preempt",
+        f"preempts remediation {active.id} (other, priority 4): priority 2 before 4, nothing disruptive started",
+    )
+
+
+def test_host_busy_opens_a_persons_ticket_beside_what_holds_the_host(session: Session) -> None:
+    h0 = host(session)
+    h0.state = HostState.awaiting_repair
+    stop = policies.HostBusy().check(shaped(firing(session, h0, rule(["ticket"])), ["ticket"]))
+    assert stop is not None
+    assert stop.decision == "ticketed"
+    assert stop.reason.endswith(": host is awaiting_repair")
+
+
+def test_rollout_wave(session: Session) -> None:
+    canary, second = host(session, "h0", hardware_class="skx"), host(session, "h1", hardware_class="skx")
+    reflash = rule(["reflash_firmware"], rule_id="reflash").model_copy(
+        update={"safety": RuleSafety(rollout=Rollout(waves=[1, 2]))}
+    )
+    assert policies.RolloutWave().check(firing(session, second, rule())) is None  # no rollout
+    assert policies.RolloutWave().check(firing(session, second, reflash)) is None  # the canary starts
+    remediation(session, canary, reflash, RemediationState.verifying)
+    assert policies.RolloutWave().check(firing(session, second, reflash)) == Stop(
+        "held", "rollout: the canary (1 of 2 skx hosts) is still being verified"
+    )
+    returned = firing(session, second, reflash)
+    returned.previous = canary  # any remediation: a returned fault is the host's own ladder
+    assert policies.RolloutWave().check(returned) is None
+
+
+def test_breaker_opened_meanwhile(session: Session) -> None:
+    h0 = host(session)
+    assert policies.BreakerOpenedMeanwhile().check(firing(session, h0, rule())) is None
+    session.add(RuleState(rule_id="test-rule", breaker_open=True, breaker_reason="fired on 40 hosts"))
+    session.flush()
+    assert policies.BreakerOpenedMeanwhile().check(firing(session, h0, rule())) == Stop(
+        "skipped", "breaker open: fired on 40 hosts"
+    )
+
+
+def test_breaker_trips(session: Session) -> None:
+    h0, h1 = host(session, "h0"), host(session, "h1")
+    remediation(session, h1, rule(), RemediationState.running)
+    assert policies.BreakerTrips().check(firing(session, h0, rule())) is None
+    assert session.get(RuleState, "test-rule") is None
+    tight = rule(safety=RuleSafety(cooldown=0, settle=0, breaker=Breaker(max_hosts=1)))
+    tripped = "fired on 2 hosts in datacenter dc1 within 3600s (max 1)"
+    assert policies.BreakerTrips().check(firing(session, h0, tight)) == Stop("skipped", f"breaker tripped: {tripped}")
+    state = session.get_one(RuleState, "test-rule")
+    assert (state.breaker_open, state.breaker_reason) == (True, tripped)
+
+
+def test_flapping(session: Session) -> None:
+    h0 = host(session)
+    rs = RuleSet(rules=[rule()], safety=PackSafety(spacing=0, flap_max=1))
+    context = shaped(firing(session, h0, rule(), rs), ["reboot"])
+    assert policies.Flapping().check(context) is None
+    assert [s.action for s in context.steps] == ["reboot"]
+    remediation(session, h0, rule(), RemediationState.succeeded, finished_at=T0)
+    context = shaped(firing(session, h0, rule(), rs), ["drain", "ticket"])
+    policies.Flapping().check(context)
+    assert [s.action for s in context.steps] == ["drain", "ticket"]  # already a person's
+    context = shaped(firing(session, h0, rule(), rs), ["reboot"])
+    assert policies.Flapping().check(context) is None
+    assert context.steps == policies.FLAP_TICKET
+    assert context.reason == "the reason; host remediated 1 times within 7d: flapping"
+
+
+def test_shadow(session: Session) -> None:
+    h0 = host(session)
+    assert policies.Shadow().check(shaped(firing(session, h0, rule()), ["reboot"])) is None
+    shadowed = rule().model_copy(update={"mode": "shadow"})
+    context = shaped(firing(session, h0, shadowed), ["drain", "reboot"])
+    assert policies.Shadow().check(context) == Stop("shadow", "would plan drain, reboot: the reason")
+    session.add(RuleState(rule_id="test-rule", mode=RuleMode.shadow))  # an operator's override
+    context = shaped(firing(session, h0, rule()), ["reboot"])
+    context.verdict, context.why = "preempt", "preempts remediation 7"
+    assert policies.Shadow().check(context) == Stop("shadow", "would plan reboot: the reason (preempts remediation 7)")
+
+
+def test_the_admission_lock_is_taken_once_per_firing(session: Session, monkeypatch: Any) -> None:
+    taken: list[str] = []
+    monkeypatch.setattr(policies, "serialize_on", lambda _session, name: taken.append(name))
+    context = firing(session, host(session), rule())
+    context.hold_admission_lock()
+    context.hold_admission_lock()
+    assert taken == ["remediator.admission"]
