@@ -118,14 +118,14 @@ def simulated_hosts(settings: Settings, app: Celery, fleet: SimulatedFleet, lock
     public half, as a real agent would), and the fleet's simulated BMCs for power cycles and reimages.
     Returns the hosts' queues for the worker to consume."""
     import cyborg.host.tasks  # noqa: F401 - registers cyborg.run_action on this process's app
-    from cyborg.central import signer_for
+    from cyborg.central import CentralCyborg, signer_for
     from cyborg.drivers.bmc import SimulatedBmc
     from cyborg.drivers.reach import SimulatedReach
     from cyborg.drivers.simulated import SimulatedDriver
     from cyborg.host import runtime
     from cyborg.host.executor import CeleryReporter, HostExecutor
     from cyborg.host.journal import Journal
-    from remediator import runner
+    from remediator import handoff
 
     verifier = signer_for(settings).verifier()
     reporter = CeleryReporter(app)
@@ -139,7 +139,8 @@ def simulated_hosts(settings: Settings, app: Celery, fleet: SimulatedFleet, lock
         runtime.executor_for(host_queue(hostname)).resume()
 
     by_name = {h.hostname: h for h in fleet.hosts}
-    runner.install_cyborg(bmc=SimulatedBmc(by_name, lock=lock, on_boot=boot), reach=SimulatedReach(by_name, lock=lock))
+    bmc, reach = SimulatedBmc(by_name, lock=lock, on_boot=boot), SimulatedReach(by_name, lock=lock)
+    handoff.install(CentralCyborg(settings, bmc=bmc, reach=reach, app=app))
     return tuple(host_queue(h.hostname) for h in fleet.hosts)
 
 

@@ -4,10 +4,11 @@ back once the fix is verified.
 A plan may name `drain` and `undrain` steps itself (to place them); when it does not, `advance`
 drains the host through the cluster's hook just before the first disruptive step, and the host is
 undrained when the remediation has stayed healthy through its settle period — or, for a plan that
-ended in a ticket, when the repair's verification returns the host to service. What each hook ran
-is kept in the remediation's evidence (`drain`, `undrain`), next to the steps' own logs. A cluster
-with no hook records a no-op. A drain that fails fails the step it guarded (nothing disruptive ran);
-an undrain that fails is an audit entry and an error log for a person, the host stays as it is.
+ended in a ticket, when the repair's verification returns the host to service. The hooks run through
+cyborg (remediator.handoff); what each ran is kept in the remediation's evidence (`drain`,
+`undrain`), next to the steps' own logs. A cluster with no hook records a no-op. A drain that fails
+fails the step it guarded (nothing disruptive ran); an undrain that fails is an audit entry and an
+error log for a person, the host stays as it is.
 """
 
 from __future__ import annotations
@@ -20,42 +21,34 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core import audit
-from core.settings import get_settings
-from cyborg.actions import ACTIONS as CYBORG_ACTIONS
-from cyborg.actions import timeout_of
-from cyborg.commands import ActionContext, ActionFailed, LiveSystem
-from cyborg.drivers import hooks
+from cyborg.central import Done, Order, StepFailed
+from remediator import handoff
 from remediator.actions import ACTIONS
+from remediator.decisions import SYSTEM
 from remediator.models import Host, Remediation, RemediationStep, StepState
 
 log = logging.getLogger(__name__)
-SYSTEM = "system:remediator"
-
-
-class DrainFailed(Exception):
-    def __init__(self, message: str, detail: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.detail = detail
 
 
 def run_scheduler_hook(
     host: Host, remediation_id: int, action: str, params: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Run the cluster's `action` hook (drain or undrain); raises DrainFailed with the log on failure."""
-    hook = hooks.hook_for(get_settings().scheduler_hooks, host.cluster, action)
-    if hook is None:
-        return {"skipped": f"no {action} hook configured for cluster {host.cluster or '(none)'}"}
-    params = params or {}
-    ctx = ActionContext(
-        LiveSystem(), timeout_s=timeout_of(CYBORG_ACTIONS[action], params), dry_run=bool(params.get("dry_run"))
-    )
-    try:
-        done = hooks.run_hook(
-            hook, ctx, hostname=host.hostname, cluster=host.cluster, remediation_id=remediation_id, action=action
-        )
-    except ActionFailed as error:
-        raise DrainFailed(str(error), {"commands": ctx.log.as_json()}) from None
-    return {"outcome": "succeeded", **done, "commands": ctx.log.as_json()}
+    """Run the cluster's `action` hook (drain or undrain) through cyborg; raises StepFailed with the log."""
+    order = Order(handoff.target_of(host), remediation_id, None, 0, action, dict(params or {}))
+    outcome = handoff.cyborg().execute(order)
+    if not isinstance(outcome, Done):  # a hook runs here, start to end
+        raise StepFailed(f"{action}: the scheduler's hook did not finish here")
+    return outcome.result
+
+
+def run_step(host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime) -> dict[str, Any]:
+    """A plan's own `drain` or `undrain` step."""
+    if step.action == "drain":
+        return drain(host, remediation, step, now)
+    outcome = run_scheduler_hook(host, remediation.id, step.action, step.params)
+    remediation.evidence = {**(remediation.evidence or {}), "undrain": {"at": now.isoformat(), **outcome}}
+    host.drained_at = None
+    return outcome
 
 
 def _plan_has(remediation: Remediation, action: str) -> bool:
@@ -70,8 +63,8 @@ def ensure_drained(host: Host, remediation: Remediation, step: RemediationStep, 
         return
     try:
         drain(host, remediation, step, now)
-    except DrainFailed as error:
-        raise DrainFailed(f"drain before {step.action} failed: {error}", error.detail) from None
+    except StepFailed as error:
+        raise StepFailed(f"drain before {step.action} failed: {error}", error.detail) from None
 
 
 def drain(host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime) -> dict[str, Any]:
@@ -99,7 +92,7 @@ def undrain(session: Session, host: Host, remediation: Remediation, now: dt.date
         return False
     try:
         outcome = run_scheduler_hook(host, remediation.id, "undrain")
-    except DrainFailed as error:
+    except StepFailed as error:
         evidence["undrain"] = {"at": now.isoformat(), "error": str(error), **error.detail}
         remediation.evidence = evidence
         audit.record(

@@ -8,7 +8,7 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, literal_column
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, literal_column, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 
 from core.db import Base, utcnow
@@ -203,9 +203,24 @@ class StepState(enum.StrEnum):
     skipped = "skipped"
 
 
+class Awaiting(enum.StrEnum):
+    """What a running step that was handed over waits for."""
+
+    host = "host"  # the host's result (or refusal) for the envelope it was sent
+    first_report = "first_report"  # a reinstall: the host's first report from its new image
+
+
+_WAITING = text("awaiting IS NOT NULL")
+
+
 class RemediationStep(Base):
     __tablename__ = "remediation_steps"
-    __table_args__ = (UniqueConstraint("remediation_id", "index"),)
+    __table_args__ = (
+        UniqueConstraint("remediation_id", "index"),
+        # The deadline sweep reads the waiting steps only (a handful, whatever the history): by what they
+        # wait for, and the host's ones by deadline.
+        Index("ix_remediation_steps_waiting", "awaiting", "deadline", postgresql_where=_WAITING, sqlite_where=_WAITING),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     remediation_id: Mapped[int] = mapped_column(ForeignKey("remediations.id", ondelete="CASCADE"))
@@ -217,6 +232,20 @@ class RemediationStep(Base):
     started_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     result: Mapped[dict[str, Any]] = mapped_column(default=dict, doc="Outcome, ticket id, command log.")
+    awaiting: Mapped[Awaiting | None] = mapped_column(
+        enum_column(Awaiting, "step_awaiting"),
+        default=None,
+        doc="Set while the running step waits on what it was handed to; NULL otherwise.",
+    )
+    deadline: Mapped[dt.datetime | None] = mapped_column(
+        default=None, doc="When a waiting step is acted on if nothing came (remediator.check_step_deadlines)."
+    )
+    accepted_at: Mapped[dt.datetime | None] = mapped_column(
+        default=None, doc="When the host's notice that it started the step arrived (taken once)."
+    )
+    power_cycled_at: Mapped[dt.datetime | None] = mapped_column(
+        default=None, doc="When the step's silent host was power-cycled through its BMC (once per step)."
+    )
 
     remediation: Mapped[Remediation] = relationship(back_populates="steps")
 

@@ -1,6 +1,6 @@
 """What operators do to the remediator: rule modes, breaker resets, the global
-pause, approvals and cancellations, and how well repairs work. Each change is
-in the audit log with who and why."""
+pause, approvals, holding one remediation, and how well repairs work. Each change
+is in the audit log with who and why. Stopping a remediation is remediator.stopping."""
 
 from __future__ import annotations
 
@@ -8,20 +8,21 @@ import datetime as dt
 from collections import defaultdict
 from typing import Any
 
+from celery import current_app
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core import audit
 from core.db import utcnow
+from core.dispatch import send_after_commit
 from core.errors import Conflict, InvalidInput, NotFound
-from remediator import draining, planning, safety
-from remediator.decisions import finish
+from core.queue import host_signature
+from remediator import planning, safety
 from remediator.models import (
     ACTIVE_REMEDIATION_STATES,
     Control,
     Decision,
     Host,
-    HostState,
     Remediation,
     RemediationState,
     RuleMode,
@@ -138,8 +139,6 @@ def set_global_pause(session: Session, paused: bool, *, actor: str, reason: str)
 
 
 def approve(session: Session, ruleset: RuleSet, remediation_id: int, *, actor: str, reason: str = "") -> Remediation:
-    if session.get(Remediation, remediation_id) is None:
-        raise NotFound(f"remediation {remediation_id} does not exist")
     return planning.approve(session, remediation_id, actor=actor, ruleset=ruleset, now=utcnow(), reason=reason)
 
 
@@ -195,31 +194,6 @@ def _active(session: Session, remediation_id: int, verb: str) -> Remediation:
     return remediation
 
 
-def cancel(session: Session, remediation_id: int, *, actor: str, reason: str) -> Remediation:
-    remediation = session.get(Remediation, remediation_id)
-    if remediation is None:
-        raise NotFound(f"remediation {remediation_id} does not exist")
-    if remediation.state not in ACTIVE_REMEDIATION_STATES:
-        raise Conflict(
-            f"remediation {remediation_id} is {remediation.state.value}; only an active one can be cancelled"
-        )
-    finish(session, remediation, RemediationState.cancelled, f"cancelled by {actor}: {reason}", utcnow())
-    host = session.get_one(Host, remediation.host_id)
-    if host.state == HostState.remediating:
-        host.state = HostState.in_service
-        draining.undrain(session, host, remediation, utcnow())
-    audit.record(
-        session,
-        actor=actor,
-        action="remediator.remediation.cancel_requested",
-        object_type="remediation",
-        object_id=remediation_id,
-        reason=reason,
-    )
-    session.flush()
-    return remediation
-
-
 def decisions(
     session: Session, *, host_id: int | None = None, rule_id: str | None = None, limit: int = 200
 ) -> list[Decision]:
@@ -272,11 +246,6 @@ def effectiveness(session: Session) -> list[dict[str, Any]]:
 
 def set_report_interval(session: Session, hostname: str, interval_s: int, *, actor: str, reason: str) -> Host:
     """Set how often a host's agent runs its check cycle; the agent is told on its own queue."""
-    from celery import current_app
-
-    from core.dispatch import send_after_commit
-    from core.queue import host_signature
-
     if not 5 <= interval_s <= 3600:
         raise InvalidInput(f"interval_s: {interval_s} is outside 5..3600 seconds")
     host = session.scalars(select(Host).where(Host.hostname == hostname)).one_or_none()

@@ -69,7 +69,7 @@ def signal_part_type(kind: str) -> str:
 def part_types(firing: Firing) -> frozenset[str]:
     """The part types a ticket for this firing's fault can have: those its rule's ticket steps name at any
     rung (the runner's default is host), and the one its signal is about. A rule with no ticket step
-    tickets at the end of its ladder (planning._ladder_end: dimm for DIMM signals, else host)."""
+    tickets at the end of its ladder (policies.ladder_end: dimm for DIMM signals, else host)."""
     rule = firing.rule
     steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
     named = {str(s.params.get("part_type") or "host") for s in steps if s.action == "ticket"}

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from remediator.models import HostState, RemediationState, StepState
+from remediator.models import Awaiting, HostState, RemediationState, StepState
 
 
 class HostOut(BaseModel):
@@ -48,6 +48,14 @@ class StepOut(BaseModel):
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     result: dict[str, Any]
+    awaiting: Awaiting | None = Field(
+        None, description="While the step waits on what it was handed to: `host` (its result) or `first_report`."
+    )
+    deadline: dt.datetime | None = Field(None, description="When a waiting step is acted on if nothing came.")
+    accepted_at: dt.datetime | None = Field(None, description="When the host's notice that it started arrived.")
+    power_cycled_at: dt.datetime | None = Field(
+        None, description="When its silent host was power-cycled through the BMC."
+    )
 
 
 class RemediationOut(BaseModel):

@@ -22,7 +22,8 @@ from core.db import get_database, utcnow
 from core.dispatch import send_after_commit
 from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
-from remediator import decisions, planning, runner, stalls
+from cyborg.central import message_refused
+from remediator import deadlines, decisions, handoff, host_results, planning, runner, stalls, unreachable
 from remediator.hostauth import HostKeys, SignedPayload
 from remediator.ingest import evaluate_host, ingest_batch
 from remediator.models import Host, HostState, Remediation, RemediationState, Signal
@@ -164,15 +165,13 @@ def mark_unreachable() -> int:
 def probe_silent_host(hostname: str) -> str:
     """Look at a silent host from outside (remediator/unreachable.py) and let the rules decide.
     Returns the verdict, or what made the probe moot (the host reported meanwhile)."""
-    from remediator import unreachable
-
     ruleset = get_registry().ruleset
     with get_database().session() as session:
         host = session.scalars(select(Host).where(Host.hostname == hostname)).one_or_none()
         if host is None or host.state != HostState.unreachable:
             return "moot"
-        address, bmc_address = unreachable.host_address(host), runner.bmc_address(host)
-    seen = unreachable.probe(hostname, address, runner.bmc(), bmc_address, runner.reach())  # no transaction held
+        target = handoff.target_of(host)
+    seen = unreachable.probe(target, handoff.cyborg())  # no transaction held
     now = utcnow()
     with get_database().session() as session:
         host = session.scalars(select(Host).where(Host.hostname == hostname).with_for_update()).one_or_none()
@@ -257,9 +256,9 @@ def maintain_reports() -> dict[str, Any]:
 
 @worker_init.connect
 def _install_cyborg(**_: Any) -> None:
-    """A central worker runs host actions through cyborg (registered here, not on import, so a test
-    process that imports this module keeps the runner's executors as it set them)."""
-    runner.install_cyborg()
+    """A central worker carries out every action through cyborg (installed here, not on import, so a test
+    process that imports this module keeps the executor it installed)."""
+    handoff.install()
 
 
 def open_host_message(
@@ -295,7 +294,7 @@ def open_host_message(
     else:
         problem = f"not a cyborg message: {type(report).__name__} with {type(signature).__name__}"
     host = str(claimed) if claimed is not None else None
-    log.warning("cyborg.message.refused", extra={"fields": {"task": task, "host": host, "why": problem}})
+    message_refused(task, host, problem)
     audit.record(
         session,
         actor=f"host:{host}",
@@ -312,7 +311,7 @@ HostMessageHandler = Callable[[Session, dict[str, Any], str | None], str]
 
 
 def _host_message(task: str, report: Any, signature: Any, record: HostMessageHandler) -> str:
-    """Open a host's message (open_host_message) and hand it, with its signer, to the runner."""
+    """Open a host's message (open_host_message) and hand it, with its signer, to remediator.host_results."""
     with get_database().session() as session:
         opened = open_host_message(
             session, task, report, signature, keys=host_keys(), required=get_settings().signed_reports_required
@@ -330,7 +329,7 @@ def step_result(report: dict[str, Any] | str, signature: dict[str, Any] | None =
         "remediator.step_result",
         report,
         signature,
-        lambda session, body, signer: runner.record_host_result(session, body, ruleset, now, signer=signer),
+        lambda session, body, signer: host_results.record_host_result(session, body, ruleset, now, signer=signer),
     )
 
 
@@ -342,7 +341,7 @@ def step_started(report: dict[str, Any] | str, signature: dict[str, Any] | None 
         "remediator.step_started",
         report,
         signature,
-        lambda session, body, signer: runner.record_host_started(session, body, now, signer=signer),
+        lambda session, body, signer: host_results.record_host_started(session, body, now, signer=signer),
     )
 
 
@@ -354,7 +353,7 @@ def action_refused(report: dict[str, Any] | str, signature: dict[str, Any] | Non
         "remediator.action_refused",
         report,
         signature,
-        lambda session, body, signer: runner.record_refusal(session, body, ruleset, now, signer=signer),
+        lambda session, body, signer: host_results.record_refusal(session, body, ruleset, now, signer=signer),
     )
 
 
@@ -373,7 +372,7 @@ def redrive_stalled() -> int:
 def check_step_deadlines() -> int:
     """Host actions past their deadline (power cycle, then a ticket), reinstalls that reported back."""
     with get_database().session() as session:
-        return runner.check_deadlines(session, get_registry().ruleset, utcnow())
+        return deadlines.check_deadlines(session, get_registry().ruleset, utcnow())
 
 
 def beat_schedule(report_interval_s: int) -> dict[str, dict[str, Any]]:

@@ -1,8 +1,8 @@
 """A silent host, looked at from outside before any rule decides what it needs.
 
 Silence from the agent alone is not proof of a hung host: the agent may have died on a healthy
-machine, the host may be powered off, or nothing may be reachable at all. `probe` asks the BMC for
-the chassis power state and pings the host's address, and names what it saw:
+machine, the host may be powered off, or nothing may be reachable at all. `probe` has cyborg ask the
+BMC for the chassis power state and ping the host's address (`Cyborg.look`), and names what it saw:
 
 | BMC power | ping       | verdict        | what can help                                  |
 |-----------|------------|----------------|------------------------------------------------|
@@ -28,13 +28,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cyborg.commands import ActionContext, ActionFailed
-from cyborg.drivers.bmc import Bmc
-from cyborg.drivers.reach import Reach
+from cyborg.central import Cyborg, Target
 from remediator.models import Host
 from remediator.signals import SignalValue
-
-PROBE_TIMEOUT_S = 45
 
 
 @dataclass(frozen=True)
@@ -48,12 +44,6 @@ class Probe:
     commands: list[dict[str, object]]
 
 
-def host_address(host: Host) -> str:
-    """What to ping: the host's `address` label, else its name."""
-    label = (host.labels or {}).get("address")
-    return str(label) if label else host.hostname
-
-
 def verdict_of(power: str, ping: str) -> str:
     if power == "off":
         return "powered_off"
@@ -64,25 +54,12 @@ def verdict_of(power: str, ping: str) -> str:
     return "unconfirmed"
 
 
-def probe(hostname: str, address: str, bmc: Bmc, bmc_address: str | None, reach: Reach) -> Probe:
-    """Ask the BMC and ping `address`; no database is touched (the caller holds no transaction)."""
-    ctx = ActionContext(getattr(bmc, "system", None) or getattr(reach, "system", None), timeout_s=PROBE_TIMEOUT_S)
-    notes: list[str] = []
-    power = "unknown"
-    if bmc_address is None and bmc.name != "simulated":
-        notes.append("no BMC address for this host (label bmc_address, or FLEETFIX_BMC_ADDRESS_TEMPLATE)")
-    else:
-        try:
-            power = bmc.power_state(hostname, bmc_address, ctx)
-        except ActionFailed as error:
-            notes.append(f"BMC: {error}")
-    try:
-        answered = reach.ping(hostname, address, ctx)
-    except ActionFailed as error:
-        notes.append(f"ping: {error}")
-        answered = None
-    ping = "not_probed" if answered is None else ("answered" if answered else "no_answer")
-    return Probe(power, ping, verdict_of(power, ping), bmc_address, address, notes, ctx.log.as_json())
+def probe(target: Target, cyborg: Cyborg) -> Probe:
+    """What cyborg sees of the host from outside, and the verdict; no database is touched (the caller holds
+    no transaction)."""
+    seen = cyborg.look(target)
+    verdict = verdict_of(seen.power, seen.ping)
+    return Probe(seen.power, seen.ping, verdict, seen.bmc, seen.address, list(seen.notes), list(seen.commands))
 
 
 MAX_PEERS = 20

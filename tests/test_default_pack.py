@@ -4,7 +4,6 @@ for it and plans the expected first action; a healthy fleet plans nothing."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import select
@@ -101,19 +100,18 @@ def test_fault_reaches_its_rule(session: Session, kind: str) -> None:
 
 
 @pytest.fixture
-def simulated_outside(request: pytest.FixtureRequest) -> Iterator[dict[str, VirtualHost]]:
+def simulated_outside(monkeypatch: pytest.MonkeyPatch) -> dict[str, VirtualHost]:
     """The central side looks at silent hosts through the simulated fleet's BMCs and pings."""
+    from core.settings import get_settings
+    from cyborg.central import CentralCyborg
     from cyborg.drivers.bmc import SimulatedBmc
     from cyborg.drivers.reach import SimulatedReach
-    from remediator import runner
+    from remediator import handoff
 
     hosts: dict[str, VirtualHost] = {}
-    saved = (runner._bmc, runner._reach, dict(runner.EXECUTORS))
-    runner.install_cyborg(bmc=SimulatedBmc(hosts), reach=SimulatedReach(hosts))
-    yield hosts
-    runner._bmc, runner._reach = saved[0], saved[1]
-    runner.EXECUTORS.clear()
-    runner.EXECUTORS.update(saved[2])
+    worker = CentralCyborg(get_settings(), bmc=SimulatedBmc(hosts), reach=SimulatedReach(hosts))
+    monkeypatch.setattr(handoff, "_installed", worker)
+    return hosts
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from core.settings import Settings
-from remediator import operations, runner
+from remediator import runner, stopping
 from remediator.models import Host, HostState, Remediation, RemediationState, StepState
 from tests.cyborg.test_handoff import T0, cyborg_installed, plan, settings  # noqa: F401  (fixtures)
 from ticketing import service as tickets
@@ -42,7 +42,7 @@ def test_a_cancelled_remediation_undrains_its_host(
     calls = tmp_path / "calls"
     hooks_into(settings, calls)
     _, remediation = drained_and_waiting(session, cyborg_installed)
-    operations.cancel(session, remediation.id, actor="user:op", reason="wrong host")
+    stopping.stop(session, remediation.id, actor="user:op", reason="wrong host", now=T0)
     assert calls.read_text().split() == ["drain", "h0", "undrain", "h0"]
     assert session.get_one(Host, remediation.host_id).state == HostState.in_service
 
@@ -57,7 +57,7 @@ def test_a_host_a_technician_holds_stays_out_and_drained_when_its_remediation_se
     hooks_into(settings, calls)
     rs, remediation = drained_and_waiting(session, cyborg_installed)
     step = remediation.steps[0]
-    runner.complete_step(session, remediation, step, {"outcome": "succeeded"}, T0)
+    runner.complete_step(step, {"outcome": "succeeded"}, T0)
     assert step.state == StepState.succeeded
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     assert remediation.state == RemediationState.verifying

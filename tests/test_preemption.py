@@ -4,7 +4,6 @@ and the drain of a person's plan kept within the blast-radius caps."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from remediator import runner
 from remediator.ingest import ingest
 from remediator.models import Host, HostState, Remediation, RemediationState, StepState
 from remediator.rules import Condition, PackSafety, Rule, RuleSafety, RuleSet, Step, load_ruleset
+from tests.cyborg.fakes import Script, install_scripted
 from tests.factories import LABEL, T0, edac_report
 from tests.test_safety import decisions, hosts, remediation_of
 from ticketing.models import Ticket
@@ -38,18 +38,10 @@ def polling_report(hostname: str, at: dt.datetime, *, ce: int = 0) -> Any:
 
 
 @pytest.fixture
-def in_flight() -> Iterator[None]:
+def in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
     """Host actions are handed to the host and stay in flight (as cyborg's dispatch leaves them)."""
-    saved = dict(runner.EXECUTORS)
-
-    def handed_over(_session: Session, _host: Host, _remediation: Remediation, step: Any) -> None:
-        step.result = {runner.AWAITING: "host"}
-
-    for name in ("tune_error_reporting", "reboot", "reflash_firmware"):
-        runner.EXECUTORS[name] = handed_over
-    yield
-    runner.EXECUTORS.clear()
-    runner.EXECUTORS.update(saved)
+    handed_over: Script = lambda _order: None  # noqa: E731
+    install_scripted(monkeypatch, **dict.fromkeys(("tune_error_reporting", "reboot", "reflash_firmware"), handed_over))
 
 
 def test_a_dimm_storm_gets_its_ticket_while_a_polling_tweak_is_in_flight(session: Session, in_flight: None) -> None:

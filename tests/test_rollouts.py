@@ -19,11 +19,13 @@ from checker.schemas import (
     Observations,
     Report,
 )
+from cyborg.central import StepFailed
 from remediator import runner
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Decision, Host, Remediation, RemediationState, RuleState, StepState
 from remediator.rules import load_ruleset
+from tests.cyborg.fakes import install_scripted
 from tests.factories import T0
 
 RULES = load_ruleset([])
@@ -113,9 +115,9 @@ def test_a_failed_canary_halts_the_rollout_and_leaves_the_others_alone(
     remediation = session.scalars(select(Remediation).where(Remediation.rule_id == RULE)).one()
 
     def refused(*_: object) -> None:
-        raise runner.StepFailed("the flash tool refused the image")
+        raise StepFailed("the flash tool refused the image")
 
-    monkeypatch.setitem(runner.EXECUTORS, "reflash_firmware", refused)
+    install_scripted(monkeypatch, reflash_firmware=refused)
     runner.advance(session, remediation.id, ruleset=RULES, now=T0)
     assert remediation.state == RemediationState.failed
     state = session.get_one(RuleState, RULE)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -77,15 +76,12 @@ def decisions(session: Session, hostname: str) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-def executors() -> Iterator[dict[str, Any]]:
-    """Actions that succeed at once, as a simulated host would (cyborg registers the real ones)."""
-    saved = dict(runner.EXECUTORS)
-    runner.EXECUTORS.update(
-        {name: (lambda *_: {"ok": True}) for name in ("reboot", "hard_ppr", "reimage", "tune_error_reporting")}
-    )
-    yield runner.EXECUTORS
-    runner.EXECUTORS.clear()
-    runner.EXECUTORS.update(saved)
+def executors(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Actions that succeed at once, as a simulated host would (a worker installs cyborg's real executor)."""
+    from tests.cyborg.fakes import install_scripted
+
+    done = {name: (lambda *_: {"ok": True}) for name in ("reboot", "hard_ppr", "reimage", "tune_error_reporting")}
+    return install_scripted(monkeypatch, **done).scripts
 
 
 def test_rack_cap_holds_the_second_disruptive_remediation(session: Session) -> None:

@@ -11,10 +11,12 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from core.settings import Settings
+from cyborg.central import CentralCyborg, Target
 from cyborg.commands import ActionContext, ActionFailed
 from cyborg.drivers.bmc import IpmitoolBmc
 from cyborg.drivers.reach import LiveReach
-from remediator import runner
+from remediator import handoff, runner
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Host, HostState, Remediation, RemediationState, StepState
@@ -76,9 +78,13 @@ def test_live_ping_and_a_missing_restart_hook(tmp_path: Path) -> None:
 
 class FakeBmc:
     name = "fake"
+    system = None
 
     def __init__(self, power: str | None) -> None:
         self.power = power
+
+    def can_reach(self, hostname: str, address: str | None) -> bool:
+        return address is not None
 
     def power_state(self, hostname: str, address: str | None, ctx: ActionContext) -> str:
         if self.power is None:
@@ -94,6 +100,7 @@ class FakeBmc:
 
 class FakeReach:
     name = "fake"
+    system = None
 
     def __init__(self, answers: bool | None) -> None:
         self.answers = answers
@@ -108,23 +115,23 @@ class FakeReach:
 
 
 def test_a_bmc_that_does_not_answer_leaves_the_power_unknown() -> None:
-    seen = probe("h1", "h1.example", FakeBmc(None), "h1-ipmi", FakeReach(False))
+    outside = CentralCyborg(Settings(), bmc=FakeBmc(None), reach=FakeReach(False))
+    seen = probe(Target("h1", labels={"address": "h1.example", "bmc_address": "h1-ipmi"}), outside)
     assert (seen.power, seen.ping, seen.verdict) == ("unknown", "no_answer", "unconfirmed")
     assert seen.notes == ["BMC: the BMC did not answer"]
-    missing = probe("h1", "h1.example", FakeBmc("on"), None, FakeReach(True))  # no BMC address known
+    answering = CentralCyborg(Settings(), bmc=FakeBmc("on"), reach=FakeReach(True))
+    missing = probe(Target("h1", labels={"address": "h1.example"}), answering)  # no BMC address known
     assert missing.power == "unknown"
     assert missing.verdict == "agent_silent"
     assert "no BMC address" in missing.notes[0]
 
 
 @pytest.fixture
-def outside(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The worker's view of the outside, set per test."""
-    seen: dict[str, Any] = {"bmc": FakeBmc("on"), "reach": FakeReach(False)}
-    monkeypatch.setattr(runner, "bmc", lambda: seen["bmc"])
-    monkeypatch.setattr(runner, "reach", lambda: seen["reach"])
-    monkeypatch.setitem(runner.EXECUTORS, "restart_agent", runner._restart_agent)
-    return seen
+def outside(monkeypatch: pytest.MonkeyPatch) -> CentralCyborg:
+    """The worker's view of the outside (its BMC and pings), set per test."""
+    worker = CentralCyborg(Settings(), bmc=FakeBmc("on"), reach=FakeReach(False))
+    monkeypatch.setattr(handoff, "_installed", worker)
+    return worker
 
 
 def silent_host(session: Session, *, bmc: str | None = "h1-ipmi") -> Host:
@@ -140,12 +147,12 @@ def silent_host(session: Session, *, bmc: str | None = "h1-ipmi") -> Host:
 
 
 def test_an_agent_that_died_on_a_healthy_host_is_restarted_not_power_cycled(
-    session: Session, db: object, outside: dict[str, Any]
+    session: Session, db: object, outside: CentralCyborg
 ) -> None:
     from remediator import tasks
 
     silent_host(session)
-    outside["reach"] = FakeReach(True)  # the host answers its pings
+    outside.reach = FakeReach(True)  # the host answers its pings
     assert tasks.mark_unreachable() == 1
     assert tasks.probe_silent_host("h1") == "agent_silent"
     session.expire_all()
@@ -154,7 +161,8 @@ def test_an_agent_that_died_on_a_healthy_host_is_restarted_not_power_cycled(
     assert remediation.evidence["signal"]["detail"]["power"] == "on"
     runner.advance(session, remediation.id, ruleset=RULES)  # the hook runs
     runner.advance(session, remediation.id, ruleset=RULES)  # then the host must report again
-    assert outside["reach"].restarted == ["h1"]
+    assert isinstance(outside.reach, FakeReach)
+    assert outside.reach.restarted == ["h1"]
     assert remediation.state == RemediationState.verifying
     # the agent did not come back: verification fails and the ladder goes on, to a person
     runner.settle_if_due(session, remediation, remediation.settle_until + dt.timedelta(seconds=1), RULES)
@@ -163,7 +171,7 @@ def test_an_agent_that_died_on_a_healthy_host_is_restarted_not_power_cycled(
     assert [s.action for s in ticket.steps] == ["ticket"]
 
 
-def test_a_fix_counts_only_once_the_host_reports_again(session: Session, db: object, outside: dict[str, Any]) -> None:
+def test_a_fix_counts_only_once_the_host_reports_again(session: Session, db: object, outside: CentralCyborg) -> None:
     from remediator import tasks
 
     host = silent_host(session)
@@ -182,7 +190,7 @@ def test_a_fix_counts_only_once_the_host_reports_again(session: Session, db: obj
 
 
 def test_a_host_that_reports_while_it_is_probed_is_left_alone(
-    session: Session, db: object, outside: dict[str, Any]
+    session: Session, db: object, outside: CentralCyborg
 ) -> None:
     from remediator import tasks
 
@@ -196,7 +204,7 @@ def test_a_host_that_reports_while_it_is_probed_is_left_alone(
 
 
 def test_a_host_whose_rack_went_silent_with_it_is_not_power_cycled(
-    session: Session, db: object, outside: dict[str, Any]
+    session: Session, db: object, outside: CentralCyborg
 ) -> None:
     """The ping comes from the centre: two silent hosts of one rack point at its switch or power. The BMC
     says on and no ping answers, yet nothing proves this host hung: a person, no power cycle."""
@@ -217,7 +225,7 @@ def test_a_host_whose_rack_went_silent_with_it_is_not_power_cycled(
 
 
 def test_a_rack_peer_off_for_days_proves_nothing_about_today(
-    session: Session, db: object, outside: dict[str, Any]
+    session: Session, db: object, outside: CentralCyborg
 ) -> None:
     """Only peers that went quiet about when this host did point at the rack: one silent for days does not."""
     from remediator import tasks

@@ -2,12 +2,12 @@
 
 Changes (approve, cancel, abort) take the remediation's ETag in If-Match, so
 an operator acting on what they saw a minute ago learns that it moved on.
+Cancel and abort are one operation under two names (remediator.stopping).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,15 +19,15 @@ from api.deps import RowId, get_session
 from api.pagination import CURSOR_QUERY, Page, paginate
 from api.versioning import check_if_match, set_etag
 from core.auth import Principal
+from core.db import utcnow
 from core.errors import NotFound
 from core.models import Role
-from remediator import operations
+from remediator import operations, stopping
 from remediator import service as remediator
 from remediator.models import Decision, Remediation, RemediationState
 from remediator.rules import get_registry
 from remediator.schemas import RemediationOut
 
-log = logging.getLogger(__name__)
 router = APIRouter(prefix="/remediations", tags=["remediations"])
 ETAG_KIND = "remediation"
 
@@ -131,11 +131,8 @@ def cancel(
     session: Session = Depends(get_session),
     principal: Principal = Depends(require(Role.operator)),
 ) -> RemediationView:
-    """Cancel an active remediation; 409 if it has finished."""
-    locked_for_change(session, request, remediation_id)
-    remediation = operations.cancel(session, remediation_id, actor=principal.actor, reason=body.reason)
-    session.commit()
-    return _view(response, remediation)
+    """Stop an active remediation (the same as abort); 409 if it has finished."""
+    return _stop(remediation_id, body, request, response, session, principal)
 
 
 @router.post("/{remediation_id}/pause", response_model=RemediationView)
@@ -183,20 +180,18 @@ def abort(
     principal: Principal = Depends(require(Role.operator)),
 ) -> RemediationView:
     """Stop a plan between steps: nothing more starts; an action already on its host finishes there (its
-    report is kept) and one not yet started is revoked. 409 if it has finished."""
-    from core.db import utcnow
-    from remediator import runner
+    report is kept) and one not yet started is revoked. The same as cancel; 409 if it has finished."""
+    return _stop(remediation_id, body, request, response, session, principal)
 
+
+def _stop(
+    remediation_id: int, body: Reason, request: Request, response: Response, session: Session, principal: Principal
+) -> RemediationView:
     locked_for_change(session, request, remediation_id)
-    revoke = runner.abort(session, remediation_id, actor=principal.actor, reason=body.reason, now=utcnow())
+    stopped = stopping.stop(session, remediation_id, actor=principal.actor, reason=body.reason, now=utcnow())
     session.commit()
-    celery = request.app.state.celery
-    if revoke and celery is not None:
-        try:
-            celery.control.revoke(revoke)
-        except Exception:  # the abort stands; a host that still runs it sends a report that is kept as late
-            log.warning("remediator.abort.revoke_failed", extra={"fields": {"remediation": remediation_id}})
-    return _view(response, session.get_one(Remediation, remediation_id))
+    stopping.revoke(request.app.state.celery, stopped)
+    return _view(response, stopped.remediation)
 
 
 decisions_router = APIRouter(prefix="/decisions", tags=["remediations"])

@@ -17,9 +17,10 @@ from api.pagination import paginate
 from api.web import queries
 from api.web.common import PageRoute, check_version, flash, page_user, redirect, render
 from core.auth import Principal
+from core.db import utcnow
 from core.errors import NotFound
 from core.models import AuditEntry, Role
-from remediator import operations
+from remediator import operations, stopping
 from remediator.models import Remediation, RemediationState, RuleMode, RuleState
 from remediator.rules import get_registry
 
@@ -62,9 +63,11 @@ def decide(
     _locked_remediation(session, remediation_id, version)
     if decision == "approve":
         operations.approve(session, get_registry().ruleset, remediation_id, actor=principal.actor, reason=reason)
-    else:
-        operations.cancel(session, remediation_id, actor=principal.actor, reason=reason)
-    session.commit()
+        session.commit()
+    else:  # the API's cancel and abort: remediator.stopping
+        stopped = stopping.stop(session, remediation_id, actor=principal.actor, reason=reason, now=utcnow())
+        session.commit()
+        stopping.revoke(request.app.state.celery, stopped)
     flash(request, f"Remediation {remediation_id} {'approved' if decision == 'approve' else 'cancelled'}.")
     return redirect(request, "/approvals")
 

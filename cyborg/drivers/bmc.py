@@ -18,6 +18,14 @@ from cyborg.commands import ActionContext, ActionFailed, LiveSystem, System
 class Bmc(Protocol):
     name: str
 
+    @property
+    def system(self) -> System | None:
+        """What its commands run on; None for a BMC that runs none (the simulated fleet's)."""
+
+    def can_reach(self, hostname: str, address: str | None) -> bool:
+        """Whether this BMC can be asked about the host at all: its address is known (ipmitool), or the BMC
+        is the simulated fleet's. A caller asks this rather than knowing which BMC it holds."""
+
     def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]: ...
 
     def power_state(self, hostname: str, address: str | None, ctx: ActionContext) -> str:
@@ -33,7 +41,10 @@ class IpmitoolBmc:
     def __init__(self, username: str, password_file: Path | None, system: System | None = None) -> None:
         self.username = username
         self.password_file = password_file
-        self.system = system or LiveSystem()
+        self.system: System = system or LiveSystem()
+
+    def can_reach(self, hostname: str, address: str | None) -> bool:
+        return address is not None
 
     def base_argv(self, address: str | None) -> list[str]:
         if not address:
@@ -70,6 +81,7 @@ class SimulatedBmc:
     `on_boot(hostname)` runs after the host comes back (its agent starting)."""
 
     name = "simulated"
+    system: System | None = None  # it acts on the virtual hosts directly
 
     def __init__(
         self,
@@ -82,6 +94,9 @@ class SimulatedBmc:
         self.lock = lock or threading.RLock()
         self.on_boot = on_boot
         self.pxe: set[str] = set()
+
+    def can_reach(self, hostname: str, address: str | None) -> bool:
+        return True  # every virtual host has one; an unknown host is an ActionFailed when it is asked
 
     def _host(self, hostname: str) -> Any:
         host = self.hosts.get(hostname)

@@ -24,6 +24,10 @@ PING_TIMEOUT_S = 10.0
 class Reach(Protocol):
     name: str
 
+    @property
+    def system(self) -> System | None:
+        """What its commands run on; None when it runs none (the simulated fleet's)."""
+
     def ping(self, hostname: str, address: str, ctx: ActionContext) -> bool | None:
         """True: the host answered; False: it did not; None: no way to ask (no ping here)."""
 
@@ -35,7 +39,7 @@ class LiveReach:
     name = "live"
 
     def __init__(self, system: System, scheduler_hooks: dict[str, dict[str, str | list[str]]]) -> None:
-        self.system = system
+        self.system: System = system
         self.scheduler_hooks = scheduler_hooks
 
     def ping(self, hostname: str, address: str, ctx: ActionContext) -> bool | None:
@@ -61,6 +65,7 @@ class SimulatedReach:
     """The simulated fleet: a hung or powered-off virtual host does not answer; one whose agent died does."""
 
     name = "simulated"
+    system: System | None = None
 
     def __init__(self, hosts: dict[str, Any], *, lock: threading.RLock | None = None) -> None:
         self.hosts = hosts  # hostname -> checker.sim VirtualHost

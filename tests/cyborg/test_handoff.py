@@ -1,6 +1,6 @@
-"""The central side of cyborg, in the remediator's runner, on PostgreSQL and SQLite: a host step is
-signed and sent at commit and waits for its host; results, refusals and silence move the plan on,
-escalate it, or hand the host to a person; an abort stops a plan between steps."""
+"""The hand-off to cyborg, on PostgreSQL and SQLite: a host step is signed and sent at commit and waits
+for its host; results, refusals and silence move the plan on, escalate it, or hand the host to a
+person; a stop ends a plan between steps."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import datetime as dt
 import http.server
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,11 @@ from sqlalchemy.orm import Session
 from core.dispatch import pending_tasks
 from core.models import AuditEntry
 from core.settings import Settings
-from cyborg.central import signer_for
+from cyborg.central import CentralCyborg, signer_for
 from cyborg.drivers.bmc import SimulatedBmc
-from remediator import draining, planning, runner
-from remediator.models import Host, HostState, Remediation, RemediationState, StepState
+from remediator import deadlines, handoff, host_results, planning, runner, stopping
+from remediator.models import Awaiting, Host, HostState, Remediation, RemediationState, StepState
+from tests.cyborg.fakes import ScriptedCyborg
 from tests.factories import T0
 from tests.test_safety import fire, hosts, remediation_of, rule, ruleset
 from ticketing.models import Ticket
@@ -30,21 +30,19 @@ from ticketing.models import Ticket
 
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The settings cyborg's executor reads (a process with no worker: the scheduler's hooks only)."""
     configured = Settings(data_dir=tmp_path, scheduler_hooks={})
-    monkeypatch.setattr(runner, "get_settings", lambda: configured)
-    monkeypatch.setattr(draining, "get_settings", lambda: configured)
+    monkeypatch.setattr(handoff, "get_settings", lambda: configured)
+    monkeypatch.setattr(handoff, "_installed", None)
     return configured
 
 
 @pytest.fixture
-def cyborg_installed(settings: Settings) -> Iterator[dict[str, Any]]:
-    saved, saved_bmc = dict(runner.EXECUTORS), runner._bmc
-    runner.install_cyborg()
-    runner._bmc = None
-    yield runner.EXECUTORS
-    runner.EXECUTORS.clear()
-    runner.EXECUTORS.update(saved)
-    runner._bmc = saved_bmc
+def cyborg_installed(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Cyborg's executor as a worker installs it; a test may script actions into the dict it returns."""
+    scripted = ScriptedCyborg(CentralCyborg(settings))
+    monkeypatch.setattr(handoff, "_installed", scripted)
+    return scripted.scripts
 
 
 def sent_envelopes(session: Session) -> list[dict[str, Any]]:
@@ -80,7 +78,7 @@ def test_a_host_step_is_signed_sent_and_waits_for_its_host(
     rs, remediation = plan(session, ["tune_error_reporting", "reboot"])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     step = remediation.steps[0]
-    assert (step.state, step.result["awaiting"]) == (StepState.running, "host")
+    assert (step.state, step.awaiting) == (StepState.running, Awaiting.host)
     [signature] = [s for s in pending_tasks(session) if s.task == "cyborg.run_action"]
     assert signature.options["queue"] == "host.h0"
     assert signature.options["task_id"] == step.result["envelope_id"]
@@ -92,16 +90,17 @@ def test_a_host_step_is_signed_sent_and_waits_for_its_host(
     assert len(sent_envelopes(session)) == 1
     assert not runner.has_next(remediation)
 
-    started = runner.record_host_started(
+    started = host_results.record_host_started(
         session, {**result(json.loads(signature.args[0]["payload"])), "accepted_at": "x"}, T0
     )
     assert started == "started"
-    assert step.result["deadline"] == (T0 + dt.timedelta(seconds=120 + 12)).isoformat()
+    assert (step.accepted_at, step.deadline) == (T0, T0 + dt.timedelta(seconds=120 + 12))
 
-    assert runner.record_host_result(session, result(json.loads(signature.args[0]["payload"])), rs, T0) == "succeeded"
+    done = host_results.record_host_result(session, result(json.loads(signature.args[0]["payload"])), rs, T0)
+    assert done == "succeeded"
     assert step.state == StepState.succeeded
     assert step.result["commands"][0]["argv"][1] == "tune_error_reporting"
-    assert "awaiting" not in step.result
+    assert step.awaiting is None
     assert [s.task for s in pending_tasks(session)][-1] == "remediator.run_remediation"
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     assert sent_envelopes(session)[-1]["action"] == "reboot"
@@ -114,7 +113,7 @@ def test_results_that_do_not_match_a_sent_envelope_change_nothing(
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     [envelope] = sent_envelopes(session)
     forged = result({**envelope, "id": "00000000-0000-4000-8000-000000000000"})
-    assert runner.record_host_result(session, forged, rs, T0) == "unmatched"
+    assert host_results.record_host_result(session, forged, rs, T0) == "unmatched"
     assert remediation.steps[0].state == StepState.running
     actions = session.scalars(select(AuditEntry.action)).all()
     assert "cyborg.result.unmatched" in actions
@@ -124,7 +123,7 @@ def test_a_failed_host_step_escalates(session: Session, cyborg_installed: dict[s
     rs, remediation = plan(session, ["tune_error_reporting"], escalation=[["ticket"]])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     [envelope] = sent_envelopes(session)
-    assert runner.record_host_result(session, result(envelope, "timed_out"), rs, T0) == "timed_out"
+    assert host_results.record_host_result(session, result(envelope, "timed_out"), rs, T0) == "timed_out"
     assert remediation.state == RemediationState.failed
     assert remediation.steps[0].result["error"] == "it broke"
     assert remediation_of(session, "h0").steps[0].action == "ticket"
@@ -145,17 +144,17 @@ def test_refusals_are_audited_and_fail_only_the_step_they_name(
         "envelope_id": "not-the-one-sent",
         "action": "reboot",
     }
-    assert runner.record_refusal(session, refusal, rs, T0) == "recorded"
+    assert host_results.record_refusal(session, refusal, rs, T0) == "recorded"
     assert remediation.steps[0].state == StepState.running  # a forgery says nothing about the real plan
     real = {**refusal, "code": "expired", "reason": "expired at …", "envelope_id": envelope["id"], "verified": True}
-    assert runner.record_refusal(session, real, rs, T0) == "failed"
+    assert host_results.record_refusal(session, real, rs, T0) == "failed"
     assert remediation.state == RemediationState.failed
     refused = session.scalars(select(AuditEntry).where(AuditEntry.action == "cyborg.envelope.refused")).all()
     assert [e.reason.split(":")[0] for e in refused] == ["bad_signature", "expired"]
 
 
 def test_a_host_that_does_not_come_back_is_power_cycled_then_handed_to_a_person(
-    session: Session, cyborg_installed: dict[str, Any]
+    session: Session, cyborg_installed: dict[str, Any], settings: Settings
 ) -> None:
     from checker.sim.standalone import standalone_host
 
@@ -163,19 +162,23 @@ def test_a_host_that_does_not_come_back_is_power_cycled_then_handed_to_a_person(
     virtual = standalone_host("h0")
     virtual.down = True
     booted: list[str] = []
-    runner.install_cyborg(bmc=SimulatedBmc({"h0": virtual}, on_boot=booted.append))
+    handoff.install(CentralCyborg(settings, bmc=SimulatedBmc({"h0": virtual}, on_boot=booted.append)))
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     step = remediation.steps[0]
     [envelope] = sent_envelopes(session)
-    assert runner.record_host_started(session, {**result(envelope), "accepted_at": T0.isoformat()}, T0) == "started"
-    deadline = dt.datetime.fromisoformat(step.result["deadline"])
-    assert runner.check_deadlines(session, rs, deadline - dt.timedelta(seconds=1)) == 0
-    assert runner.check_deadlines(session, rs, deadline + dt.timedelta(seconds=1)) == 1
+    started = host_results.record_host_started(session, {**result(envelope), "accepted_at": T0.isoformat()}, T0)
+    assert started == "started"
+    deadline = step.deadline
+    assert deadline is not None
+    assert deadlines.check_deadlines(session, rs, deadline - dt.timedelta(seconds=1)) == 0
+    assert deadlines.check_deadlines(session, rs, deadline + dt.timedelta(seconds=1)) == 1
     assert step.result["power_cycled"]["power"] == "cycle"
+    assert step.power_cycled_at == deadline + dt.timedelta(seconds=1)
     assert (virtual.down, booted) == (False, ["h0"])
     assert step.state == StepState.running  # its agent, started again, reports the reboot it did
-    later = dt.datetime.fromisoformat(step.result["deadline"]) + dt.timedelta(seconds=1)
-    assert runner.check_deadlines(session, rs, later) == 1
+    assert step.deadline is not None
+    later = step.deadline + dt.timedelta(seconds=1)
+    assert deadlines.check_deadlines(session, rs, later) == 1
     assert step.state == StepState.failed
     assert remediation.state == RemediationState.failed
     person = remediation_of(session, "h0")
@@ -191,18 +194,22 @@ def test_without_a_bmc_address_a_silent_host_goes_straight_to_a_ticket(
     rs, remediation = plan(session, ["reboot"])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     [envelope] = sent_envelopes(session)
-    runner.record_host_started(session, {**result(envelope), "accepted_at": T0.isoformat()}, T0)
-    deadline = dt.datetime.fromisoformat(remediation.steps[0].result["deadline"])
-    runner.check_deadlines(session, rs, deadline + dt.timedelta(seconds=1))
+    host_results.record_host_started(session, {**result(envelope), "accepted_at": T0.isoformat()}, T0)
+    deadline = remediation.steps[0].deadline
+    assert deadline is not None
+    deadlines.check_deadlines(session, rs, deadline + dt.timedelta(seconds=1))
     assert "power_cycled" not in remediation.steps[0].result
+    assert remediation.steps[0].power_cycled_at is None
     assert [s.action for s in remediation_of(session, "h0").steps] == ["ticket"]
 
 
-def test_power_cycle_and_reimage_go_through_the_bmc(session: Session, cyborg_installed: dict[str, Any]) -> None:
+def test_power_cycle_and_reimage_go_through_the_bmc(
+    session: Session, cyborg_installed: dict[str, Any], settings: Settings
+) -> None:
     from checker.sim.standalone import standalone_host
 
     virtual = standalone_host("h0", faults=["soft_lockups"])
-    runner.install_cyborg(bmc=SimulatedBmc({"h0": virtual}))
+    handoff.install(CentralCyborg(settings, bmc=SimulatedBmc({"h0": virtual})))
     rs, remediation = plan(session, ["power_cycle", "reimage"], settle=0)
     planning.approve(session, remediation.id, actor="test", ruleset=rs, now=T0)  # reimage is destructive
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
@@ -210,34 +217,34 @@ def test_power_cycle_and_reimage_go_through_the_bmc(session: Session, cyborg_ins
     assert remediation.steps[0].result["commands"][0]["argv"] == ["simulated BMC: power_cycle"]
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     step = remediation.steps[1]
-    assert step.result["awaiting"] == "first_report"
-    assert runner.check_deadlines(session, rs, T0 + dt.timedelta(minutes=1)) == 0  # no report from the new image yet
+    assert step.awaiting == Awaiting.first_report
+    assert deadlines.check_deadlines(session, rs, T0 + dt.timedelta(minutes=1)) == 0  # no report from the new image yet
     host = session.get_one(Host, remediation.host_id)
     host.boot_id, host.last_report_at = virtual.boot_id, dt.datetime.now(dt.UTC)
-    assert runner.check_deadlines(session, rs, dt.datetime.now(dt.UTC)) == 1
+    assert deadlines.check_deadlines(session, rs, dt.datetime.now(dt.UTC)) == 1
     assert step.state == StepState.succeeded
     argv = [c["argv"][0] for c in step.result["commands"]]
     assert argv == ["simulated BMC: bootdev pxe", "simulated BMC: reimage", "simulated BMC: bootdev disk"]
 
 
-def test_abort_stops_the_plan_between_steps(session: Session, cyborg_installed: dict[str, Any]) -> None:
+def test_a_stop_ends_the_plan_between_steps(session: Session, cyborg_installed: dict[str, Any]) -> None:
     rs, remediation = plan(session, ["tune_error_reporting", "reboot"])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     [envelope] = sent_envelopes(session)
-    revoke = runner.abort(session, remediation.id, actor="user:ops", reason="wrong host", now=T0)
-    assert revoke == [envelope["id"]]
+    stopped = stopping.stop(session, remediation.id, actor="user:ops", reason="wrong host", now=T0)
+    assert stopped.revoke == [envelope["id"]]
     assert remediation.state == RemediationState.cancelled
     assert [s.state for s in remediation.steps] == [StepState.failed, StepState.skipped]
     assert session.get_one(Host, remediation.host_id).state == HostState.in_service
     # the host finished the step it had: the report is kept, nothing more starts
-    assert runner.record_host_result(session, result(envelope), rs, T0) == "late"
+    assert host_results.record_host_result(session, result(envelope), rs, T0) == "late"
     assert remediation.steps[0].result["late_report"]["outcome"] == "succeeded"
     assert runner.advance(session, remediation.id, ruleset=rs, now=T0) == RemediationState.cancelled
     assert len(sent_envelopes(session)) == 1
     from core.errors import Conflict
 
     with pytest.raises(Conflict):
-        runner.abort(session, remediation.id, actor="user:ops", reason="again", now=T0)
+        stopping.stop(session, remediation.id, actor="user:ops", reason="again", now=T0)
 
 
 def test_pinned_targets_come_from_the_evidence_the_class_baselines_put_there(
@@ -354,15 +361,10 @@ def test_a_failing_hook_fails_its_step_with_the_command_log(
 
 def test_an_unknown_plan_stays_a_ticket_when_cyborg_is_not_installed(session: Session, settings: Settings) -> None:
     """Without cyborg (a process that did not start a worker), host actions fail as before."""
-    saved = dict(runner.EXECUTORS)
-    try:
-        runner.EXECUTORS.pop("reboot", None)
-        rs, remediation = plan(session, ["reboot"], escalation=[["ticket"]])
-        runner.advance(session, remediation.id, ruleset=rs, now=T0)
-        assert remediation.steps[0].result["error"] == "no executor for action 'reboot'"
-    finally:
-        runner.EXECUTORS.clear()
-        runner.EXECUTORS.update(saved)
+    rs, remediation = plan(session, ["reboot"], escalation=[["ticket"]])
+    runner.advance(session, remediation.id, ruleset=rs, now=T0)
+    assert remediation.steps[0].result["error"] == "no executor for action 'reboot'"
+    assert "drain" not in remediation.evidence  # failed before anything ran
 
 
 def test_a_disruptive_plan_drains_first_and_undrains_after_the_settle_period(
@@ -379,8 +381,8 @@ def test_a_disruptive_plan_drains_first_and_undrains_after_the_settle_period(
     }
     done: list[str] = []
 
-    def central_reboot(_s: Session, _h: Any, _r: Remediation, step: Any) -> dict[str, Any]:
-        done.append(f"{step.action} after {calls.read_text().split()}")
+    def central_reboot(order: Any) -> dict[str, Any]:
+        done.append(f"{order.action} after {calls.read_text().split()}")
         return {"outcome": "succeeded"}
 
     cyborg_installed["reboot"] = central_reboot

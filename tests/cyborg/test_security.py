@@ -35,7 +35,7 @@ from cyborg.host import journal as journal_module
 from cyborg.host.agent import executor_for_agent
 from cyborg.host.executor import REFUSAL_TASK, RESULT_TASK, STARTED_TASK, CeleryReporter, HostExecutor
 from cyborg.host.journal import JOURNAL_FILE, Journal, JournalEntry
-from remediator import runner
+from remediator import deadlines, handoff, host_results, runner
 from remediator.hostauth import HostKeys
 from remediator.models import Remediation, RemediationState, StepState
 from remediator.tasks import open_host_message
@@ -100,23 +100,23 @@ def test_results_and_starts_count_only_from_the_remediations_own_host(
     step = remediation.steps[0]
     # Another host that read h0's queue knows the envelope id: with its own credential it is still h1.
     as_h1 = {**result(sent, "failed"), "hostname": "h1"}
-    assert runner.record_host_result(session, as_h1, rs, T0, signer="h1") == "unmatched"
-    assert runner.record_host_result(session, result(sent, "failed"), rs, T0, signer="h1") == "unmatched"
-    assert runner.record_host_started(session, {**result(sent), "accepted_at": "x"}, T0, signer="h1") == "ignored"
-    assert (step.state, "accepted_at" in step.result) == (StepState.running, False)
+    assert host_results.record_host_result(session, as_h1, rs, T0, signer="h1") == "unmatched"
+    assert host_results.record_host_result(session, result(sent, "failed"), rs, T0, signer="h1") == "unmatched"
+    assert host_results.record_host_started(session, {**result(sent), "accepted_at": "x"}, T0, signer="h1") == "ignored"
+    assert (step.state, step.accepted_at) == (StepState.running, None)
     # Unsigned (signatures not required): the host it names must be the remediation's.
-    assert runner.record_host_result(session, as_h1, rs, T0) == "unmatched"
+    assert host_results.record_host_result(session, as_h1, rs, T0) == "unmatched"
     assert step.state == StepState.running
     [unmatched, *_] = audited(session, "cyborg.result.unmatched")
     assert unmatched.detail["signer"] == "h1"
 
     # h0 itself: started once — a second notice does not put the deadline off.
-    first = runner.record_host_started(session, {**result(sent), "accepted_at": "x"}, T0, signer="h0")
-    deadline = step.result["deadline"]
+    first = host_results.record_host_started(session, {**result(sent), "accepted_at": "x"}, T0, signer="h0")
+    deadline = step.deadline
     later = T0 + dt.timedelta(minutes=10)
-    again = runner.record_host_started(session, {**result(sent), "accepted_at": "y"}, later, signer="h0")
-    assert (first, again, step.result["deadline"], step.result["accepted_at"]) == ("started", "ignored", deadline, "x")
-    assert runner.record_host_result(session, result(sent), rs, T0, signer="h0") == "succeeded"
+    again = host_results.record_host_started(session, {**result(sent), "accepted_at": "y"}, later, signer="h0")
+    assert (first, again, step.deadline, step.accepted_at) == ("started", "ignored", deadline, T0)
+    assert host_results.record_host_result(session, result(sent), rs, T0, signer="h0") == "succeeded"
     assert step.state == StepState.succeeded
 
 
@@ -137,11 +137,11 @@ def test_a_refusal_of_an_unverified_payload_fails_no_step(
         "action": "reboot",
         "verified": False,
     }
-    assert runner.record_refusal(session, refusal, rs, T0, signer="h0") == "recorded"
+    assert host_results.record_refusal(session, refusal, rs, T0, signer="h0") == "recorded"
     verified = {**refusal, "code": "expired", "verified": True}
-    assert runner.record_refusal(session, verified, rs, T0, signer="h1") == "recorded"  # not h1's step
+    assert host_results.record_refusal(session, verified, rs, T0, signer="h1") == "recorded"  # not h1's step
     assert remediation.steps[0].state == StepState.running
-    assert runner.record_refusal(session, verified, rs, T0, signer="h0") == "failed"
+    assert host_results.record_refusal(session, verified, rs, T0, signer="h0") == "failed"
     assert remediation.state == RemediationState.failed
     assert [e.detail["verified"] for e in audited(session, "cyborg.envelope.refused")] == [False, True, True]
 
@@ -266,20 +266,24 @@ def test_an_envelope_outlives_its_expiry_on_the_broker_so_the_host_can_refuse_it
 def test_a_step_the_host_never_started_is_escalated_not_power_cycled(
     session: Session,
     cyborg_installed: dict[str, Any],  # noqa: F811
+    settings: Settings,  # noqa: F811
 ) -> None:
     from checker.sim.standalone import standalone_host
+    from cyborg.central import CentralCyborg
     from cyborg.drivers.bmc import SimulatedBmc
 
     virtual = standalone_host("h0")
     cycled: list[str] = []
-    runner.install_cyborg(bmc=SimulatedBmc({"h0": virtual}, on_boot=cycled.append))
+    handoff.install(CentralCyborg(settings, bmc=SimulatedBmc({"h0": virtual}, on_boot=cycled.append)))
     rs, remediation = plan(session, ["reboot"], escalation=[["ticket"]])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     step = remediation.steps[0]
-    deadline = dt.datetime.fromisoformat(step.result["deadline"])
-    assert runner.check_deadlines(session, rs, deadline + dt.timedelta(seconds=1)) == 1
+    deadline = step.deadline
+    assert deadline is not None
+    assert deadlines.check_deadlines(session, rs, deadline + dt.timedelta(seconds=1)) == 1
     assert cycled == []
     assert "power_cycled" not in step.result
+    assert step.power_cycled_at is None
     assert step.state == StepState.failed
     assert step.result["error"].startswith("not started by h0")
     assert remediation.state == RemediationState.failed

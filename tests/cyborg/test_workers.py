@@ -223,16 +223,16 @@ def test_a_host_that_never_comes_back_is_escalated_to_a_ticket(
 def test_an_abort_stops_the_plan_between_steps(
     central_worker: FleetfixProcess, it_db: str, redis_url: str, tmp_path: Path, keys: Path
 ) -> None:
-    from remediator import runner
+    from remediator import stopping
 
     with start_agent(redis_url, tmp_path, keys, FLEETFIX_AGENT_SIMULATE_TIME_SCALE="1.5") as agent:
         rid = plan(it_db, redis_url, tmp_path, [Step(action="reboot"), Step(action="tune_error_reporting")])
         wait_until(lambda: applied(tmp_path) == ["reboot"], 30, "the reboot to start", agent)
         database = Database(it_db)
         with database.session() as session:
-            revoke = runner.abort(session, rid, actor="user:ops", reason="change freeze", now=utcnow())
+            stopped = stopping.stop(session, rid, actor="user:ops", reason="change freeze", now=utcnow())
         database.dispose()
-        assert len(revoke) == 1
+        assert len(stopped.revoke) == 1
         done = wait_until(
             lambda: "late_report" in (r := remediation(it_db, rid))["steps"][0][2] and r,
             40,

@@ -1184,9 +1184,13 @@ class OutsideBmc:
     """The BMC the worker asks about a silent host (a simulated answer: there is no BMC here)."""
 
     name = "scenario"
+    system = None
 
     def __init__(self, power: str | None) -> None:
         self.power = power
+
+    def can_reach(self, hostname: str, address: str | None) -> bool:
+        return address is not None
 
     def power_state(self, hostname: str, address: str | None, ctx: object) -> str:
         if self.power is None:
@@ -1204,6 +1208,7 @@ class OutsideBmc:
 
 class OutsidePing:
     name = "scenario"
+    system = None
 
     def __init__(self, answers: bool) -> None:
         self.answers = answers
@@ -1219,16 +1224,21 @@ def silence(power: str | None, answers: bool) -> Callable[[Any, SnapHost], None]
     """The host's agent stops; the scheduler's check finds it silent and a worker looks from outside."""
 
     def then(session: Any, host: SnapHost) -> None:
-        from remediator import runner, tasks
+        from core.settings import get_settings
+        from cyborg.central import SCHEDULER_ACTIONS, CentralCyborg
+        from remediator import handoff, tasks
 
         session.commit()
-        saved = (runner._bmc, runner._reach)
-        runner._bmc, runner._reach = OutsideBmc(power), OutsidePing(answers)  # type: ignore[assignment]
+        saved = handoff._installed
+        outside = CentralCyborg(
+            get_settings(), bmc=OutsideBmc(power), reach=OutsidePing(answers), actions=SCHEDULER_ACTIONS
+        )
+        handoff._installed = outside
         try:
             assert tasks.mark_unreachable() == 1  # its last report was at the scenario's start, long ago
             tasks.probe_silent_host(host.hostname)
         finally:
-            runner._bmc, runner._reach = saved
+            handoff._installed = saved
         session.expire_all()
 
     return then

@@ -1,9 +1,9 @@
-"""The central side of cyborg: the signing key, the parameters a plan leaves to it, and envelopes.
+"""Issuing host actions: the signing key, the parameters a plan leaves to cyborg, and envelopes.
 
-The remediator's runner calls these when a step is a host action. A rule pack may leave the pinned
-target to cyborg: a firmware reflash takes the baseline version from the signal that justified it,
-a kernel install takes the patched kernel configured for the host's class (the errata signal carries
-it, from the class baselines). Nothing here touches the database.
+The central executor (cyborg.central.executor) calls these when a step is a host action. A rule pack
+may leave the pinned target to cyborg: a firmware reflash takes the baseline version from the signal
+that justified it, a kernel install takes the patched kernel configured for the host's class (the
+errata signal carries it, from the class baselines). Nothing here touches the database.
 """
 
 from __future__ import annotations

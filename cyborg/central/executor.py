@@ -1,0 +1,276 @@
+"""Cyborg's central executor: the one way anything the remediator plans gets done to a host.
+
+A host action is resolved, signed (cyborg.central.issuing) and given to the `send` the caller passes
+(the remediator queues it for when the step's transaction commits); the step then waits for the
+host's result, until a deadline of the envelope's expiry (unstarted) or its budget (started). A
+central action runs here: a power cycle or a reinstall through the host's BMC (`FLEETFIX_BMC_*`, or
+the host's `bmc_address` label), the cluster's scheduler hooks (drain, undrain), an agent restart.
+Which BMC, which way to reach a host and which Celery app are given at construction, so the demo
+hands in the simulated fleet's and no caller asks which one it holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Collection
+from typing import Any
+
+from celery import Celery, current_app
+
+from core.queue import host_signature
+from core.settings import Settings
+from cyborg.actions import ACTIONS, ActionRefused, CyborgAction, timeout_of
+from cyborg.central.interfaces import Done, HandedOver, HostSend, Order, Sighting, StepFailed, Target
+from cyborg.central.issuing import SigningKeyMissing, issue, message_expires_s, resolve_params, signer_for
+from cyborg.commands import ActionContext, ActionFailed, LiveSystem, System
+from cyborg.drivers import hooks
+from cyborg.drivers.bmc import Bmc, IpmitoolBmc
+from cyborg.drivers.reach import LiveReach, Reach
+from cyborg.envelope import KeyMaterialError
+
+log = logging.getLogger(__name__)
+
+SCHEDULER_ACTIONS = frozenset({"drain", "undrain"})
+"""What a process that started no worker still runs: the scheduler's hooks around a plan."""
+PROBE_TIMEOUT_S = 45
+
+
+def deadline_grace(timeout_s: int) -> dt.timedelta:
+    """Beyond an action's budget: time for the host's report to arrive (5-60 s)."""
+    return dt.timedelta(seconds=min(60.0, max(5.0, timeout_s / 10)))
+
+
+class CentralCyborg:
+    """`cyborg.central.Cyborg` as fleetfix runs it. `bmc`: the out-of-band power control (default ipmitool
+    with the BMC settings); `reach`: how a silent host is pinged and its agent restarted (default ping and
+    the clusters' restart_agent hooks); `app`: the Celery app host messages go out on (default the current
+    one); `actions`: what `execute` runs here (default every action)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        bmc: Bmc | None = None,
+        reach: Reach | None = None,
+        app: Celery | None = None,
+        actions: Collection[str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.bmc = bmc
+        self.reach = reach
+        self.app = app
+        self.actions = frozenset(actions) if actions is not None else None
+        self._central: dict[str, Callable[[Order], Done | HandedOver]] = {
+            "power_cycle": self._power_cycle,
+            "reimage": self._reimage,
+            "restart_agent": self._restart_agent,
+            "drain": self._scheduler_hook,
+            "undrain": self._scheduler_hook,
+        }
+
+    # -- the Protocol ---------------------------------------------------------------------------
+
+    def runs(self, action: str) -> bool:
+        return action in ACTIONS and (self.actions is None or action in self.actions)
+
+    def execute(self, order: Order, send: HostSend | None = None) -> Done | HandedOver:
+        if not self.runs(order.action):
+            raise StepFailed(f"no executor for action {order.action!r}")
+        action = ACTIONS[order.action]
+        try:
+            if action.site == "host":
+                return self._hand_to_host(action, order, send)
+            return self._central[order.action](order)
+        except ActionRefused as error:  # a step's timeout_s out of range
+            raise StepFailed(str(error)) from None
+
+    def finish_reimage(self, order: Order) -> dict[str, Any]:
+        control = self._bmc()
+        ctx = self._context(order, control.system)
+        finished: dict[str, Any] = {}
+        try:
+            control.boot_device(order.target.hostname, self.bmc_address(order.target), "disk", ctx)
+        except ActionFailed as error:  # the host runs; the next reinstall would PXE again: say so
+            finished["warning"] = f"boot device not reset: {error}"
+        return {**finished, "commands": ctx.log.as_json()}
+
+    def revive(self, order: Order) -> dict[str, Any] | None:
+        action = ACTIONS.get(order.action)
+        control = self._bmc()
+        hostname, address = order.target.hostname, self.bmc_address(order.target)
+        if action is None or not action.restarts or not control.can_reach(hostname, address):
+            return None
+        ctx = self._context(order, control.system)
+        try:
+            done = control.power_cycle(hostname, address, ctx)
+        except ActionFailed as error:
+            done = {"error": str(error)}
+        log.warning(
+            "cyborg.host.power_cycled",
+            extra={"fields": {"host": hostname, "remediation": order.remediation_id, "step": order.step, **done}},
+        )
+        return {**done, "commands": ctx.log.as_json()}
+
+    def look(self, target: Target) -> Sighting:
+        control, reach = self._bmc(), self._reach()
+        ctx = ActionContext(control.system or reach.system, timeout_s=PROBE_TIMEOUT_S)
+        address = self.bmc_address(target)
+        notes: list[str] = []
+        power = "unknown"
+        if not control.can_reach(target.hostname, address):
+            notes.append("no BMC address for this host (label bmc_address, or FLEETFIX_BMC_ADDRESS_TEMPLATE)")
+        else:
+            try:
+                power = control.power_state(target.hostname, address, ctx)
+            except ActionFailed as error:
+                notes.append(f"BMC: {error}")
+        try:
+            answered = reach.ping(target.hostname, target.address, ctx)
+        except ActionFailed as error:
+            notes.append(f"ping: {error}")
+            answered = None
+        ping = "not_probed" if answered is None else ("answered" if answered else "no_answer")
+        return Sighting(power, ping, address, target.address, notes, ctx.log.as_json())
+
+    # -- what it holds --------------------------------------------------------------------------
+
+    def bmc_address(self, target: Target) -> str | None:
+        """The host's `bmc_address` label, else FLEETFIX_BMC_ADDRESS_TEMPLATE filled in; None if neither."""
+        label = target.labels.get("bmc_address")
+        if label:
+            return str(label)
+        template = self.settings.bmc_address_template
+        return template.replace("{hostname}", target.hostname) if template else None
+
+    def _bmc(self) -> Bmc:
+        if self.bmc is not None:
+            return self.bmc
+        return IpmitoolBmc(self.settings.bmc_username, self.settings.bmc_password_file)
+
+    def _reach(self) -> Reach:
+        if self.reach is not None:
+            return self.reach
+        return LiveReach(LiveSystem(), self.settings.scheduler_hooks)
+
+    def _context(self, order: Order, system: System | None) -> ActionContext:
+        timeout = timeout_of(ACTIONS[order.action], dict(order.params))
+        return ActionContext(system, timeout_s=timeout, dry_run=order.dry_run)
+
+    # -- host actions ---------------------------------------------------------------------------
+
+    def _hand_to_host(self, action: CyborgAction, order: Order, send: HostSend | None) -> HandedOver:
+        """Sign the step's envelope and give it to `send` for host.<hostname>; the step waits for the host."""
+        target, settings = order.target, self.settings
+        if send is None or order.step is None:
+            raise StepFailed(f"{action.name} runs on the host: it needs a step and a way to queue it")
+        now = dt.datetime.now(dt.UTC)
+        try:
+            params = resolve_params(action, dict(order.params), dict(order.evidence))
+            envelope, message = issue(
+                signer_for(settings),
+                hostname=target.hostname,
+                remediation_id=order.remediation_id,
+                step=order.step,
+                attempt=order.attempt,
+                action=action,
+                params=params,
+                step_params=dict(order.params),
+                expires_s=settings.action_expires_s,
+                now=now,
+            )
+        except (ActionRefused, SigningKeyMissing, KeyMaterialError) as error:
+            raise StepFailed(str(error)) from None
+        app = self.app if self.app is not None else current_app
+        signature = host_signature(
+            app, target.hostname, "cyborg.run_action", args=[message.model_dump()], datacenter=target.datacenter
+        ).set(task_id=str(envelope.id), expires=message_expires_s(settings.action_expires_s))
+        send(signature)
+        log.info(
+            "cyborg.action.dispatched",
+            extra={
+                "fields": {
+                    "host": target.hostname,
+                    "remediation": order.remediation_id,
+                    "step": order.step,
+                    "action": action.name,
+                    "envelope_id": str(envelope.id),
+                }
+            },
+        )
+        # Until the host says it started: the envelope's expiry (unstarted, the host refuses it). Then: its budget.
+        return HandedOver(
+            "host",
+            envelope.expires_at + deadline_grace(envelope.timeout_s),
+            {
+                "envelope_id": str(envelope.id),
+                "attempt": envelope.attempt,
+                "params": params,
+                "timeout_s": envelope.timeout_s,
+                "sent_at": now.isoformat(),
+                "expires_at": envelope.expires_at.isoformat(),
+            },
+            envelope_id=str(envelope.id),
+        )
+
+    # -- central actions ------------------------------------------------------------------------
+
+    def _power_cycle(self, order: Order) -> Done:
+        control = self._bmc()
+        ctx = self._context(order, control.system)
+        try:
+            done = control.power_cycle(order.target.hostname, self.bmc_address(order.target), ctx)
+        except ActionFailed as error:
+            raise StepFailed(f"power cycle through the BMC: {error}", {"commands": ctx.log.as_json()}) from None
+        return Done({"outcome": "succeeded", "changed": done, "commands": ctx.log.as_json()})
+
+    def _reimage(self, order: Order) -> HandedOver:
+        """PXE boot and power cycle through the BMC; the step finishes at the host's first report from the
+        new image (`finish_reimage` then sets the boot device back)."""
+        control = self._bmc()
+        ctx = self._context(order, control.system)
+        hostname, address = order.target.hostname, self.bmc_address(order.target)
+        now = dt.datetime.now(dt.UTC)
+        try:
+            control.boot_device(hostname, address, "pxe", ctx)
+            control.power_cycle(hostname, address, ctx)
+        except ActionFailed as error:
+            raise StepFailed(f"reimage through the BMC: {error}", {"commands": ctx.log.as_json()}) from None
+        timeout = timeout_of(ACTIONS["reimage"], dict(order.params))
+        return HandedOver(
+            "first_report",
+            now + dt.timedelta(seconds=timeout),
+            {"since": now.isoformat(), "commands": ctx.log.as_json()},
+        )
+
+    def _restart_agent(self, order: Order) -> Done:
+        """The agent of a host that still answers went silent: start it again (the cluster's hook). Done when
+        the hook ran; the remediator's verification is the host reporting again."""
+        control = self._reach()
+        ctx = self._context(order, control.system)
+        target = order.target
+        try:
+            done = control.restart_agent(target.hostname, target.cluster, order.remediation_id, ctx)
+        except ActionFailed as error:
+            raise StepFailed(f"agent restart: {error}", {"commands": ctx.log.as_json()}) from None
+        return Done({"outcome": "succeeded", **done, "commands": ctx.log.as_json()})
+
+    def _scheduler_hook(self, order: Order) -> Done:
+        """drain/undrain: the cluster's scheduler hook; with none configured there is nothing to call."""
+        target = order.target
+        hook = hooks.hook_for(self.settings.scheduler_hooks, target.cluster, order.action)
+        if hook is None:
+            return Done({"skipped": f"no {order.action} hook configured for cluster {target.cluster or '(none)'}"})
+        ctx = self._context(order, LiveSystem())
+        try:
+            done = hooks.run_hook(
+                hook,
+                ctx,
+                hostname=target.hostname,
+                cluster=target.cluster,
+                remediation_id=order.remediation_id,
+                action=order.action,
+            )
+        except ActionFailed as error:
+            raise StepFailed(str(error), {"commands": ctx.log.as_json()}) from None
+        return Done({"outcome": "succeeded", **done, "commands": ctx.log.as_json()})

@@ -1,0 +1,151 @@
+"""Steps whose host went quiet: the deadline sweep (`remediator.check_step_deadlines`, every 10 s).
+
+The sweep reads the waiting steps off their index (`ix_remediation_steps_waiting`: steps whose
+`awaiting` is set) and locks only the remediations with one that is due: a host's step past its
+deadline, or a reinstall whose host may have reported from its new image. A step whose remediation
+ended while it was out (preempted) no longer waits once it is due. Then, per step (docs/cyborg.md):
+
+- a reinstall whose host reported under a new boot id is done (its boot device set back to disk);
+- a host action the host never said it started fails and escalates, as an expired envelope does:
+  the plan's next rung decides (nothing ran there that a power cycle could finish);
+- a started action that restarts the host gets one cold power cycle through the BMC and a new
+  deadline (its agent reports the restart when it comes back);
+- otherwise the host goes to a person: a ticket, not the next rung (nothing automated reaches a
+  dead host).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import Select, and_, or_, select
+from sqlalchemy.orm import Session
+
+from core import audit
+from cyborg.central import deadline_grace
+from remediator import decisions, handoff, planning
+from remediator.handoff import locked, order_of, stop_waiting
+from remediator.models import (
+    Awaiting,
+    Host,
+    HostState,
+    Remediation,
+    RemediationState,
+    RemediationStep,
+    StepState,
+)
+from remediator.rules import RuleSet, Step
+from remediator.runner import complete_step
+
+
+def due(now: dt.datetime) -> Select[int]:
+    """The remediations with a waiting step to look at now, read off the index of waiting steps alone."""
+    return select(RemediationStep.remediation_id).where(
+        RemediationStep.awaiting.is_not(None),
+        or_(
+            RemediationStep.awaiting == Awaiting.first_report,
+            and_(RemediationStep.awaiting == Awaiting.host, RemediationStep.deadline <= now),
+        ),
+    )
+
+
+def check_deadlines(session: Session, ruleset: RuleSet, now: dt.datetime) -> int:
+    """Steps waiting on a host past their deadline; reinstalls whose host reported from the new image."""
+    handled = 0
+    for remediation_id in sorted(set(session.scalars(due(now)).all())):
+        remediation = locked(session, remediation_id)
+        if remediation is None:
+            continue
+        step = next((s for s in remediation.steps if s.state == StepState.running and s.awaiting), None)
+        if step is None:
+            continue  # moved on since it was read
+        if remediation.state != RemediationState.running:
+            stop_waiting(step)  # it ended while the step was out: nothing will act on the step now
+            continue
+        handled += _check_step(session, remediation, step, ruleset, now)
+    return handled
+
+
+def _check_step(
+    session: Session, remediation: Remediation, step: RemediationStep, ruleset: RuleSet, now: dt.datetime
+) -> int:
+    result: dict[str, Any] = dict(step.result)
+    host = session.get_one(Host, remediation.host_id)
+    if step.awaiting == Awaiting.first_report and _from_new_image(host, result):
+        finished = handoff.cyborg().finish_reimage(order_of(host, remediation, step))
+        result.update(
+            {k: v for k, v in finished.items() if k != "commands"},
+            outcome="succeeded",
+            reports_from=host.boot_id,
+            commands=result.get("commands", []) + finished["commands"],
+        )
+        complete_step(step, result, now)
+        planning.queue_run(session, remediation)
+        return 1
+    if step.deadline is None or now < step.deadline:
+        return 0
+    if step.awaiting == Awaiting.host and step.accepted_at is None:
+        # The host never said it started: nothing ran there that a power cycle could finish. The
+        # plan's next rung decides, as when the host refuses an expired envelope.
+        reason = f"step {step.index} ({step.action}) was not started by {host.hostname} before its envelope expired"
+        _fail(step, result, f"not started by {host.hostname} by {step.deadline.isoformat()}", now)
+        planning.escalate(session, remediation, reason, ruleset, now)
+        return 1
+    if step.awaiting == Awaiting.host and step.power_cycled_at is None:
+        cycled = handoff.cyborg().revive(order_of(host, remediation, step))
+        if cycled is not None:
+            step.power_cycled_at = now
+            step.result = {**result, "power_cycled": {"at": now.isoformat(), **cycled}}
+            timeout = int(result.get("timeout_s", 900))
+            step.deadline = now + dt.timedelta(seconds=timeout) + deadline_grace(timeout)
+            audit.record(
+                session,
+                actor=decisions.SYSTEM,
+                action="cyborg.host.power_cycled",
+                object_type="remediation",
+                object_id=remediation.id,
+                reason=f"no report from {host.hostname} for step {step.index} ({step.action}) by its deadline",
+                detail={"host": host.hostname, **{k: v for k, v in cycled.items() if k != "commands"}},
+            )
+            if "error" not in cycled:
+                return 1
+            result = dict(step.result)
+    what = "first report from the new image" if step.action == "reimage" else "result"
+    _fail(step, result, f"no {what} from {host.hostname} by {step.deadline.isoformat()}", now)
+    escalate_to_ticket(session, remediation, f"did not come back after {step.action} (step {step.index})", ruleset, now)
+    return 1
+
+
+def _from_new_image(host: Host, result: dict[str, Any]) -> bool:
+    since = dt.datetime.fromisoformat(result["since"])
+    return host.last_report_at is not None and host.last_report_at > since and host.boot_id != result["boot_id_before"]
+
+
+def _fail(step: RemediationStep, result: dict[str, Any], error: str, now: dt.datetime) -> None:
+    step.result = {**result, "error": error}
+    step.state = StepState.failed
+    step.finished_at = now
+    stop_waiting(step)
+
+
+def escalate_to_ticket(
+    session: Session, remediation: Remediation, reason: str, ruleset: RuleSet, now: dt.datetime
+) -> Remediation | None:
+    """The host is gone: no automated rung will reach it. A person, with the evidence."""
+    rule = ruleset.get(remediation.rule_id)
+    if rule is None:
+        return planning.escalate(session, remediation, reason, ruleset, now)
+    decisions.finish(session, remediation, RemediationState.failed, reason, now)
+    host = session.get_one(Host, remediation.host_id)
+    host.state = HostState.in_service
+    session.flush()
+    steps = [Step(action="ticket", params={"part_type": "host", "title": f"{host.hostname}: {reason}"})]
+    ticket = planning.create(
+        session, host, rule, steps, remediation.evidence, f"{remediation.reason}; {reason}",
+        remediation.rung + 1, remediation, now,
+    )  # fmt: skip
+    if ticket is not None:
+        decisions.record(session, host, rule.id, "escalated", reason, remediation_id=ticket.id, now=now)
+        planning.admit(session, ticket, ruleset, now)
+    return ticket
