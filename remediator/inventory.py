@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core import audit
+from core.errors import InvalidInput
 from remediator.models import Host
 
 CSV_COLUMNS = ("hostname", "hardware_class", "datacenter", "row", "rack", "slot", "cluster", "labels")
@@ -64,11 +65,17 @@ def parse_csv(text: str, *, source: str = "inventory") -> list[HostInventory]:
         raise InventoryError(f"{source}:1: unknown column(s) {', '.join(unknown)} (known: {', '.join(CSV_COLUMNS)})")
     rows: list[HostInventory] = []
     problems: list[str] = []
+    lines: dict[str, int] = {}
     for row in reader:
         line = reader.line_num
         values = {k: v for k, v in row.items() if k is not None and v not in (None, "")}
         try:
-            rows.append(HostInventory.model_validate(values))
+            host = HostInventory.model_validate(values)
+            if host.hostname in lines:
+                problems.append(f"{source}:{line}: hostname: {host.hostname!r} is also on line {lines[host.hostname]}")
+                continue
+            lines[host.hostname] = line
+            rows.append(host)
         except ValidationError as error:
             for item in error.errors():
                 field = ".".join(str(p) for p in item["loc"])
@@ -79,8 +86,17 @@ def parse_csv(text: str, *, source: str = "inventory") -> list[HostInventory]:
 
 
 def apply_inventory(session: Session, rows: list[HostInventory], *, actor: str) -> tuple[int, int]:
-    """Create or update hosts; returns (created, updated)."""
+    """Create or update hosts; returns (created, updated). A hostname twice in one import is refused:
+    which of its rows is the host would be a guess."""
     names = [r.hostname for r in rows]
+    seen: dict[str, int] = {}
+    for index, name in enumerate(names):
+        if name in seen:
+            raise InvalidInput(
+                f"{index}.hostname: {name!r} is also row {seen[name]}: one row per host",
+                detail=[{"field": f"{index}.hostname", "message": f"duplicate of row {seen[name]}"}],
+            )
+        seen[name] = index
     existing = {h.hostname: h for h in session.scalars(select(Host).where(Host.hostname.in_(names)))}
     created = updated = 0
     for row in rows:

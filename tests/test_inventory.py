@@ -40,6 +40,21 @@ def test_bad_rows_named_by_line() -> None:
     assert "inv.csv:5: labels" in message
 
 
+def test_a_host_on_two_lines_is_refused_with_both_lines() -> None:
+    with pytest.raises(InventoryError) as caught:
+        parse_csv(CSV + "web-001,compute-skx-2s,ams1,r01,ams1-rack001,U14,web,\n", source="inv.csv")
+    assert str(caught.value) == "inv.csv:4: hostname: 'web-001' is also on line 2"
+
+
+def test_apply_refuses_a_host_twice_and_changes_nothing(session: Session) -> None:
+    from core.errors import InvalidInput
+
+    rows = parse_csv(CSV)
+    with pytest.raises(InvalidInput, match=r"2\.hostname: 'web-001' is also row 0"):
+        apply_inventory(session, [*rows, rows[0]], actor="test")
+    assert session.scalars(select(Host)).all() == []
+
+
 def test_unknown_column_refused() -> None:
     with pytest.raises(InventoryError, match="unknown column"):
         parse_csv("hostname,colour\nweb-1,red\n")

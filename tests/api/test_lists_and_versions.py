@@ -207,3 +207,12 @@ def test_an_operator_pauses_one_remediation_and_resumes_it(client: TestClient, d
 
 def etag_of(client: TestClient, url: str) -> dict[str, str]:
     return {"If-Match": client.get(url).headers["ETag"]}
+
+
+def test_an_inventory_naming_a_host_twice_is_refused_and_stores_nothing(client: TestClient) -> None:
+    """The schema fuzzer's find: the same hostname twice in one import was a 500 (UNIQUE constraint)."""
+    rows = [{"hostname": "dup-1"}, {"hostname": "dup-2"}, {"hostname": " dup-1 "}]  # stripped: the same name
+    response = client.post("/api/v1/hosts/inventory", json=rows)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["detail"] == [{"field": "2.hostname", "message": "duplicate of row 0"}]
+    assert client.get("/api/v1/hosts", params={"limit": 100}).json()["items"] == []
