@@ -19,7 +19,7 @@ from typing import ClassVar
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from checker.schemas import Report
+from checker.schemas import Report, utc
 from core.db import serialize_on
 from remediator import preemption, repairs, rollouts, safety
 from remediator.decisions import active_remediation
@@ -149,8 +149,34 @@ class FaultReturnedWhileVerifying(DecisionPolicy):
         active, signal = firing.active, firing.signal
         if active is None or active.state != RemediationState.verifying or active.rule_id != firing.rule.id:
             return None
+        captured = utc(firing.report.captured_at) if firing.report is not None else firing.now
+        fixed = fix_finished_at(active)
+        if fixed is not None and captured < fixed:
+            # A report the host made before the fix ended (queued behind a backlog, or late) shows the fault
+            # the fix was for, not its return; the host's next report is the evidence either way.
+            return Stop(
+                "skipped",
+                f"report captured at {captured.isoformat()}, before the fix finished at {fixed.isoformat()}:"
+                " not evidence that the fault returned",
+            )
         why = f"fault returned while verifying: {signal.kind} {signal.value:.3g}"
         return Stop(None, why, firing.escalate(active, why))
+
+
+def fix_finished_at(remediation: Remediation) -> dt.datetime | None:
+    """When the remediation's last finished step ended, by the host's clock when the host ran it (reports are
+    stamped by the same clock), else by the central one."""
+    done = [step for step in remediation.steps if step.finished_at is not None]
+    if not done:
+        return None
+    last = max(done, key=lambda step: step.index)
+    stamped = (last.result or {}).get("finished_at")
+    if isinstance(stamped, str):
+        try:
+            return utc(dt.datetime.fromisoformat(stamped))
+        except ValueError:
+            pass
+    return utc(last.finished_at) if last.finished_at is not None else None
 
 
 class RolloutSideEffect(DecisionPolicy):

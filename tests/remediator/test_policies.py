@@ -151,6 +151,52 @@ def test_fault_returned_while_verifying(session: Session) -> None:
     assert context.escalate == [(verifying.id, why)]
 
 
+def test_a_report_made_before_the_fix_finished_is_not_a_returned_fault(session: Session) -> None:
+    """The chaos bench's find: ingest 35 s behind stored reports the hosts made before their fix ended, and the
+    fix was failed as 'fault returned while verifying' and handed to a technician. The report's time and the
+    step's end are both the host's clock; a report from before the end is skipped, one after it escalates."""
+    from tests.remediator.builders import report
+
+    h0 = host(session)
+    verifying = remediation(session, h0, rule(), RemediationState.verifying)
+    [step] = verifying.steps
+    step.finished_at = T0 + dt.timedelta(minutes=11)  # central clock: the result was stored a minute later
+    step.result = {"outcome": "succeeded", "finished_at": (T0 + dt.timedelta(minutes=10)).isoformat()}
+    session.flush()
+
+    stale = firing(session, h0, rule())
+    stale.report = report(T0 + dt.timedelta(minutes=9, seconds=50))
+    outcome = policies.FaultReturnedWhileVerifying().check(stale)
+    assert outcome is not None
+    assert outcome.decision == "skipped"
+    assert "before the fix finished at 2026-" in outcome.reason
+    assert stale.escalate == []
+
+    fresh = firing(session, h0, rule())
+    fresh.report = report(T0 + dt.timedelta(minutes=10, seconds=30))  # before the central clock's end: host's wins
+    why = "fault returned while verifying: dimm_ce_rate 100"
+    assert policies.FaultReturnedWhileVerifying().check(fresh) == Stop(None, why, verifying)
+    assert fresh.escalate == [(verifying.id, why)]
+
+
+def test_without_the_hosts_end_time_the_central_one_decides(session: Session) -> None:
+    from tests.remediator.builders import report
+
+    h0 = host(session)
+    verifying = remediation(session, h0, rule(), RemediationState.verifying)
+    [step] = verifying.steps
+    step.finished_at, step.result = T0 + dt.timedelta(minutes=10), {"outcome": "succeeded"}  # a central step
+    session.flush()
+    stale = firing(session, h0, rule())
+    stale.report = report(T0 + dt.timedelta(minutes=9))
+    assert policies.FaultReturnedWhileVerifying().check(stale) is not None
+    assert stale.escalate == []
+    fresh = firing(session, h0, rule())
+    fresh.report = report(T0 + dt.timedelta(minutes=12))
+    policies.FaultReturnedWhileVerifying().check(fresh)
+    assert fresh.escalate == [(verifying.id, "fault returned while verifying: dimm_ce_rate 100")]
+
+
 def test_rollout_side_effect(session: Session) -> None:
     h0 = host(session)
     reflash = rule(["reflash_firmware"], rule_id="reflash").model_copy(
