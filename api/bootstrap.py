@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from core import auth
+from core import accounts, auth
 from core.db import Database
 from core.models import Role, User
 from core.settings import Settings
@@ -52,7 +52,7 @@ def bootstrap_admin(database: Database, settings: Settings, echo: Callable[[str]
             generated = not password
             if generated:
                 password = secrets.token_urlsafe(18)
-            admin = auth.create_user(
+            admin = accounts.create_user(
                 session,
                 username=ADMIN_USERNAME,
                 role=Role.admin,
@@ -73,7 +73,7 @@ def bootstrap_admin(database: Database, settings: Settings, echo: Callable[[str]
         current = stored.read_text().strip() if stored.is_file() else ""
         principal = auth.principal_for_token(session, current, touch=False) if current else None
         if principal is None or principal.role != Role.admin:
-            _, raw = auth.create_token(
+            _, raw = accounts.create_token(
                 session,
                 name=ADMIN_TOKEN_NAME,
                 username=admin.username,

@@ -81,13 +81,13 @@ def users_create(
     reason: Annotated[str, typer.Option(help="Why (audit log).")] = "account created",
 ) -> None:
     """Create a user; the password is asked for (twice) unless --password-stdin."""
-    from core import auth
+    from core import accounts
 
     chosen = _role(role)
     assert chosen is not None
     password = _read_password(password_stdin)
     with _session() as session:
-        user = auth.create_user(
+        user = accounts.create_user(
             session,
             username=username,
             role=chosen,
@@ -103,10 +103,10 @@ def users_create(
 @users_app.command("list")
 def users_list() -> None:
     """List users with their roles and whether they are active."""
-    from core import auth
+    from core import accounts
 
     with _session() as session:
-        for user in auth.list_users(session):
+        for user in accounts.list_users(session):
             state = "active" if user.active else "disabled"
             typer.echo(
                 f"{user.username:<24} {user.role.value:<11} {state:<9} {user.datacenter or '-':<8} {user.display_name}"
@@ -116,20 +116,20 @@ def users_list() -> None:
 @users_app.command("disable")
 def users_disable(username: str, reason: Annotated[str, typer.Option(help="Why (audit log).")]) -> None:
     """Disable a user: their web sessions and tokens stop working at once."""
-    from core import auth
+    from core import accounts
 
     with _session() as session:
-        auth.update_user(session, username, active=False, actor=_actor(), reason=reason)
+        accounts.update_user(session, username, active=False, actor=_actor(), reason=reason)
     typer.echo(f"user {username} disabled")
 
 
 @users_app.command("enable")
 def users_enable(username: str, reason: Annotated[str, typer.Option(help="Why (audit log).")]) -> None:
     """Enable a disabled user again."""
-    from core import auth
+    from core import accounts
 
     with _session() as session:
-        auth.update_user(session, username, active=True, actor=_actor(), reason=reason)
+        accounts.update_user(session, username, active=True, actor=_actor(), reason=reason)
     typer.echo(f"user {username} enabled")
 
 
@@ -140,11 +140,11 @@ def users_passwd(
     reason: Annotated[str, typer.Option(help="Why (audit log).")] = "password set",
 ) -> None:
     """Set a user's password."""
-    from core import auth
+    from core import accounts
 
     password = _read_password(password_stdin)
     with _session() as session:
-        auth.set_password(session, username, password, actor=_actor(), reason=reason)
+        accounts.set_password(session, username, password, actor=_actor(), reason=reason)
     typer.echo(f"password of {username} set")
 
 
@@ -161,13 +161,13 @@ def tokens_issue(
     reason: Annotated[str, typer.Option(help="Why (audit log).")] = "token issued",
 ) -> None:
     """Issue a token and print it once on standard output (only its hash is stored)."""
-    from core import auth
+    from core import accounts
 
     with _session() as session:
-        token, secret = auth.create_token(
+        token, secret = accounts.create_token(
             session, name=name, role=_role(role), username=user, hostname=host, actor=_actor(), reason=reason
         )
-        owner = auth.token_owner(session, token)
+        owner = accounts.token_owner(session, token)
         token_id = token.id
     typer.echo(f"token {token_id} for {owner}; it is shown this once:", err=True)
     typer.echo(secret)
@@ -178,23 +178,22 @@ def tokens_list(
     show_revoked: Annotated[bool, typer.Option("--all", help="Also revoked tokens.")] = False,
 ) -> None:
     """List tokens (id, prefix, owner, role, last use) — never their secrets."""
-    from core import auth
+    from core import accounts
 
     with _session() as session:
-        for token in auth.list_tokens(session, include_revoked=show_revoked):
+        for token in accounts.list_tokens(session, include_revoked=show_revoked):
             role = "(host)" if token.hostname else token.role.value
             used = token.last_used_at.isoformat(timespec="seconds") if token.last_used_at else "never used"
             revoked = f"  revoked {token.revoked_at.isoformat(timespec='seconds')}" if token.revoked_at else ""
-            typer.echo(
-                f"{token.id:>5}  ffx_{token.prefix}…  {auth.token_owner(session, token):<32} {role:<11} {used}{revoked}"
-            )
+            owner = accounts.token_owner(session, token)
+            typer.echo(f"{token.id:>5}  ffx_{token.prefix}…  {owner:<32} {role:<11} {used}{revoked}")
 
 
 @tokens_app.command("revoke")
 def tokens_revoke(token_id: int, reason: Annotated[str, typer.Option(help="Why (audit log).")]) -> None:
     """Revoke a token: it stops working at once."""
-    from core import auth
+    from core import accounts
 
     with _session() as session:
-        auth.revoke_token(session, token_id, actor=_actor(), reason=reason)
+        accounts.revoke_token(session, token_id, actor=_actor(), reason=reason)
     typer.echo(f"token {token_id} revoked")

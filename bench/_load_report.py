@@ -1,5 +1,5 @@
-"""What bench/load.py prints: each phase's latencies and statuses, where the CPU went, and the plans of
-the ticket queue's queries on the seeded database."""
+"""What bench/load.py prints: each phase's latencies and statuses, where the CPU went, the plans of
+the ticket queue's queries on the seeded database, and the verdict."""
 
 from __future__ import annotations
 
@@ -9,12 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine, text
 
-from bench._load_traffic import percentile
+from bench._load_traffic import CLOSED_MID_BODY, percentile
 
 if TYPE_CHECKING:
     from bench._load_seed import Seeded
 
 TICK = os.sysconf("SC_CLK_TCK")
+
+P99_FACTOR = 3.0
+THROUGHPUT_FACTOR = 0.5
+REFUSAL_P99_S = 1.0
+REFUSALS = ("big report", "big anonymous", "anonymous body", "big chunked report", "big login form")
+BEFORE_READING = ("big report", "big anonymous", "anonymous body")  # the rest are read up to the cap first
 
 
 def _cpu(pid: str) -> float:
@@ -103,3 +109,55 @@ def explain_queries(url: str, seeded: Seeded) -> None:
             scans = [line.strip().split("  (cost")[0].lstrip("-> ") for line in plan if "Scan" in line]
             print(f"  {took:>12}  {what}: {top}; {' / '.join(scans[:3])}")
     engine.dispose()
+
+
+def verdict(phases: dict[str, Any]) -> bool:
+    """The pass conditions of the module docstring of bench/load.py, each printed with its figures."""
+    base = phases["a: reports alone, open loop"].recorder
+    flood = phases["c: reports + sign-in flood + oversized bodies"]
+    a_phase = phases["a: reports alone, open loop"]
+    a_p99 = percentile(base.latencies["report"], 0.99)
+    c_p99 = percentile(flood.recorder.latencies["report"], 0.99)
+    a_rate = sum(1 for _ in base.latencies["report"]) / a_phase.seconds
+    c_ok = flood.recorder.statuses["report"].get("200", 0)
+    c_rate = c_ok / flood.seconds
+    checks = [
+        (
+            f"intake p99 under the floods {c_p99 * 1000:.0f} ms <= {P99_FACTOR:g} x a's {a_p99 * 1000:.0f} ms",
+            c_p99 <= P99_FACTOR * a_p99,
+        ),
+        (
+            f"intake under the floods {c_rate:.0f}/s (200s) >= {THROUGHPUT_FACTOR:g} x a's {a_rate:.0f}/s",
+            c_rate >= THROUGHPUT_FACTOR * a_rate,
+        ),
+    ]
+    errors = sum(p.recorder.server_errors() for p in phases.values())
+    transport = sum(p.recorder.transport_errors() for p in phases.values())
+    checks.append((f"5xx responses in all phases: {errors} (must be 0)", errors == 0))
+    checks.append((f"requests that got no answer (transport errors): {transport} (must be 0)", transport == 0))
+    refused = [s for kind in REFUSALS for s in flood.recorder.latencies.get(kind, [])]
+    refused_p99 = percentile([s for kind in BEFORE_READING for s in flood.recorder.latencies.get(kind, [])], 0.99)
+    wrong = sum(
+        n
+        for kind in REFUSALS
+        for status, n in flood.recorder.statuses.get(kind, {}).items()
+        if status not in ("413", "401", CLOSED_MID_BODY)
+    )
+    cut = sum(flood.recorder.statuses.get(kind, {}).get(CLOSED_MID_BODY, 0) for kind in REFUSALS)
+    checks.append(
+        (
+            f"oversized bodies refused: {len(refused) - wrong}/{len(refused)} (413 or 401; {cut} of them"
+            " reset by the server's close while the client still sent, the answer lost)",
+            wrong == 0 and bool(refused),
+        )
+    )
+    checks.append(
+        (
+            f"oversized bodies refused before reading: p99 {refused_p99 * 1000:.0f} ms <= {REFUSAL_P99_S:g} s",
+            refused_p99 <= REFUSAL_P99_S,
+        )
+    )
+    print("\nverdict")
+    for text_, ok in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}  {text_}")
+    return all(ok for _, ok in checks)

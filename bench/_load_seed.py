@@ -19,7 +19,8 @@ from sqlalchemy import create_engine, text
 from bench._databases import issue_host_tokens
 from checker.sim import SimulatedFleet
 from checker.sim.host import VirtualHost
-from core.auth import create_user, hash_password, issue_token
+from core.accounts import create_user
+from core.auth import hash_password, issue_token
 from core.db import Database
 from core.models import Role, User
 from remediator.inventory import HostInventory, apply_inventory
@@ -100,7 +101,7 @@ def _part(rng: random.Random, host: VirtualHost, part_type: str) -> str:
 
 
 def _evidence(rng: random.Random, host: VirtualHost, part_type: str, part: str, at: dt.datetime) -> dict[str, Any]:
-    """An evidence bundle of the shape remediator.service.part_evidence freezes (about 2-3 KB of JSON)."""
+    """An evidence bundle of the shape remediator.evidence.part_evidence freezes (about 2-3 KB of JSON)."""
     signals = [
         {
             "kind": "dimm_ce_rate" if part_type == "dimm" else f"{part_type}_errors",

@@ -36,12 +36,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("FLEETFIX_TEST_SAMPLES", str(REPO.parent / "shared" / "fixtures"))
 
+from bench.samples import rich_snapshot, sample, sample_names  # noqa: E402
 from checker.collectors.base import SnapshotHost  # noqa: E402
 from checker.collectors.context import CollectorState  # noqa: E402
 from checker.cycle import run_cycle  # noqa: E402
-from checker.parsers.kernel_events import _NEEDLES, parse_kernel_log  # noqa: E402
-from tests.checker.helpers import sample, sample_names  # noqa: E402
-from tests.checker.snapshots import rich_snapshot  # noqa: E402
+from checker.parsers.kernel_events import NEEDLES, parse_kernel_log  # noqa: E402
 
 LINES = 100_000
 
@@ -158,7 +157,7 @@ BARE_WORKER_NO_CLI = (
 
 def send_envelope(redis_url: str, private_key: Path, hostname: str) -> None:
     """A signed envelope meant for another host: the agent verifies it, then refuses it (wrong_host)."""
-    from core.queue import create_celery, send_to_host
+    from core.queue import create_celery, host_signature
     from cyborg.envelope import Envelope, load_signer
 
     now = dt.datetime.now(dt.UTC)
@@ -168,7 +167,7 @@ def send_envelope(redis_url: str, private_key: Path, hostname: str) -> None:
     )  # fmt: skip
     app = create_celery(redis_url, name="bench-sender", make_current=False)
     message = load_signer(private_key).sign(envelope).model_dump()
-    send_to_host(app, hostname, "cyborg.run_action", args=[message])
+    host_signature(app, hostname, "cyborg.run_action", args=[message]).apply_async()
 
 
 def bench_agent_rss(work: Path, redis_url: str) -> None:
@@ -255,7 +254,7 @@ def classify_rate(name: str, text: str) -> None:
                 hits += 1
         loop.append(time.perf_counter() - t)
         t = time.perf_counter()
-        found = len(_NEEDLES.findall(text))
+        found = len(NEEDLES.findall(text))
         scan.append(time.perf_counter() - t)
     best = min(runs)
     print(f"  {name}: {len(state.events) + state.truncated:,} events in {state.lines_read:,} lines")

@@ -24,12 +24,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("FLEETFIX_TEST_SAMPLES", str(REPO.parent / "shared" / "fixtures"))
 
+from bench.samples import SnapshotBuilder, listing_to_files, ours, rich_snapshot  # noqa: E402
 from checker.collectors import isolated_workload  # noqa: E402
 from checker.collectors.base import HostAccess, LiveHost, SnapshotHost  # noqa: E402
 from checker.cycle import run_cycle  # noqa: E402
 from checker.schemas import IsolatedWorkload  # noqa: E402
-from tests.checker.helpers import listing_to_files, ours  # noqa: E402
-from tests.checker.snapshots import SnapshotBuilder, rich_snapshot  # noqa: E402
 
 ONLY = {"isolated_workload": isolated_workload.collect}
 

@@ -47,15 +47,10 @@ sys.path.insert(0, str(REPO))
 
 from bench import _load_traffic as traffic  # noqa: E402
 from bench._databases import create_database, drop_database  # noqa: E402
-from bench._load_report import cpu_of, cpu_used, explain_queries, print_phase  # noqa: E402
+from bench._load_oversized import oversized  # noqa: E402
+from bench._load_report import cpu_of, cpu_used, explain_queries, print_phase, verdict  # noqa: E402
 from bench._load_seed import PASSWORD, Seeded, migrate, seed  # noqa: E402
 from core.settings import Settings  # noqa: E402
-
-P99_FACTOR = 3.0
-THROUGHPUT_FACTOR = 0.5
-REFUSAL_P99_S = 1.0
-REFUSALS = ("big report", "big anonymous", "anonymous body", "big chunked report", "big login form")
-BEFORE_READING = ("big report", "big anonymous", "anonymous body")  # the rest are read up to the cap first
 
 
 def _client_usage() -> float:
@@ -298,60 +293,7 @@ class Run:
     async def body_flood(self, rec: traffic.Recorder, until: float, tasks: int) -> None:
         rng = random.Random(11)
         token = self.seeded.host_tokens[self.seeded.hostnames[-1]]
-        await traffic.closed_loop(tasks, until, lambda _: traffic.oversized(self.base, rec, rng, token, self.limits))
-
-
-def verdict(run: Run) -> bool:
-    base = run.phases["a: reports alone, open loop"].recorder
-    flood = run.phases["c: reports + sign-in flood + oversized bodies"]
-    a_phase = run.phases["a: reports alone, open loop"]
-    a_p99 = traffic.percentile(base.latencies["report"], 0.99)
-    c_p99 = traffic.percentile(flood.recorder.latencies["report"], 0.99)
-    a_rate = sum(1 for _ in base.latencies["report"]) / a_phase.seconds
-    c_ok = flood.recorder.statuses["report"].get("200", 0)
-    c_rate = c_ok / flood.seconds
-    checks = [
-        (
-            f"intake p99 under the floods {c_p99 * 1000:.0f} ms <= {P99_FACTOR:g} x a's {a_p99 * 1000:.0f} ms",
-            c_p99 <= P99_FACTOR * a_p99,
-        ),
-        (
-            f"intake under the floods {c_rate:.0f}/s (200s) >= {THROUGHPUT_FACTOR:g} x a's {a_rate:.0f}/s",
-            c_rate >= THROUGHPUT_FACTOR * a_rate,
-        ),
-    ]
-    errors = sum(p.recorder.server_errors() for p in run.phases.values())
-    transport = sum(p.recorder.transport_errors() for p in run.phases.values())
-    checks.append((f"5xx responses in all phases: {errors} (must be 0)", errors == 0))
-    checks.append((f"requests that got no answer (transport errors): {transport} (must be 0)", transport == 0))
-    refused = [s for kind in REFUSALS for s in flood.recorder.latencies.get(kind, [])]
-    refused_p99 = traffic.percentile(
-        [s for kind in BEFORE_READING for s in flood.recorder.latencies.get(kind, [])], 0.99
-    )
-    wrong = sum(
-        n
-        for kind in REFUSALS
-        for status, n in flood.recorder.statuses.get(kind, {}).items()
-        if status not in ("413", "401", traffic.CLOSED_MID_BODY)
-    )
-    cut = sum(flood.recorder.statuses.get(kind, {}).get(traffic.CLOSED_MID_BODY, 0) for kind in REFUSALS)
-    checks.append(
-        (
-            f"oversized bodies refused: {len(refused) - wrong}/{len(refused)} (413 or 401; {cut} of them"
-            " reset by the server's close while the client still sent, the answer lost)",
-            wrong == 0 and bool(refused),
-        )
-    )
-    checks.append(
-        (
-            f"oversized bodies refused before reading: p99 {refused_p99 * 1000:.0f} ms <= {REFUSAL_P99_S:g} s",
-            refused_p99 <= REFUSAL_P99_S,
-        )
-    )
-    print("\nverdict")
-    for text_, ok in checks:
-        print(f"  {'PASS' if ok else 'FAIL'}  {text_}")
-    return all(ok for _, ok in checks)
+        await traffic.closed_loop(tasks, until, lambda _: oversized(self.base, rec, rng, token, self.limits))
 
 
 def main() -> None:
@@ -429,7 +371,7 @@ def main() -> None:
         print(f"fleetfix api --workers {args.workers} (production, PostgreSQL, Redis db {args.redis_db}) on {base}")
         run = Run(args, seeded, base, api.pid, name)
         asyncio.run(run.main())
-        passed = verdict(run)
+        passed = verdict(run.phases)
         explain_queries(url, seeded)
         tail = [
             line for line in log.read_text(errors="replace").splitlines() if '"ERROR"' in line or "Traceback" in line

@@ -45,8 +45,9 @@ from core.process import tune_gc  # noqa: E402
 from core.queue import INGEST_QUEUE, INGEST_STREAM, create_celery  # noqa: E402
 from core.signing import report_key, sign_report  # noqa: E402
 from migrations import upgrade  # noqa: E402
-from remediator.ingest import ingest, parse_reports  # noqa: E402
+from remediator.ingest import ingest  # noqa: E402
 from remediator.inventory import HostInventory, apply_inventory  # noqa: E402
+from remediator.payloads import parse_reports  # noqa: E402
 from remediator.rules import load_ruleset  # noqa: E402
 from ticketing.models import Ticket  # noqa: E402
 

@@ -1,4 +1,7 @@
-"""The host report: the wire contract between agents and the central service.
+"""One file on purpose: the report is one versioned contract, printed as one JSON Schema and read as a
+whole.
+
+The host report: the wire contract between agents and the central service.
 
 Versioned by SCHEMA_VERSION; docs/report-schema.md describes every field and
 `fleetfix report-schema` prints the JSON Schema. Counters are raw (rates are
@@ -14,6 +17,8 @@ from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from core.vocabulary import HOSTNAME_MAX_LENGTH, HOSTNAME_PATTERN
 
 SCHEMA_VERSION: Literal[1] = 1
 MAX_LINES_PER_EVENT = 40
@@ -88,7 +93,7 @@ class CollectorRun(Model):
 
 
 class HostIdentity(Model):
-    hostname: str = Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9][A-Za-z0-9.\-_]*$")
+    hostname: str = Field(min_length=1, max_length=HOSTNAME_MAX_LENGTH, pattern=HOSTNAME_PATTERN)
     machine_id: str | None = Field(None, max_length=64)
     boot_id: str | None = Field(None, max_length=64)
     agent_version: str = Field("unknown", max_length=64)

@@ -7,7 +7,6 @@ stage package. JSON is the only serialisation; pickle is refused.
 
 from __future__ import annotations
 
-import re
 import ssl
 import threading
 from typing import Any
@@ -15,6 +14,8 @@ from typing import Any
 from celery import Celery, Signature
 from kombu.connection import Connection
 from kombu.entity import Exchange, Queue
+
+from core.vocabulary import is_hostname
 
 INGEST_QUEUE = "ingest"
 REMEDIATE_QUEUE = "remediate"
@@ -30,11 +31,9 @@ INGEST_STREAM = "fleetfix:ingest"
 batches by `fleetfix ingester`; used when the broker is Redis."""
 INGEST_GROUP = "ingesters"
 
-_HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_]{0,252}$")
-
 
 def host_queue(hostname: str) -> str:
-    if not _HOSTNAME.match(hostname):
+    if not is_hostname(hostname):
         raise ValueError(f"not a valid hostname for a queue: {hostname!r}")
     return f"{HOST_QUEUE_PREFIX}{hostname}"
 
@@ -66,13 +65,6 @@ def host_signature(
     brokers: dict[str, str] = app.conf.get("fleetfix_datacenter_brokers") or {}
     target = app_for_broker(app, brokers[datacenter]) if datacenter in brokers else app
     return target.signature(task, args=args or [], queue=host_queue(hostname), expires=HOST_TASK_EXPIRES_S)
-
-
-def send_to_host(
-    app: Celery, hostname: str, task: str, *, args: list[Any] | None = None, datacenter: str | None = None
-) -> None:
-    """Send a task to one host's agent now (see host_signature)."""
-    host_signature(app, hostname, task, args=args, datacenter=datacenter).apply_async()
 
 
 def broker_use_ssl(broker_url: str, tls: dict[str, str] | None) -> dict[str, Any] | None:

@@ -1,4 +1,7 @@
-"""Service settings: FLEETFIX_* environment variables over an optional TOML file.
+"""One file for now: every FLEETFIX_* variable is a field of the one Settings class; splitting it by
+stage is a change of its own.
+
+Service settings: FLEETFIX_* environment variables over an optional TOML file.
 
 The defaults are the embedded mode (SQLite in the data directory, an in-process
 broker, the UI on 127.0.0.1:8000); pointing the two URLs at PostgreSQL and Redis
@@ -10,7 +13,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -18,6 +21,14 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
+)
+
+from core.vocabulary import (
+    MIN_PASSWORD_LENGTH,
+    REPORT_INTERVAL_MAX_S,
+    REPORT_INTERVAL_MIN_S,
+    AlertKind,
+    AlertSeverity,
 )
 
 ENV_PREFIX = "FLEETFIX_"
@@ -31,17 +42,6 @@ class SettingsError(Exception):
     """A setting has a bad value; the message names the variable."""
 
 
-AlertKind = Literal[
-    "ticket_opened",
-    "remediation_failed",
-    "remediation_escalated",
-    "rule_paused",
-    "approval_waiting",
-    "host_unreachable",
-]
-AlertSeverity = Literal["info", "warning", "critical"]
-
-
 class AlertRoute(BaseModel):
     """Where Slack alerts of some datacenters, severities and kinds go (docs/alerts.md); the first match wins."""
 
@@ -53,8 +53,8 @@ class AlertRoute(BaseModel):
         description="Bot mode: the channel posted to. Webhook mode: its name in logs (the webhook fixes the channel).",
     )
     datacenters: list[str] = Field(default_factory=lambda: ["*"], description="Glob patterns (ams*); * matches all.")
-    severities: list[AlertSeverity] = Field(default_factory=lambda: list(get_args(AlertSeverity)))
-    kinds: list[AlertKind] = Field(default_factory=lambda: list(get_args(AlertKind)))
+    severities: list[AlertSeverity] = Field(default_factory=lambda: list(AlertSeverity))
+    kinds: list[AlertKind] = Field(default_factory=lambda: list(AlertKind))
     webhook_url: SecretStr | None = Field(None, description="Webhook mode: this route's incoming webhook.")
 
 
@@ -99,7 +99,10 @@ class Settings(BaseSettings):
         description="Signing secret (web sessions). Production needs 32+ random characters.",
     )
     report_interval_s: int = Field(
-        60, ge=5, le=3600, description="How often agents run the check cycle and report, in seconds."
+        60,
+        ge=REPORT_INTERVAL_MIN_S,
+        le=REPORT_INTERVAL_MAX_S,
+        description="How often agents run the check cycle and report, in seconds.",
     )
     stale_after_intervals: int = Field(
         3, ge=2, le=100, description="A host with no report for this many intervals is unreachable."
@@ -327,8 +330,8 @@ class Settings(BaseSettings):
     @field_validator("admin_password")
     @classmethod
     def _admin_password_length(cls, value: SecretStr) -> SecretStr:
-        if value.get_secret_value() and len(value.get_secret_value()) < 12:  # core.auth.MIN_PASSWORD_LENGTH
-            raise ValueError("at least 12 characters (or empty: generate one)")
+        if value.get_secret_value() and len(value.get_secret_value()) < MIN_PASSWORD_LENGTH:
+            raise ValueError(f"at least {MIN_PASSWORD_LENGTH} characters (or empty: generate one)")
         return value
 
     @field_validator("broker_url")

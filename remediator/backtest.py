@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from checker.schemas import Report
-from remediator.ingest import evaluate_host, report_signals
+from remediator.host_evaluation import evaluate_host, report_signals
 from remediator.models import Host
 from remediator.models import Report as ReportRow
 from remediator.rules import RuleSet

@@ -14,24 +14,22 @@ rasdaemon rows past a cursor the agent has since moved) are counted into the
 host's windows once (remediator.derive.late); its counters and snapshots are
 older than what is known and derive nothing, so no rate runs backwards.
 
-Signals come from the report and the host's derivation memory (one JSON
-document on the host row), and the rules decide what to plan.
+Payloads are validated by remediator.payloads; signals come from the report
+and the host's derivation memory (remediator.host_evaluation), and the rules
+decide what to plan.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
 from typing import Any, cast
 
 import orjson
-from pydantic import ValidationError
 from sqlalchemy import Table, bindparam, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
@@ -39,114 +37,20 @@ from sqlalchemy.orm import Session
 from checker.schemas import Report
 from core import audit, metrics
 from core.db import Database, insert_ignoring_conflicts, utcnow
-from remediator.baselines import FirmwareBaselines, load_baselines
-from remediator.derive import HostFacts, derive, derive_late
-from remediator.derive.storms import storm_signals
+from remediator.derive import derive_late
 from remediator.evaluate import Firing, evaluate
+from remediator.host_evaluation import evaluate_host, report_signals
 from remediator.hostauth import HostKeys, SignedPayload, about_the_signer, authenticate
 from remediator.models import Host, HostState, Signal
 from remediator.models import Report as ReportRow
+from remediator.payloads import parse_one
 from remediator.planning import decide
 from remediator.rules import RuleSet
 from remediator.schemas import IngestResult, Refusal
-from remediator.signals import PreviousCounter, SignalValue, counters_of, rate_signals
+from remediator.signals import SignalValue
 
 log = logging.getLogger(__name__)
 SYSTEM = "system:remediator"
-
-
-MAX_CLOCK_SKEW = dt.timedelta(minutes=5)
-
-
-def from_the_future(report: Report, now: dt.datetime) -> str | None:
-    """A report stamped ahead of the service's clock would make every real report after it look
-    stale (reports no newer than the host's latest are not evaluated), so it is refused."""
-    ahead = (report.captured_at - now).total_seconds()
-    if ahead > MAX_CLOCK_SKEW.total_seconds():
-        return f"captured_at: {int(ahead)} s ahead of the service's clock (is the host's clock right?)"
-    return None
-
-
-def parse_reports(payloads: Iterable[object], *, now: dt.datetime | None = None) -> tuple[list[Report], list[Refusal]]:
-    """Validate each payload on its own: one malformed report does not sink the batch.
-
-    A payload is a report as a JSON object, or as JSON text (what agents send:
-    validating the text directly is cheaper than decoding it to a dict first).
-    """
-    reports: list[Report] = []
-    refused: list[Refusal] = []
-    now = now or utcnow()
-    for index, payload in enumerate(payloads):
-        parsed = parse_one(payload, now)
-        if isinstance(parsed, Report):
-            reports.append(parsed)
-        else:
-            refused.append(parsed.model_copy(update={"index": index}))
-    return reports, refused
-
-
-def nul_at(value: object, path: str = "") -> str | None:
-    """Where a NUL character sits in a decoded report (its dotted path), or None. PostgreSQL's text and
-    jsonb cannot hold one, so a report with one is refused whole, naming the field, on every store."""
-    if isinstance(value, str):
-        return path or "report" if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            if "\x00" in str(key):
-                return where
-            if (found := nul_at(item, where)) is not None:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            if (found := nul_at(item, f"{path}.{index}" if path else str(index))) is not None:
-                return found
-    return None
-
-
-def _nul_refusal(payload: object) -> Refusal | None:
-    """A payload holding a NUL: JSON text is searched for its escape first (cheap), decoded only if found."""
-    if isinstance(payload, str | bytes):
-        marker = "\\u0000" if isinstance(payload, str) else b"\\u0000"
-        if marker not in payload:  # type: ignore[operator]
-            return None
-        try:
-            payload = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            return None  # malformed JSON: validation says so
-    where = nul_at(payload)
-    if where is None:
-        return None
-    report_id = payload.get("report_id") if isinstance(payload, dict) else None
-    return Refusal(
-        index=0,
-        report_id=str(report_id) if report_id is not None else None,
-        errors=[f"{where}: a NUL character (\\u0000), which the store cannot hold"],
-    )
-
-
-def parse_one(payload: object, now: dt.datetime) -> Report | Refusal:
-    """One payload validated: the report, or why it is refused (index 0; the caller sets it)."""
-    if (nul := _nul_refusal(payload)) is not None:
-        return nul
-    try:
-        if isinstance(payload, str | bytes):
-            report = Report.model_validate_json(payload)
-        else:
-            report = Report.model_validate(payload)
-    except ValidationError as error:
-        report_id = payload.get("report_id") if isinstance(payload, dict) else None
-        return Refusal(
-            index=0,
-            report_id=str(report_id) if report_id is not None else None,
-            errors=[
-                f"{'.'.join(str(p) for p in item['loc']) or 'report'}: {item['msg']}" for item in error.errors()[:20]
-            ],
-        )
-    problem = from_the_future(report, now)
-    if problem is not None:
-        return Refusal(index=0, report_id=str(report.report_id), errors=[problem])
-    return report
 
 
 def report_digest(report: Report) -> str:
@@ -242,67 +146,6 @@ def spans_same_state(session: Session, host: Host, report: Report, digest: str) 
         .limit(1)
     )
     return session.execute(query).first() is not None
-
-
-@functools.cache
-def firmware_baselines() -> FirmwareBaselines:
-    return load_baselines()
-
-
-def report_signals(host: Host, report: Report, memory: dict[str, Any]) -> list[SignalValue]:
-    """Every signal of a report, given what the host's memory kept from the reports before it.
-
-    EDAC counter rates keep their state under memory["edac"]; the other
-    derivers (remediator.derive) under memory["derive"].
-    """
-    signals = edac_signals(report, memory)
-    facts = HostFacts(
-        hostname=host.hostname,
-        hardware_class=host.hardware_class,
-        datacenter=host.datacenter,
-        labels={str(k): str(v) for k, v in (host.labels or {}).items()},
-    )
-    derived = derive(report, memory.get("derive") or {}, facts, baselines=firmware_baselines())
-    if derived.changed:
-        memory["derive"] = derived.memory
-    signals += derived.signals
-    return signals + storm_signals(report, signals)  # needs the DIMM rates of both EDAC and rasdaemon
-
-
-def evaluate_host(
-    host: Host, signals: list[SignalValue], ruleset: RuleSet, memory: dict[str, Any], now: dt.datetime
-) -> list[Firing]:
-    """The rules that fire for this host now (its selectors' facts come from its inventory)."""
-    return evaluate(
-        ruleset.rules,
-        signals,
-        hardware_class=host.hardware_class,
-        datacenter=host.datacenter,
-        labels=host.labels,
-        memory=memory,
-        now=now,
-    )
-
-
-def edac_signals(report: Report, memory: dict[str, Any]) -> list[SignalValue]:
-    """EDAC counter rates against the counters this host reported last time."""
-    counters = counters_of(report)
-    if not counters:
-        return []
-    state = memory.get("edac") or {}
-    at = dt.datetime.fromisoformat(state["at"]) if "at" in state else None
-    previous = (
-        {key: PreviousCounter(value, at, state.get("boot")) for key, value in state.get("counters", {}).items()}
-        if at is not None
-        else {}
-    )
-    signals = rate_signals(counters, previous, now=report.captured_at, boot_id=report.host.boot_id)
-    memory["edac"] = {
-        "at": report.captured_at.isoformat(),
-        "boot": report.host.boot_id,
-        "counters": {c.key: c.value for c in counters},
-    }
-    return signals
 
 
 def _report_row(host: Host, report: Report, digest: str, received_at: dt.datetime) -> dict[str, Any]:

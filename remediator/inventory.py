@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from core import audit
 from core.errors import InvalidInput
+from core.vocabulary import HOSTNAME_MAX_LENGTH, HOSTNAME_PATTERN
 from remediator.models import Host
 
 CSV_COLUMNS = ("hostname", "hardware_class", "datacenter", "row", "rack", "slot", "cluster", "labels")
@@ -24,7 +25,7 @@ CSV_COLUMNS = ("hostname", "hardware_class", "datacenter", "row", "rack", "slot"
 class HostInventory(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    hostname: str = Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9][A-Za-z0-9.\-_]*$")
+    hostname: str = Field(min_length=1, max_length=HOSTNAME_MAX_LENGTH, pattern=HOSTNAME_PATTERN)
     hardware_class: str = Field("unknown", max_length=64)
     datacenter: str = Field("unknown", max_length=64)
     row: str = Field("", max_length=32)

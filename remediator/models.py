@@ -133,6 +133,8 @@ ACTIVE_REMEDIATION_STATES = frozenset(
         RemediationState.verifying,
     }
 )
+RUNNABLE_REMEDIATION_STATES = frozenset({RemediationState.planned, RemediationState.running})
+"""Admitted and not yet verifying: the runner starts its next step, or its verification once every step is done."""
 
 
 class Remediation(Base):

@@ -17,9 +17,11 @@ from core.db import utcnow
 from core.dispatch import send_after_commit
 from core.errors import Conflict, InvalidInput, NotFound
 from core.queue import host_signature
+from core.vocabulary import REPORT_INTERVAL_MAX_S, REPORT_INTERVAL_MIN_S
 from remediator import planning, safety
 from remediator.models import (
     ACTIVE_REMEDIATION_STATES,
+    RUNNABLE_REMEDIATION_STATES,
     Control,
     Decision,
     Host,
@@ -179,7 +181,7 @@ def resume(session: Session, remediation_id: int, *, actor: str, reason: str, ru
     )
     if remediation.state == RemediationState.detected:
         planning.admit(session, remediation, ruleset, utcnow())
-    elif remediation.state in (RemediationState.planned, RemediationState.running):
+    elif remediation.state in RUNNABLE_REMEDIATION_STATES:
         planning.queue_run(session, remediation)
     session.flush()
     return remediation
@@ -246,8 +248,10 @@ def effectiveness(session: Session) -> list[dict[str, Any]]:
 
 def set_report_interval(session: Session, hostname: str, interval_s: int, *, actor: str, reason: str) -> Host:
     """Set how often a host's agent runs its check cycle; the agent is told on its own queue."""
-    if not 5 <= interval_s <= 3600:
-        raise InvalidInput(f"interval_s: {interval_s} is outside 5..3600 seconds")
+    if not REPORT_INTERVAL_MIN_S <= interval_s <= REPORT_INTERVAL_MAX_S:
+        raise InvalidInput(
+            f"interval_s: {interval_s} is outside {REPORT_INTERVAL_MIN_S}..{REPORT_INTERVAL_MAX_S} seconds"
+        )
     host = session.scalars(select(Host).where(Host.hostname == hostname)).one_or_none()
     if host is None:
         raise NotFound(f"host {hostname!r} is not known")

@@ -27,9 +27,9 @@ from remediator import draining
 from remediator.actions import ACTIONS
 from remediator.decisions import SYSTEM, finish, record, render_template, template_values
 from remediator.evaluate import Firing
+from remediator.evidence import part_evidence, ticket_title
 from remediator.models import Host, HostState, Remediation, RemediationState, StepState
 from remediator.rules import Rule, RuleSet, Step
-from remediator.service import part_evidence, ticket_title
 from ticketing import service as tickets
 from ticketing.schemas import TicketRequest
 

@@ -36,8 +36,9 @@ from core.queue import host_signature
 from core.settings import get_settings
 from remediator import draining
 from remediator.evaluate import Firing
+from remediator.evidence import part_evidence
 from remediator.models import Host, HostState
-from remediator.service import get_host, part_evidence
+from remediator.service import get_host
 from ticketing import lifecycle, opening, queries
 from ticketing.schemas import TicketOpen, TicketRequest
 
@@ -103,7 +104,7 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
                 return None
             ticket = winner
         else:
-            hold_for_repair(session, host, ticket.id, now)
+            hold_for_repair(session, host, ticket.id)
             log.warning(
                 "remediator.repair.fault_returned",
                 extra={"fields": {"host": host.hostname, "ticket": ticket.id, "rule": firing.rule.id}},
@@ -136,7 +137,7 @@ def open_by_hand(
         now=now,
     )
     if request.take_out_of_service:
-        hold_for_repair(session, host, ticket.id, now, actor=actor)
+        hold_for_repair(session, host, ticket.id, actor=actor)
     return ticket.id, created
 
 
@@ -230,7 +231,7 @@ def _locked_host(session: Session, hostname: str) -> Host | None:
     ).one_or_none()
 
 
-def hold_for_repair(session: Session, host: Host, ticket_id: int, now: dt.datetime, *, actor: str = SYSTEM) -> None:
+def hold_for_repair(session: Session, host: Host, ticket_id: int, *, actor: str = SYSTEM) -> None:
     """Out of service until the repair is verified (a host being remediated keeps its state)."""
     if host.state in (HostState.in_service, HostState.unreachable):
         host.state = HostState.awaiting_repair

@@ -1,4 +1,7 @@
-"""Rule packs: YAML files validated into small declarative rules.
+"""One file on purpose: it is the rule-pack format, whose models and loader change together (the loader
+maps each model's errors to the file's lines).
+
+Rule packs: YAML files validated into small declarative rules.
 
 No text is ever evaluated: a condition is a signal kind, a comparison from a
 fixed set, and a number. A broken file is refused with its path, line and
@@ -27,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from core.settings import get_settings
 from remediator.actions import ACTIONS
 from remediator.signals import SignalValue
 
@@ -499,8 +503,6 @@ def get_registry(paths: Iterable[Path] | None = None) -> RuleRegistry:
     with _registry_lock:
         if _registry is None:
             if paths is None:
-                from core.settings import get_settings
-
                 paths = get_settings().rules_paths
             _registry = RuleRegistry(paths)
         return _registry

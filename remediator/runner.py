@@ -27,9 +27,17 @@ from core.errors import NotFound
 from cyborg.central import SCHEDULER_ACTIONS, StepFailed
 from remediator import decisions, draining, handoff, planning
 from remediator.actions import ACTIONS
-from remediator.models import Host, HostState, Remediation, RemediationState, RemediationStep, StepState
+from remediator.evidence import evidence_bundle, ticket_title
+from remediator.models import (
+    RUNNABLE_REMEDIATION_STATES,
+    Host,
+    HostState,
+    Remediation,
+    RemediationState,
+    RemediationStep,
+    StepState,
+)
 from remediator.rules import RuleSet
-from remediator.service import evidence_bundle, ticket_title
 from ticketing import service as tickets
 from ticketing.schemas import TicketRequest
 
@@ -43,7 +51,7 @@ def advance(
     ).one_or_none()
     if remediation is None:
         raise NotFound(f"remediation {remediation_id} does not exist")
-    if remediation.state not in (RemediationState.planned, RemediationState.running):
+    if remediation.state not in RUNNABLE_REMEDIATION_STATES:
         return remediation.state
     if remediation.paused_by is not None:
         return remediation.state  # held by an operator: nothing starts until operations.resume
@@ -102,7 +110,7 @@ def has_next(remediation: Remediation) -> bool:
     """Whether run_remediation should run again now: a step is pending next, or every step is done and
     verification is due — not while a step waits on its host (the host's result queues the next run),
     nor while an operator holds it (resuming queues the next run)."""
-    if remediation.state not in (RemediationState.planned, RemediationState.running) or remediation.paused_by:
+    if remediation.state not in RUNNABLE_REMEDIATION_STATES or remediation.paused_by:
         return False
     step = next((s for s in remediation.steps if s.state in (StepState.pending, StepState.running)), None)
     return step is None or step.state == StepState.pending

@@ -17,7 +17,7 @@ import datetime as dt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from remediator.models import Remediation, RemediationState
+from remediator.models import RUNNABLE_REMEDIATION_STATES, Remediation
 from remediator.runner import has_next
 
 STALL_S = 300  # well past a busy queue's delay; well short of the transport's hour
@@ -28,7 +28,7 @@ def stalled(session: Session, now: dt.datetime, *, after_s: float = STALL_S) -> 
     candidates = session.scalars(
         select(Remediation)
         .where(
-            Remediation.state.in_([RemediationState.planned, RemediationState.running]),
+            Remediation.state.in_(RUNNABLE_REMEDIATION_STATES),
             Remediation.paused_by.is_(None),
             Remediation.updated_at < now - dt.timedelta(seconds=after_s),
         )

@@ -23,9 +23,21 @@ from core.dispatch import send_after_commit
 from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
 from core.settings import get_settings
 from cyborg.central import message_refused
-from remediator import deadlines, decisions, handoff, host_results, planning, runner, stalls, unreachable
+from remediator import (
+    deadlines,
+    decisions,
+    handoff,
+    host_results,
+    planning,
+    repairs,
+    retention,
+    runner,
+    stalls,
+    unreachable,
+)
+from remediator.host_evaluation import evaluate_host
 from remediator.hostauth import HostKeys, SignedPayload
-from remediator.ingest import evaluate_host, ingest_batch
+from remediator.ingest import ingest_batch
 from remediator.models import Host, HostState, Remediation, RemediationState, Signal
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult
@@ -233,8 +245,6 @@ def settle_verifications() -> int:
 @shared_task(name="remediator.settle_repairs", queue=REMEDIATE_QUEUE)
 def settle_repairs() -> dict[str, int]:
     """Repair tickets: close those whose host reported without the fault through the settle period."""
-    from remediator import repairs
-
     with get_database().session() as session:
         return repairs.settle_repairs(session, now=utcnow())
 
@@ -242,8 +252,6 @@ def settle_repairs() -> dict[str, int]:
 @shared_task(name="remediator.maintain_reports", queue=REMEDIATE_QUEUE)
 def maintain_reports() -> dict[str, Any]:
     """Create the coming days' report partitions and prune reports and signals past the retention window."""
-    from remediator import retention
-
     pruned = retention.maintain(get_database(), now=utcnow(), retention_days=get_settings().report_retention_days)
     return {
         "cutoff": pruned.cutoff.isoformat(),

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from core.dispatch import pending_tasks
 from core.models import AuditEntry
-from remediator import ingest, runner
+from remediator import ingest, payloads, runner
 from remediator.models import Host, HostState, Remediation, RemediationState, Signal
 from remediator.models import Report as ReportRow
 from remediator.rules import load_ruleset
@@ -113,7 +113,7 @@ def test_malformed_reports_are_refused_by_field_and_the_rest_stored(session: Ses
     del missing_host["host"]
     negative = payload(edac_report("bad-2"))
     negative["observations"]["edac"]["controllers"][0]["dimms"][0]["ce_count"] = -3
-    reports, refused = ingest.parse_reports([missing_host, good, negative, "not a report"])
+    reports, refused = payloads.parse_reports([missing_host, good, negative, "not a report"])
     assert [r.host.hostname for r in reports] == ["good-1"]
     assert [r.index for r in refused] == [0, 2, 3]
     assert refused[0].errors == ["host: Field required"]

@@ -1,4 +1,7 @@
-"""Safety gates and the remediation state machine, driven by reports."""
+"""One file on purpose: each safety gate is driven through the same rule, ruleset and firing helpers,
+in the order a remediation meets them.
+
+Safety gates and the remediation state machine, driven by reports."""
 
 from __future__ import annotations
 

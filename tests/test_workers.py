@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.db import make_engine
-from core.queue import INGEST_QUEUE, create_celery, host_queue, send_to_host
+from core.queue import INGEST_QUEUE, create_celery, host_queue, host_signature
 from remediator.models import Host, Remediation, RemediationState
 from tests.conftest import truncate_all
 from tests.factories import edac_report, payload, storm_reports
@@ -146,13 +146,13 @@ def test_agent_reports_and_runs_host_tasks_that_have_not_expired(
         queues = app.control.inspect(destination=["agent@agent-it-1"], timeout=5).active_queues() or {}
         assert [q["name"] for q in queues["agent@agent-it-1"]] == ["host.agent-it-1"]
 
-        send_to_host(app, "agent-it-1", "checker.run_check_now")
+        host_signature(app, "agent-it-1", "checker.run_check_now").apply_async()
         wait_until(lambda: reports_of(it_db, "agent-it-1") == 2, 30, "a report on request", agent)
 
         stale = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
         app.send_task("checker.run_check_now", queue=host_queue("agent-it-1"), expires=stale)
         agent.wait_for_output("Discarding revoked task: checker.run_check_now")
-        send_to_host(app, "agent-it-1", "checker.run_check_now")
+        host_signature(app, "agent-it-1", "checker.run_check_now").apply_async()
         wait_until(lambda: reports_of(it_db, "agent-it-1") == 3, 30, "the next report", agent)
         assert reports_of(it_db, "agent-it-1") == 3  # the expired task ran nothing
 

@@ -13,6 +13,7 @@ from api.pagination import CURSOR_QUERY, Page, paginate
 from api.routes.remediations import RemediationView
 from core.auth import Principal
 from core.models import Role
+from core.vocabulary import REPORT_INTERVAL_MAX_S, REPORT_INTERVAL_MIN_S
 from remediator import inventory, operations
 from remediator import service as remediator
 from remediator.models import Host, HostState
@@ -84,7 +85,9 @@ def import_inventory(
 
 
 class IntervalChange(BaseModel):
-    interval_s: int = Field(ge=5, le=3600, description="Seconds between the agent's check cycles.")
+    interval_s: int = Field(
+        ge=REPORT_INTERVAL_MIN_S, le=REPORT_INTERVAL_MAX_S, description="Seconds between the agent's check cycles."
+    )
     reason: str = Field(min_length=1, max_length=1000)
 
 

@@ -26,8 +26,9 @@ from core.db import utcnow
 from core.errors import Conflict, InvalidInput, NotFound
 from core.models import Role
 from remediator import service as remediator
-from remediator.ingest import from_the_future, ingest, nul_at, parse_reports
+from remediator.ingest import ingest
 from remediator.models import Report as StoredReport
+from remediator.payloads import from_the_future, nul_at, parse_reports
 from remediator.rules import get_registry
 from remediator.schemas import IngestResult, Refusal
 

@@ -12,9 +12,10 @@ from sqlalchemy.orm import Session
 from api.auth import require
 from api.deps import RowId, get_session
 from api.pagination import CURSOR_QUERY, Page, paginate
-from core import auth
+from core import accounts
 from core.auth import Principal
 from core.models import ApiToken, Role, User
+from core.vocabulary import MIN_PASSWORD_LENGTH
 
 users_router = APIRouter(prefix="/users", tags=["users"])
 tokens_router = APIRouter(prefix="/tokens", tags=["users"])
@@ -38,7 +39,7 @@ class UserOut(BaseModel):
 class UserCreate(BaseModel):
     username: str
     role: Role
-    password: str = Field(min_length=auth.MIN_PASSWORD_LENGTH, max_length=1000)
+    password: str = Field(min_length=MIN_PASSWORD_LENGTH, max_length=1000)
     display_name: str = Field("", max_length=128)
     datacenter: str | None = Field(None, max_length=64, description="A technician's default queue filter.")
     reason: str = REASON
@@ -53,7 +54,7 @@ class UserChange(BaseModel):
 
 
 class PasswordChange(BaseModel):
-    password: str = Field(min_length=auth.MIN_PASSWORD_LENGTH, max_length=1000)
+    password: str = Field(min_length=MIN_PASSWORD_LENGTH, max_length=1000)
     reason: str = REASON
 
 
@@ -98,7 +99,7 @@ def _token_out(session: Session, token: ApiToken) -> TokenOut:
         name=token.name,
         prefix=token.prefix,
         role=None if token.hostname else token.role,
-        owner=auth.token_owner(session, token),
+        owner=accounts.token_owner(session, token),
         hostname=token.hostname,
         created_at=token.created_at,
         last_used_at=token.last_used_at,
@@ -128,7 +129,7 @@ def list_users(
 def create_user(
     body: UserCreate, session: Session = Depends(get_session), principal: Principal = Depends(require(Role.admin))
 ) -> UserOut:
-    user = auth.create_user(
+    user = accounts.create_user(
         session,
         username=body.username,
         role=body.role,
@@ -146,7 +147,7 @@ def create_user(
 def get_user(
     username: str, session: Session = Depends(get_session), _: Principal = Depends(require(Role.admin))
 ) -> UserOut:
-    return UserOut.model_validate(auth.get_user(session, username))
+    return UserOut.model_validate(accounts.get_user(session, username))
 
 
 @users_router.patch("/{username}", response_model=UserOut)
@@ -157,7 +158,7 @@ def change_user(
     principal: Principal = Depends(require(Role.admin)),
 ) -> UserOut:
     """Change a user's role, name or datacenter, or disable (active: false) or enable them."""
-    user = auth.update_user(
+    user = accounts.update_user(
         session,
         username,
         actor=principal.actor,
@@ -178,7 +179,7 @@ def set_password(
     session: Session = Depends(get_session),
     principal: Principal = Depends(require(Role.admin)),
 ) -> UserOut:
-    user = auth.set_password(session, username, body.password, actor=principal.actor, reason=body.reason)
+    user = accounts.set_password(session, username, body.password, actor=principal.actor, reason=body.reason)
     session.commit()
     return UserOut.model_validate(user)
 
@@ -203,7 +204,7 @@ def issue_token(
     body: TokenCreate, session: Session = Depends(get_session), principal: Principal = Depends(require(Role.admin))
 ) -> IssuedToken:
     """Issue a token for a tool (role), a user (username) or a host (hostname); its secret is in this response only."""
-    token, secret = auth.create_token(
+    token, secret = accounts.create_token(
         session,
         name=body.name,
         role=body.role,
@@ -223,7 +224,7 @@ def revoke_token(
     session: Session = Depends(get_session),
     principal: Principal = Depends(require(Role.admin)),
 ) -> TokenOut:
-    token = auth.revoke_token(session, token_id, actor=principal.actor, reason=body.reason)
+    token = accounts.revoke_token(session, token_id, actor=principal.actor, reason=body.reason)
     session.commit()
     return _token_out(session, token)
 

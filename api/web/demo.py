@@ -15,7 +15,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from api.bootstrap import ACTOR, write_secret
-from core import auth
+from core import accounts
 from core.db import Database
 from core.models import Role, User
 from core.settings import Settings
@@ -44,7 +44,7 @@ def demo_accounts(database: Database, settings: Settings, echo: Callable[[str], 
             if username in existing:
                 continue
             password = secrets.token_urlsafe(12)
-            auth.create_user(
+            accounts.create_user(
                 session,
                 username=username,
                 role=role,

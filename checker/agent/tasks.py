@@ -7,6 +7,7 @@ import logging
 from celery import shared_task
 
 from checker.agent import state
+from core.vocabulary import REPORT_INTERVAL_MAX_S, REPORT_INTERVAL_MIN_S
 
 log = logging.getLogger(__name__)
 
@@ -20,17 +21,16 @@ def run_check_now() -> str:
     return str(loop.once())
 
 
-MIN_INTERVAL_S, MAX_INTERVAL_S = 5, 3600
-
-
 @shared_task(name="checker.set_report_interval")
 def set_report_interval(interval_s: int) -> int:
     """Follow the schedule the central service sets: run the check cycle every `interval_s` seconds."""
     loop = state.check_loop
     if loop is None:
         raise RuntimeError("no check loop in this process: not an agent")
-    if not MIN_INTERVAL_S <= int(interval_s) <= MAX_INTERVAL_S:
-        raise ValueError(f"report interval {interval_s!r} s is outside {MIN_INTERVAL_S}..{MAX_INTERVAL_S}")
+    if not REPORT_INTERVAL_MIN_S <= int(interval_s) <= REPORT_INTERVAL_MAX_S:
+        raise ValueError(
+            f"report interval {interval_s!r} s is outside {REPORT_INTERVAL_MIN_S}..{REPORT_INTERVAL_MAX_S}"
+        )
     loop.reschedule(int(interval_s))
     log.info("checker.agent.rescheduled", extra={"fields": {"interval_s": int(interval_s)}})
     return int(interval_s)

@@ -139,7 +139,8 @@ RULES: tuple[Rule, ...] = (
     # heat: the corpus's Xeon E5-2430 logs it at ordinary load. It is no thermal_throttle, and no event.
 )  # fmt: skip
 
-_NEEDLES = re.compile("|".join(sorted({re.escape(r.needle) for r in RULES}, key=len, reverse=True)))
+NEEDLES = re.compile("|".join(sorted({re.escape(r.needle) for r in RULES}, key=len, reverse=True)))
+"""Every rule's needle in one pattern: a line it does not find is an ordinary line (the benches time it too)."""
 _TRACE_LINE = re.compile(
     r"^(?:\s|<|\?|Modules linked in|CPU: |Hardware name|IP: |PGD |P[UM4]D |PTE |#PF: |Thread overran"
     r"|RIP|RSP|R[A-Z]{2}:|R\d\d?:|FS: |CS: |CR2"
@@ -167,7 +168,7 @@ class _Open:
 
 def match_line(message: str) -> tuple[Rule, re.Match[str]] | None:
     """The first rule of RULES that matches one message, with its match; None for ordinary lines."""
-    if _NEEDLES.search(message) is None:
+    if NEEDLES.search(message) is None:
         return None
     for rule in RULES:
         if rule.needle in message and (m := rule.pattern.search(message)) is not None:

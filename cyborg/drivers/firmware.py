@@ -228,7 +228,7 @@ def reflash(driver: LinuxDriver, params: ReflashFirmwareParams, ctx: ActionConte
     return changed
 
 
-def after_boot(driver: LinuxDriver, params: ReflashFirmwareParams, ctx: ActionContext) -> dict[str, Any]:
+def after_boot(params: ReflashFirmwareParams, ctx: ActionContext) -> dict[str, Any]:
     """After the reboot that applies a BIOS update: every target must now run its version."""
     versions = {}
     for target in params.targets:

@@ -124,7 +124,7 @@ class LinuxDriver:
         elif isinstance(params, HardPprParams):
             checks.update(ppr.after_boot(self, params, ctx))
         elif isinstance(params, ReflashFirmwareParams):
-            checks.update(firmware.after_boot(self, params, ctx))
+            checks.update(firmware.after_boot(params, ctx))
         return checks
 
     # -- reboot -----------------------------------------------------------------------

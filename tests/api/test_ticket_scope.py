@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from core import auth
+from core import accounts
 from core.db import Database
 from core.models import Role
 from core.settings import load_settings
@@ -26,7 +26,7 @@ def client(db: Database) -> Iterator[TestClient]:
 def person(db: Database, username: str, role: Role, datacenter: str | None) -> dict[str, str]:
     make_user(db, username, role, datacenter=datacenter)
     with db.session() as session:
-        _, raw = auth.create_token(session, name=f"{username}-cli", actor="test", reason="test", username=username)
+        _, raw = accounts.create_token(session, name=f"{username}-cli", actor="test", reason="test", username=username)
     return {"Authorization": f"Bearer {raw}"}
 
 

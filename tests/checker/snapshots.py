@@ -1,274 +1,46 @@
-"""Building snapshot directories in tmp_path from the real samples, the way `fleetfix snapshot` lays them out.
+"""Snapshot directories built in tmp_path from the real samples, the way `fleetfix snapshot` lays them out.
 
-The samples are read in place (tests.checker.helpers.sample) and written into a temporary
-snapshot: files under DIR/root/…, command outputs under DIR/commands/ listed in DIR/commands.json,
-kernel log records in DIR/root/dev/kmsg. What the corpus has no sample of (a `smartctl --scan-open
--j` answer, a rasdaemon database, NUMA sysfs files) is written here in the tools' formats.
+They are defined in bench/samples.py, which the benches use too.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import sqlite3
-from pathlib import Path
+from bench.samples import (
+    BOOT_ID,
+    BTIME,
+    EDAC_ROOT,
+    NUMA_CXL,
+    RAS_DB,
+    RAS_SCHEMA,
+    REFERENCE,
+    ZEN2_MCE_ADDR,
+    ZEN2_MCE_ROWS,
+    SnapshotBuilder,
+    insert_zen2_mce_records,
+    journal_records,
+    kmsg_records,
+    rich_snapshot,
+    scan_open_json,
+    signed64,
+    ttar_files,
+)
 
-from checker.collectors.base import SnapshotHost
-from checker.collectors.context import CollectorState
-from checker.cycle import run_cycle
-from checker.parsers.kernel_log import parse_log_lines
-from checker.schemas import Report
-from tests.checker.helpers import listing_to_files, ours, read_ttar, sample
-
-REFERENCE = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
-BOOT_ID = "6c1a4a9e-1f0b-4d43-9a52-0c1f3f1e2d3a"
-BTIME = 1_700_000_000
-EDAC_ROOT = "/sys/devices/system/edac/mc/"
-RAS_DB = "/var/lib/rasdaemon/ras-mc_event.db"
-
-# rasdaemon's tables as ras-record.c creates them (the data note in the samples' MANIFEST.md).
-RAS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS mc_event (id INTEGER PRIMARY KEY, timestamp TEXT, err_count INTEGER, err_type TEXT,
-  err_msg TEXT, label TEXT, mc INTEGER, top_layer INTEGER, middle_layer INTEGER, lower_layer INTEGER,
-  address INTEGER, grain INTEGER, syndrome INTEGER, driver_detail TEXT);
-CREATE TABLE IF NOT EXISTS aer_event (id INTEGER PRIMARY KEY, timestamp TEXT, dev_name TEXT, err_type TEXT,
-  err_msg TEXT);
-CREATE TABLE IF NOT EXISTS mce_record (id INTEGER PRIMARY KEY, timestamp TEXT, mcgcap INTEGER, mcgstatus INTEGER,
-  status INTEGER, addr INTEGER, misc INTEGER, ip INTEGER, tsc INTEGER, walltime INTEGER, ppin INTEGER, cpu INTEGER,
-  cpuid INTEGER, apicid INTEGER, socketid INTEGER, cs INTEGER, bank INTEGER, cpuvendor INTEGER, microcode INTEGER,
-  bank_name TEXT, error_msg TEXT, mcgstatus_msg TEXT, mcistatus_msg TEXT, mcastatus_msg TEXT, user_action TEXT,
-  mc_location TEXT);
-CREATE TABLE IF NOT EXISTS memory_failure_event (id INTEGER PRIMARY KEY, timestamp TEXT, pfn TEXT, page_type TEXT,
-  action_result TEXT);
-"""
-
-
-def signed64(value: int) -> int:
-    """How rasdaemon's sqlite3_bind_int64 stores an unsigned 64-bit register."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-class SnapshotBuilder:
-    def __init__(self, directory: Path, hostname: str = "snap-host") -> None:
-        self.directory = directory
-        self.commands: list[dict[str, object]] = []
-        self._outputs = 0
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "meta.json").write_text(
-            json.dumps({"format_version": 1, "hostname": hostname, "captured_at": REFERENCE.isoformat()})
-        )
-        self._save()
-
-    def path(self, path: str) -> Path:
-        return self.directory / "root" / path.lstrip("/")
-
-    def file(self, path: str, text: str) -> SnapshotBuilder:
-        target = self.path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        return self
-
-    def files(self, under: str, files: dict[str, str]) -> SnapshotBuilder:
-        for relative, text in files.items():
-            self.file(f"{under.rstrip('/')}/{relative}", text)
-        return self
-
-    def directory_only(self, path: str) -> SnapshotBuilder:
-        self.path(path).mkdir(parents=True, exist_ok=True)
-        return self
-
-    def command(self, argv: list[str], stdout: str, rc: int = 0, **extra: object) -> SnapshotBuilder:
-        entry: dict[str, object] = {"argv": argv, "rc": rc, **extra}
-        if stdout:
-            self._outputs += 1
-            name = f"commands/{self._outputs:03d}.out"
-            (self.directory / "commands").mkdir(exist_ok=True)
-            (self.directory / name).write_text(stdout)
-            entry["stdout"] = name
-        self.commands = [c for c in self.commands if c["argv"] != argv] + [entry]
-        self._save()
-        return self
-
-    def _save(self) -> None:
-        (self.directory / "commands.json").write_text(json.dumps(self.commands, indent=1))
-
-    def boot(self, boot_id: str = BOOT_ID, btime: int = BTIME) -> SnapshotBuilder:
-        self.file("/proc/sys/kernel/random/boot_id", boot_id + "\n")
-        return self.file("/proc/stat", f"cpu  1 2 3 4\nbtime {btime}\nprocesses 10\n")
-
-    def kmsg(self, records: str) -> SnapshotBuilder:
-        return self.file("/dev/kmsg", records)
-
-    def rasdaemon(self) -> sqlite3.Connection:
-        """An empty rasdaemon database in the snapshot; the caller inserts rows and closes it."""
-        target = self.path(RAS_DB)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(target)
-        conn.executescript(RAS_SCHEMA)
-        return conn
-
-    def host(self) -> SnapshotHost:
-        return SnapshotHost(self.directory)
-
-    def cycle(self, state: CollectorState | None = None, **options: object) -> Report:
-        return run_cycle(self.host(), hostname="snap-host", state=state, **options)  # type: ignore[arg-type]
-
-
-def kmsg_records(text: str, *, first_seq: int = 0, prio: int = 6) -> str:
-    """A kernel-log sample as /dev/kmsg returns it ('prio,seq,usec,flags;message' a line), keeping
-    the gaps between lines (printk time, or wall-clock time when the sample has only that)."""
-    records = []
-    usec = 1_000_000
-    base: dt.datetime | None = None
-    kernel_lines = [line for line in parse_log_lines(text, reference=REFERENCE).value if line.tag in (None, "kernel")]
-    for n, line in enumerate(kernel_lines):
-        if line.monotonic_s is not None:
-            usec = max(usec, int(line.monotonic_s * 1_000_000))
-        elif line.timestamp is not None:
-            base = base or line.timestamp
-            usec = max(usec, 1_000_000 + int((line.timestamp - base).total_seconds() * 1_000_000))
-        else:
-            usec += 1
-        records.append(f"{prio},{first_seq + n},{usec},-;{line.message}")
-    return "".join(r + "\n" for r in records)
-
-
-def journal_records(text: str, *, boot_id: str = BOOT_ID, first: int = 1) -> str:
-    """A kernel-log sample as `journalctl -k -o json` prints it: one JSON object per line."""
-    out = []
-    for n, line in enumerate(parse_log_lines(text, reference=REFERENCE).value, first):
-        if line.tag not in (None, "kernel"):
-            continue
-        realtime = int((line.timestamp or REFERENCE).timestamp() * 1_000_000)
-        entry = {
-            "__CURSOR": f"s=0f1e;i={n:x};b={boot_id.replace('-', '')};m={n:x};t={realtime:x};x=1",
-            "__REALTIME_TIMESTAMP": str(realtime),
-            "_BOOT_ID": boot_id.replace("-", ""),
-            "_TRANSPORT": "kernel",
-            "PRIORITY": "3",
-            "SYSLOG_IDENTIFIER": "kernel",
-            "MESSAGE": line.message,
-        }
-        if line.monotonic_s is not None:
-            entry["_SOURCE_MONOTONIC_TIMESTAMP"] = str(int(line.monotonic_s * 1_000_000))
-        out.append(json.dumps(entry))
-    return "".join(o + "\n" for o in out)
-
-
-def scan_open_json(devices: list[tuple[str, str, str]]) -> str:
-    """`smartctl --scan-open -j` for (name, type, protocol) devices, as smartctl 7.x prints it."""
-    return json.dumps(
-        {
-            "json_format_version": [1, 0],
-            "smartctl": {"version": [7, 3], "argv": ["smartctl", "--scan-open", "-j"], "exit_status": 0},
-            "devices": [
-                {"name": name, "info_name": f"{name} [{kind.upper()}]", "type": kind, "protocol": protocol}
-                for name, kind, protocol in devices
-            ],
-        },
-        indent=2,
-    )
-
-
-NUMA_CXL = {
-    "node0/cpulist": "0-3\n",
-    "node0/meminfo": "Node 0 MemTotal:       65536000 kB\nNode 0 MemFree:        1000000 kB\n",
-    "node1/cpulist": "\n",
-    "node1/meminfo": "Node 1 MemTotal:      131072000 kB\nNode 1 MemFree:       131000000 kB\n",
-}
-
-
-# The three MCE events of rasdaemon/ras-mc-ctl-errors-amd-zen2-umc-dram-ecc-repeated.txt as mce_record rows.
-ZEN2_MCE_ROWS = [
-    (83, "2026-08-24 03:41:13 +0200", 0x9C2041000000011B, 0xD01A001401000000, 0x6A8BA139),
-    (84, "2026-08-24 04:40:12 +0200", 0x9C2040000000011B, 0xD01A001601000000, 0x6A8BAF0C),
-    (85, "2026-08-24 04:42:44 +0200", 0x9C2040000000011B, 0xD01A001701000000, 0x6A8BAFA4),
+__all__ = [
+    "BOOT_ID",
+    "BTIME",
+    "EDAC_ROOT",
+    "NUMA_CXL",
+    "RAS_DB",
+    "RAS_SCHEMA",
+    "REFERENCE",
+    "ZEN2_MCE_ADDR",
+    "ZEN2_MCE_ROWS",
+    "SnapshotBuilder",
+    "insert_zen2_mce_records",
+    "journal_records",
+    "kmsg_records",
+    "rich_snapshot",
+    "scan_open_json",
+    "signed64",
+    "ttar_files",
 ]
-
-
-ZEN2_MCE_ADDR = 0x27AAD20C0
-
-
-def insert_zen2_mce_records(conn: sqlite3.Connection) -> None:
-    conn.executemany(
-        "INSERT INTO mce_record (id, timestamp, mcgcap, mcgstatus, status, addr, misc, walltime, cpu, cpuid, bank,"
-        " cpuvendor, microcode, bank_name, error_msg, mcgstatus_msg, mcistatus_msg, mcastatus_msg, user_action,"
-        " mc_location) VALUES (?, ?, 284, 0, ?, ?, ?, ?, 2, 8851216, 17, 2, 141626420,"
-        " 'Unified Memory Controller (bank=17)', 'DRAM ECC error.', '', 'CECC', 'DRAM ECC error.', '',"
-        " 'memory_channel=0,csrow=2')",
-        [
-            (i, ts, signed64(status), ZEN2_MCE_ADDR, signed64(misc), walltime)
-            for i, ts, status, misc, walltime in ZEN2_MCE_ROWS
-        ],
-    )
-
-
-def rich_snapshot(directory: Path) -> SnapshotBuilder:
-    """A host with something in every collector, from the real samples: a DIMM with 4 CEs in
-    EDAC, rasdaemon records, an sb_edac CE in the kernel log, correctable-ECC SEL entries, a disk
-    with 304 reallocated sectors, rasdaemon's MCE records, an Intel CPU with microcode 0xb4, and
-    a process with threads on its isolated cores."""
-    b = SnapshotBuilder(directory).boot()
-    b.file("/etc/machine-id", "0123456789abcdef0123456789abcdef\n")
-    b.files(EDAC_ROOT, listing_to_files(sample("edac-sysfs/i10nm-mc7-dimm0-ce4.txt"), EDAC_ROOT))
-    b.file("/sys/module/edac_core/parameters/edac_mc_poll_msec", "1000\n")
-    conn = b.rasdaemon()
-    conn.executemany(
-        "INSERT INTO mc_event (id, timestamp, err_count, err_type, err_msg, label, mc, top_layer, middle_layer,"
-        " lower_layer, address, grain, syndrome) VALUES (?, ?, ?, 'Corrected', 'memory read error', ?, 1, 0, 0, 0,"
-        " ?, 32, 0)",
-        [
-            (1, "2022-06-20 10:00:00 +0200", 5000, "CPU_SrcID#1_Ha#0_Chan#0_DIMM#0", 0xEE30A0000),
-            (2, "2022-06-21 10:00:00 +0200", 500, "CPU_SrcID#1_Ha#0_Chan#0_DIMM#0", 0xEE30A0040),
-            (3, "2022-06-22 10:00:00 +0200", 39, "CPU_SrcID#1_Ha#0_Chan#0_DIMM#0", 0xEE30A0080),
-        ],
-    )
-    insert_zen2_mce_records(conn)
-    conn.commit()
-    conn.close()
-    b.kmsg(kmsg_records(sample("kernel-log/dmesg-T-sb-edac-sandybridge-ce-read.log"), first_seq=100))
-    b.command(["ipmitool", "sel", "info"], sample("ipmi-sel/ipmitool-sel-info-545-entries.txt"))
-    b.command(
-        ["ipmitool", "sel", "elist"],
-        sample("ipmi-sel/ipmitool-sel-list-correctable-ecc-cpu0-dimm8-chassis-intrusion.txt"),
-    )
-    b.command(["ipmitool", "sdr", "elist"], sample("ipmi-sdr/ipmitool-sdr-list-intel-s2600-healthy.txt"))
-    b.command(["ipmitool", "mc", "info"], sample("ipmi-mc/ipmitool-mc-info-intel-bmc-fw-1.17.txt"))
-    b.command(
-        ["smartctl", "--scan-open", "-j"], scan_open_json([("/dev/sda", "sat", "ATA"), ("/dev/nvme0", "nvme", "NVMe")])
-    )
-    b.command(
-        ["smartctl", "-a", "-j", "-d", "sat", "/dev/sda"],
-        sample("smartctl-json/sata-hdd-seagate-st3500418as-304-reallocated.json"),
-        rc=0,
-    )
-    b.command(
-        ["smartctl", "-a", "-j", "-d", "nvme", "/dev/nvme0"],
-        sample("smartctl-json/nvme-samsung970evo-media-errors.json"),
-    )
-    b.file("/proc/cpuinfo", sample("cpuinfo/intel-i7-8650u-8thread-microcode-0xb4.txt"))
-    b.file("/proc/sys/kernel/osrelease", "5.15.0-91-generic\n")
-    b.file("/proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 isolcpus=managed_irq,domain,2-3 nohz_full=2-3\n")
-    dmidecode = sample("dmi/dmidecode-full-supermicro-ami-3.0b.txt")
-    b.command(["dmidecode", "-t", "memory"], dmidecode)
-    b.command(["dmidecode", "-t", "bios", "-t", "system"], dmidecode)
-    b.file("/sys/class/net/eth0/device/uevent", "DRIVER=e1000e\nPCI_SLOT_NAME=0000:00:1f.6\n")
-    b.directory_only("/sys/class/net/lo")
-    b.command(["ethtool", "-i", "eth0"], sample("firmware/ethtool-i-eth0-e1000e.txt"))
-    b.file("/sys/class/nvme/nvme0/firmware_rev", "2B2QEXE7\n")
-    b.file("/proc/interrupts", sample("proc-interrupts/laptop-i7-4cpu-ir-ioapic-mcp2400.txt"))
-    b.files(
-        "/proc/irq", {"0/smp_affinity_list": "0-3\n", "8/smp_affinity_list": "0-1\n", "16/smp_affinity_list": "2\n"}
-    )
-    b.files("/sys/devices/system/node", NUMA_CXL)
-    b.file("/sys/kernel/mm/numa/demotion_enabled", "false\n")
-    b.file("/proc/sys/kernel/numa_balancing", "1\n")
-    b.files("/sys/kernel/mm/mempolicy/weighted_interleave", {"node0": "1\n", "node1": "1\n"})
-    # Processes on the isolated cores 2-3 (our /proc fixture; the corpus has no /proc/PID trees).
-    workload = listing_to_files(ours("proc-isolated-workload.txt"), "/")
-    b.files("/", {path: text for path, text in workload.items() if path != "proc/cmdline"})
-    return b
-
-
-def ttar_files(name: str, prefix: str) -> dict[str, str]:
-    return read_ttar(sample(name), prefix)

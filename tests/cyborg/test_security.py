@@ -1,4 +1,6 @@
-"""Cyborg's trust boundaries: host messages are signed by the host they are from and count only for
+"""One file on purpose: it is the checklist of cyborg's trust boundaries, one numbered section each.
+
+Cyborg's trust boundaries: host messages are signed by the host they are from and count only for
 that host's steps; refusals of unverifiable payloads fail nothing; a real action runs only with the
 journal on disk; an envelope the host never started is not "finished" by a power cycle; parameters
 cannot smuggle options into a command line; local firmware images come from one directory and

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from core.db import Database, make_engine, utcnow
 from core.models import AuditEntry
-from core.queue import create_celery, send_to_host
+from core.queue import create_celery, host_signature
 from cyborg.drivers.simulated import write_failure
 from cyborg.envelope import Signer, generate_keypair
 from remediator import planning
@@ -262,7 +262,7 @@ def test_forged_and_expired_envelopes_are_refused_on_the_host_and_reported(
             **attacker.sign(envelope("reboot", {"mode": "cold"}, issued_at=dt.datetime.now(dt.UTC))).model_dump(),
             "key_id": load_signer(keys).key_id,
         }
-        send_to_host(app, "sim-1", "cyborg.run_action", args=[forged])
+        host_signature(app, "sim-1", "cyborg.run_action", args=[forged]).apply_async()
         stale = envelope(issued_at=dt.datetime.now(dt.UTC) - dt.timedelta(hours=2), expires_s=60)
         app.send_task("cyborg.run_action", args=[load_signer(keys).sign(stale).model_dump()], queue="host.sim-1")
 

@@ -1,4 +1,7 @@
-"""The scenarios: for every rule of the default pack, a host read from real tool output and the
+"""One file on purpose: it is the table of cases, one or more per rule of the default pack, read as one
+list.
+
+The scenarios: for every rule of the default pack, a host read from real tool output and the
 decision the pack must take (and the wrong ones it must not). `CASES` maps a scenario's name to
 (the rule it proves, a builder returning the host, its reports in order and what to expect).
 

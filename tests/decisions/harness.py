@@ -26,7 +26,7 @@ from checker.schemas import Report
 from remediator import runner
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
-from remediator.models import Decision, Host, Remediation, RemediationState
+from remediator.models import RUNNABLE_REMEDIATION_STATES, Decision, Host, Remediation
 from remediator.rules import RuleSet, load_ruleset
 from tests.checker.helpers import listing_to_files, sample
 from tests.checker.snapshots import EDAC_ROOT, SnapshotBuilder, kmsg_records, scan_open_json
@@ -181,7 +181,7 @@ def remediations(session: Session, hostname: str) -> list[Remediation]:
 
 def to_ticket(session: Session, remediation: Remediation, rules: RuleSet = RULES) -> Ticket | None:
     """Run the plan's person steps (drain, ticket) to its ticket."""
-    while remediation.state in (RemediationState.planned, RemediationState.running):
+    while remediation.state in RUNNABLE_REMEDIATION_STATES:
         pending = next((s for s in remediation.steps if s.state.value == "pending"), None)
         if pending is None or pending.action not in ("drain", "ticket"):
             break

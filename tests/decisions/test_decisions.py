@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session
 
-from remediator import ingest
+from remediator import host_evaluation
 from remediator.baselines import parse_baselines
 from tests.decisions.cases import CASES
 from tests.decisions.harness import RULES, check, register, run
@@ -19,7 +19,7 @@ def test_decision(session: Session, tmp_path: Path, name: str, monkeypatch: pyte
     _rule, build = CASES[name]
     host, reports, expect = build(tmp_path)
     if host.baselines is not None:
-        monkeypatch.setattr(ingest, "firmware_baselines", lambda: parse_baselines(host.baselines or ""))
+        monkeypatch.setattr(host_evaluation, "firmware_baselines", lambda: parse_baselines(host.baselines or ""))
     register(session, host)
     run(session, host, reports)
     if expect.then is not None:

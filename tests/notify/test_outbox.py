@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from core import audit
 from core.db import Database, utcnow
 from core.settings import AlertRoute, Settings
+from core.vocabulary import AlertKind, AlertSeverity
 from remediator import ingest, planning, runner
 from remediator.models import Host, Remediation
 from remediator.rules import load_ruleset
@@ -23,7 +24,7 @@ from tests.factories import storm_reports
 from tests.notify.conftest import PUBLIC_URL, SteppingClock, flush_and_deliver, webhook_settings
 from ticketing import service as tickets
 from ticketing.notify import messages, routing, service
-from ticketing.notify.models import AlertDelivery, AlertKind, AlertOutbox, DeliveryState, Severity
+from ticketing.notify.models import AlertDelivery, AlertOutbox, DeliveryState
 from ticketing.notify.receiver import SlackReceiver
 from ticketing.notify.slack import sender_for
 from ticketing.schemas import TicketRequest
@@ -235,22 +236,22 @@ def test_routes_by_datacenter_severity_and_kind(receiver: SlackReceiver) -> None
         ],
     )
     route = routing.route
-    assert route(settings, AlertKind.ticket_opened, Severity.critical, "ams2") == "#ams-crit"
-    assert route(settings, AlertKind.ticket_opened, Severity.warning, "ams2") == "#dc-ops"
-    assert route(settings, AlertKind.rule_paused, Severity.critical, "") == "#automation"
-    assert route(settings, AlertKind.host_unreachable, Severity.warning, "fra1") == "#dc-ops"
-    assert route(settings, AlertKind.host_unreachable, Severity.warning, "sjc1") == "#fleet"  # the default
-    assert route(settings, AlertKind.host_unreachable, Severity.warning, "") == "#fleet"
+    assert route(settings, AlertKind.ticket_opened, AlertSeverity.critical, "ams2") == "#ams-crit"
+    assert route(settings, AlertKind.ticket_opened, AlertSeverity.warning, "ams2") == "#dc-ops"
+    assert route(settings, AlertKind.rule_paused, AlertSeverity.critical, "") == "#automation"
+    assert route(settings, AlertKind.host_unreachable, AlertSeverity.warning, "fra1") == "#dc-ops"
+    assert route(settings, AlertKind.host_unreachable, AlertSeverity.warning, "sjc1") == "#fleet"  # the default
+    assert route(settings, AlertKind.host_unreachable, AlertSeverity.warning, "") == "#fleet"
 
 
-def test_the_settings_name_the_same_kinds_and_severities_as_the_alerts() -> None:
-    from typing import get_args
-
-    from core import settings
+def test_every_alert_kind_comes_from_an_audit_action_and_a_route_takes_all_by_default() -> None:
+    """The kinds and severities are core.vocabulary's, for the settings and the outbox alike."""
     from ticketing.notify.events import ACTIONS
 
-    assert set(get_args(settings.AlertKind)) == {kind.value for kind in AlertKind} == set(ACTIONS.values())
-    assert list(get_args(settings.AlertSeverity)) == [severity.value for severity in Severity]
+    assert set(ACTIONS.values()) == set(AlertKind)
+    everything = AlertRoute(channel="#all")
+    assert (everything.kinds, everything.severities) == (list(AlertKind), list(AlertSeverity))
+    assert AlertRoute(channel="#crit", kinds=["rule_paused"], severities=["critical"]).kinds == [AlertKind.rule_paused]
 
 
 def test_a_waiting_message_made_before_messages_held_several_kinds_keeps_its_count(
@@ -262,7 +263,7 @@ def test_a_waiting_message_made_before_messages_held_several_kinds_keeps_its_cou
     old = AlertDelivery(
         channel="#fleet",
         kind=AlertKind.host_unreachable,
-        severity=Severity.warning,
+        severity=AlertSeverity.warning,
         count=3,
         digest={
             "examples": [{"object_type": "host", "object_id": "h1", "hostname": "h1", "datacenter": "", "summary": ""}],

@@ -14,9 +14,10 @@ from sqlalchemy.orm import Session
 
 from core.db import Database, utcnow
 from core.settings import Settings
+from core.vocabulary import AlertKind
 from tests.notify.conftest import PUBLIC_URL, flush_and_deliver, webhook_settings
 from ticketing import service as tickets
-from ticketing.notify.models import AlertKind, AlertOutbox
+from ticketing.notify.models import AlertOutbox
 from ticketing.notify.receiver import SlackReceiver
 from ticketing.schemas import Replacement, Resolution, TicketRequest
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from core.db import Database
-from core.queue import CENTRAL_QUEUES, create_celery, queue_depths, send_to_host
+from core.queue import CENTRAL_QUEUES, create_celery, host_signature, queue_depths
 from remediator.models import Host
 from remediator.models import Report as ReportRow
 from tests.conftest import truncate_all
@@ -70,7 +70,7 @@ def test_agent_and_worker_of_a_datacenter_on_rabbitmq(
         # the central side, on Redis, reaches the sjc2 host through sjc2's broker
         app = create_celery(redis_url, datacenter_brokers={"sjc2": amqp_url})
         try:
-            send_to_host(app, "sjc2-rmq-1", "checker.run_check_now", datacenter="sjc2")
+            host_signature(app, "sjc2-rmq-1", "checker.run_check_now", datacenter="sjc2").apply_async()
         finally:
             create_celery("memory://")
         wait_until(lambda: reports_of(integration_pg_url, "sjc2-rmq-1") >= 2, 60, "a report on request", agent)

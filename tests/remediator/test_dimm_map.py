@@ -1,4 +1,7 @@
-"""Which DIMM an EDAC location is (remediator.dimms): EDAC references parsed into topology, the label-map
+"""One file on purpose: it walks remediator.dimms' rules of certainty in order, on one set of
+inventories.
+
+Which DIMM an EDAC location is (remediator.dimms): EDAC references parsed into topology, the label-map
 file, and the rules of certainty — a serial goes on a ticket only when the slot is certain."""
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from checker.sim import HARDWARE_CLASSES
 from checker.sim.standalone import standalone_host
 from remediator import dimm_labels as dimm_labels_module
 from remediator import dimms as dimms_module
+from remediator import edac_locations as edac_locations_module
 from remediator.dimms import (
     DEFAULT_DIMM_LABELS,
     DimmLabelsError,
@@ -444,7 +448,11 @@ classes:
 
 @pytest.mark.parametrize(
     ("module", "allowed"),
-    [(dimms_module, {"checker.schemas", "remediator.dimm_labels"}), (dimm_labels_module, {"remediator.baselines"})],
+    [
+        (dimms_module, {"checker.schemas", "remediator.dimm_labels", "remediator.edac_locations"}),
+        (dimm_labels_module, {"remediator.baselines"}),
+        (edac_locations_module, {"checker.schemas"}),
+    ],
 )
 def test_the_modules_are_pure(module: Any, allowed: set[str]) -> None:
     """No database, web or task code: stdlib, pydantic, PyYAML, the report's types and the baselines' helper."""

@@ -1,4 +1,7 @@
-"""The remediator's side of tickets: the evidence bundle, detections reaching their ticket,
+"""One file on purpose: every test takes the same host through reports, its ticket and its repair with
+the helpers at its top.
+
+The remediator's side of tickets: the evidence bundle, detections reaching their ticket,
 verification after a repair, and the fault coming back.
 
 Reports go through the real ingest path on PostgreSQL and SQLite, inside a
@@ -26,8 +29,8 @@ from core.db import utcnow
 from core.dispatch import pending_tasks
 from core.settings import get_settings
 from remediator import ingest, repairs, runner
-from remediator import service as remediator
 from remediator.evaluate import Firing
+from remediator.evidence import part_evidence
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Decision, Host, HostState, Remediation, RemediationState, RemediationStep, StepState
 from remediator.rules import load_ruleset
@@ -190,7 +193,7 @@ def test_the_bundle_carries_sel_kernel_lines_and_the_logs_of_earlier_attempts(se
     )
     session.add(earlier)
     session.flush()
-    evidence = remediator.part_evidence(session, host, "dimm", LABEL, reason="by hand")
+    evidence = part_evidence(session, host, "dimm", LABEL, reason="by hand")
     assert [e["record_id"] for e in evidence["sel"]] == [0x1A]  # the memory entry, not the PSU's
     assert [e["lines"] for e in evidence["kernel_log"]] == [[EDAC_LINE]]
     [attempt] = evidence["remediations"]
@@ -203,7 +206,7 @@ def test_the_bundle_carries_sel_kernel_lines_and_the_logs_of_earlier_attempts(se
     )
     assert len(log["stderr"]) < 8100
     assert log["stderr"].endswith("[12000 more]")
-    psu = remediator.part_evidence(session, host, "psu", "PS2", reason="by hand")
+    psu = part_evidence(session, host, "psu", "PS2", reason="by hand")
     assert [e["record_id"] for e in psu["sel"]] == [0x1B]
     assert psu["part"]["id"] == "PS2"
 
@@ -225,7 +228,7 @@ def test_a_disk_bundle_has_its_model_serial_and_smart_history(session: Session) 
             )
         ]
         send(session, report)
-    evidence = remediator.part_evidence(session, host, "disk", "9VM8RT2K", reason="by hand")
+    evidence = part_evidence(session, host, "disk", "9VM8RT2K", reason="by hand")
     assert {k: evidence["part"][k] for k in ("model", "serial", "device", "firmware")} == {
         "model": "ST3500418AS",
         "serial": "9VM8RT2K",
@@ -347,7 +350,7 @@ def test_the_evidence_names_a_dimm_and_its_serial_only_when_the_label_map_makes_
     host = located(session)
     send(session, sim.report(at(0)))
     [dimm] = [d for d in sim.dimms if (d.mc, d.channel) == (3, 2)]
-    part = remediator.part_evidence(session, host, "dimm", dimm.label, reason="by hand")["part"]
+    part = part_evidence(session, host, "dimm", dimm.label, reason="by hand")["part"]
     assert (part["certain"], part["locator"], part["serial"], part["candidates"]) == (True, "B6", dimm.serial, [])
     assert (part["vendor"], part["method"], part["edac"]["coordinates"]) == (
         "Samsung",
@@ -356,7 +359,7 @@ def test_the_evidence_names_a_dimm_and_its_serial_only_when_the_label_map_makes_
     )
     # Without a label map for its class, the same host's DIMM is one of twelve: no serial is claimed.
     host.hardware_class = "unknown"
-    part = remediator.part_evidence(session, host, "dimm", dimm.label, reason="by hand")["part"]
+    part = part_evidence(session, host, "dimm", dimm.label, reason="by hand")["part"]
     assert (part["certain"], part["locator"], part["serial"], len(part["candidates"])) == (False, None, None, 12)
     assert "EDAC mc3 (socket 1, MC#1) channel 2 slot 0 could not be mapped" in part["note"]
 

@@ -10,17 +10,15 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from checker.schemas import DimmInventory, KernelEvent, KernelLogState, Report, SelEntry, SelState
-from core import auth
+from core import accounts
 from core.db import Database
 from core.models import Role
 from remediator import runner
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
-from remediator.models import Remediation, RemediationState
+from remediator.models import RUNNABLE_REMEDIATION_STATES, Remediation
 from remediator.rules import get_registry
 from tests.factories import LABEL, edac_report
-
-RUNNING = (RemediationState.planned, RemediationState.running)
 
 CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -29,7 +27,7 @@ def make_user(db: Database, username: str, role: Role, *, datacenter: str | None
     """A person who can sign in; returns their password."""
     password = secrets.token_urlsafe(16)
     with db.session() as session:
-        auth.create_user(
+        accounts.create_user(
             session, username=username, role=role, password=password, datacenter=datacenter, actor="test", reason="test"
         )
     return password
@@ -140,7 +138,7 @@ def open_dimm_ticket(
         remediation_ids = session.scalars(select(Remediation.id).order_by(Remediation.id.desc())).all()
         for remediation_id in remediation_ids:
             for _ in range(4):  # drain, then the ticket
-                if runner.advance(session, remediation_id, ruleset=ruleset) not in RUNNING:
+                if runner.advance(session, remediation_id, ruleset=ruleset) not in RUNNABLE_REMEDIATION_STATES:
                     break
     from ticketing import service as tickets
 

@@ -99,22 +99,22 @@ def test_a_copy_of_the_cookie_signs_nobody_in_after_sign_out(client: TestClient,
 
 
 def test_a_new_password_signs_the_user_out_everywhere(client: TestClient, db: Database) -> None:
-    from core import auth
+    from core import accounts
 
     signed_in(client, db, "alice", Role.viewer)
     assert client.get("/", follow_redirects=False).status_code == 200
     with db.session() as session:
-        auth.set_password(session, "alice", "a-brand-new-passphrase", actor="user:alice", reason="rotated")
+        accounts.set_password(session, "alice", "a-brand-new-passphrase", actor="user:alice", reason="rotated")
     assert client.get("/", follow_redirects=False).status_code == 303
 
 
 def test_a_disabled_user_is_signed_out_at_the_next_request(client: TestClient, db: Database) -> None:
-    from core import auth
+    from core import accounts
 
     signed_in(client, db, "alice", Role.viewer)
     make_user(db, "root", Role.admin)
     with db.session() as session:
-        auth.update_user(session, "alice", active=False, actor="user:root", reason="left the team")
+        accounts.update_user(session, "alice", active=False, actor="user:root", reason="left the team")
     assert client.get("/", follow_redirects=False).status_code == 303
 
 

@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session
 from core import audit
 from core.models import AuditEntry
 from core.settings import Settings
+from core.vocabulary import AlertKind, AlertSeverity
 from ticketing.models import Ticket
-from ticketing.notify.models import AlertKind, AlertOutbox, Severity
+from ticketing.notify.models import AlertOutbox
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +36,13 @@ ACTIONS: dict[str, AlertKind] = {
 }
 """Audit actions that alert, and the alert each one is."""
 
-SEVERITY: dict[AlertKind, Severity] = {
-    AlertKind.ticket_opened: Severity.warning,  # by priority, see severity_of
-    AlertKind.remediation_failed: Severity.warning,
-    AlertKind.remediation_escalated: Severity.warning,
-    AlertKind.rule_paused: Severity.critical,  # automation stopped for a whole rule
-    AlertKind.approval_waiting: Severity.warning,
-    AlertKind.host_unreachable: Severity.warning,
+SEVERITY: dict[AlertKind, AlertSeverity] = {
+    AlertKind.ticket_opened: AlertSeverity.warning,  # by priority, see severity_of
+    AlertKind.remediation_failed: AlertSeverity.warning,
+    AlertKind.remediation_escalated: AlertSeverity.warning,
+    AlertKind.rule_paused: AlertSeverity.critical,  # automation stopped for a whole rule
+    AlertKind.approval_waiting: AlertSeverity.warning,
+    AlertKind.host_unreachable: AlertSeverity.warning,
 }
 
 
@@ -87,12 +88,12 @@ def locate(session: Session, refs: Iterable[tuple[str, str]]) -> dict[tuple[str,
     return found
 
 
-def severity_of(kind: AlertKind, subject: Subject) -> Severity:
+def severity_of(kind: AlertKind, subject: Subject) -> AlertSeverity:
     if kind == AlertKind.ticket_opened and subject.priority is not None:
         # ticket priority 1 highest … 5 lowest
-        return (
-            Severity.critical if subject.priority <= 2 else Severity.warning if subject.priority == 3 else Severity.info
-        )
+        if subject.priority <= 2:
+            return AlertSeverity.critical
+        return AlertSeverity.warning if subject.priority == 3 else AlertSeverity.info
     return SEVERITY[kind]
 
 

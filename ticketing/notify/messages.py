@@ -15,7 +15,8 @@ import datetime as dt
 from typing import Any
 from urllib.parse import quote
 
-from ticketing.notify.models import AlertDelivery, AlertKind, Severity
+from core.vocabulary import AlertKind, AlertSeverity
+from ticketing.notify.models import AlertDelivery
 
 EXAMPLES = 5
 """Alerts of each kind shown by name in a grouped message; the rest are counted."""
@@ -29,9 +30,9 @@ TITLES: dict[AlertKind, tuple[str, str]] = {
     AlertKind.host_unreachable: ("Host unreachable", "{n} hosts unreachable"),
 }
 MARKS = {
-    Severity.critical: ":red_circle:",
-    Severity.warning: ":large_orange_circle:",
-    Severity.info: ":large_blue_circle:",
+    AlertSeverity.critical: ":red_circle:",
+    AlertSeverity.warning: ":large_orange_circle:",
+    AlertSeverity.info: ":large_blue_circle:",
 }
 
 

@@ -17,29 +17,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from core.db import Base, utcnow
 from core.models import enum_column
-
-
-class AlertKind(enum.StrEnum):
-    """What happened; the values are core.settings.AlertKind (routes name them)."""
-
-    ticket_opened = "ticket_opened"
-    remediation_failed = "remediation_failed"
-    remediation_escalated = "remediation_escalated"
-    rule_paused = "rule_paused"
-    approval_waiting = "approval_waiting"
-    host_unreachable = "host_unreachable"
-
-
-class Severity(enum.StrEnum):
-    """Ordered from least to most urgent."""
-
-    info = "info"
-    warning = "warning"
-    critical = "critical"
-
-    @property
-    def rank(self) -> int:
-        return list(Severity).index(self)
+from core.vocabulary import AlertKind, AlertSeverity
 
 
 class DeliveryState(enum.StrEnum):
@@ -83,7 +61,7 @@ class AlertDelivery(Base):
     kind: Mapped[AlertKind] = mapped_column(
         enum_column(AlertKind, "alert_kind"), doc="The most urgent kind in the message (its first part)."
     )
-    severity: Mapped[Severity] = mapped_column(enum_column(Severity, "alert_severity"))
+    severity: Mapped[AlertSeverity] = mapped_column(enum_column(AlertSeverity, "alert_severity"))
     count: Mapped[int] = mapped_column(default=0)
     digest: Mapped[dict[str, Any]] = mapped_column(
         default=dict, doc="What the message shows: a few examples of each kind, counts per kind and per datacenter."

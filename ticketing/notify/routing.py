@@ -8,7 +8,7 @@ from fnmatch import fnmatchcase
 from pydantic import SecretStr
 
 from core.settings import Settings
-from ticketing.notify.models import AlertKind, Severity
+from core.vocabulary import AlertKind, AlertSeverity
 
 DEFAULT_WEBHOOK_CHANNEL = "default"
 
@@ -24,15 +24,15 @@ def default_channel(settings: Settings) -> str:
     return settings.slack_channel or DEFAULT_WEBHOOK_CHANNEL
 
 
-def route(settings: Settings, kind: AlertKind, severity: Severity, datacenter: str) -> str:
+def route(settings: Settings, kind: AlertKind, severity: AlertSeverity, datacenter: str) -> str:
     """The channel of the first route that takes this alert, else the default channel.
 
     An alert about no datacenter (a rule's breaker) is taken only by routes whose
     datacenter patterns match the empty name, such as `*`."""
     for candidate in settings.alerts_routes:
         if (
-            kind.value in candidate.kinds
-            and severity.value in candidate.severities
+            kind in candidate.kinds
+            and severity in candidate.severities
             and any(fnmatchcase(datacenter, pattern) for pattern in candidate.datacenters)
         ):
             return candidate.channel

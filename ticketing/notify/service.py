@@ -29,9 +29,10 @@ from sqlalchemy.orm import Session
 from core import metrics
 from core.db import Database, serialize_on, utcnow
 from core.settings import Settings
+from core.vocabulary import AlertSeverity
 from ticketing.notify import events, messages, routing
 from ticketing.notify.events import Subject
-from ticketing.notify.models import AlertDelivery, AlertOutbox, DeliveryState, Severity
+from ticketing.notify.models import AlertDelivery, AlertOutbox, DeliveryState
 from ticketing.notify.slack import DeliveryError, Redactor, Sender
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def _subject_of(row: AlertOutbox, subjects: dict[tuple[str, str], Subject]) -> S
     return Subject(hostname=hostname)
 
 
-def _absorb(delivery: AlertDelivery, members: list[tuple[AlertOutbox, Subject, Severity]]) -> None:
+def _absorb(delivery: AlertDelivery, members: list[tuple[AlertOutbox, Subject, AlertSeverity]]) -> None:
     digest = dict(delivery.digest or {})
     examples = list(digest.get("examples", []))
     datacenters = dict(digest.get("datacenters", {}))
@@ -98,7 +99,7 @@ def flush(session: Session, settings: Settings, now: dt.datetime) -> FlushResult
     ).all()
     result = FlushResult(grouped=len(rows))
     subjects = events.locate(session, {(row.object_type, row.object_id) for row in rows})
-    groups: dict[str, list[tuple[AlertOutbox, Subject, Severity]]] = {}
+    groups: dict[str, list[tuple[AlertOutbox, Subject, AlertSeverity]]] = {}
     for row in rows:
         subject = _subject_of(row, subjects)
         severity = events.severity_of(row.kind, subject)
@@ -121,7 +122,7 @@ def flush(session: Session, settings: Settings, now: dt.datetime) -> FlushResult
             delivery = AlertDelivery(
                 channel=channel,
                 kind=members[0][0].kind,
-                severity=Severity.info,
+                severity=AlertSeverity.info,
                 count=0,
                 digest={},
                 first_at=first,
