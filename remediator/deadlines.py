@@ -3,7 +3,9 @@
 The sweep reads the waiting steps off their index (`ix_remediation_steps_waiting`: steps whose
 `awaiting` is set) and locks only the remediations with one that is due: a host's step past its
 deadline, or a reinstall whose host may have reported from its new image. A step whose remediation
-ended while it was out (preempted) no longer waits once it is due. Then, per step (docs/cyborg.md):
+ended while it was out (preempted) no longer waits once it is due; one stopped while in flight ends
+its host's hold at its deadline, or at a reinstall's first report (remediator.stopping). Then, per
+step (docs/cyborg.md):
 
 - a reinstall whose host reported under a new boot id is done (its boot device set back to disk);
 - a host action the host never said it started fails and escalates, as an expired envelope does:
@@ -24,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from core import audit
 from cyborg.central import deadline_grace
-from remediator import decisions, handoff, planning
+from remediator import decisions, handoff, planning, stopping
 from remediator.handoff import locked, order_of, stop_waiting
 from remediator.models import (
     Awaiting,
@@ -57,9 +59,12 @@ def check_deadlines(session: Session, ruleset: RuleSet, now: dt.datetime) -> int
         remediation = locked(session, remediation_id)
         if remediation is None:
             continue
-        step = next((s for s in remediation.steps if s.state == StepState.running and s.awaiting), None)
+        step = next((s for s in remediation.steps if s.awaiting), None)
         if step is None:
             continue  # moved on since it was read
+        if stopping.held(step):
+            handled += _check_held(session, remediation, step, now)
+            continue
         if remediation.state != RemediationState.running:
             stop_waiting(step)  # it ended while the step was out: nothing will act on the step now
             continue
@@ -114,6 +119,35 @@ def _check_step(
     what = "first report from the new image" if step.action == "reimage" else "result"
     _fail(step, result, f"no {what} from {host.hostname} by {step.deadline.isoformat()}", now)
     escalate_to_ticket(session, remediation, f"did not come back after {step.action} (step {step.index})", ruleset, now)
+    return 1
+
+
+def _check_held(session: Session, remediation: Remediation, step: RemediationStep, now: dt.datetime) -> int:
+    """A step stopped while in flight (remediator.stopping): its host is held until it reports or its
+    deadline passes. A reinstall's boot device goes back to disk first, whichever comes."""
+    result: dict[str, Any] = dict(step.result)
+    host = session.get_one(Host, remediation.host_id)
+    reported = step.awaiting == Awaiting.first_report and _from_new_image(host, result)
+    if not reported and (step.deadline is None or now < step.deadline):
+        return 0
+    if step.awaiting == Awaiting.first_report:
+        finished = handoff.cyborg().finish_reimage(order_of(host, remediation, step))
+        step.result = {
+            **result,
+            "finish_reimage": {k: v for k, v in finished.items() if k != "commands"},
+            "commands": result.get("commands", []) + finished["commands"],
+        }
+        if reported:
+            step.result["reports_from"] = host.boot_id
+        released = reported
+    else:
+        released = False
+    if released:
+        reason = f"{host.hostname} reported from its new image after a stop (step {step.index})"
+    else:
+        what = "first report from the new image" if step.action == "reimage" else "result"
+        reason = f"no {what} from {host.hostname} for step {step.index} ({step.action}) after a stop"
+    stopping.end_hold(session, remediation, step, now, released=released, reason=reason)
     return 1
 
 

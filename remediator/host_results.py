@@ -4,7 +4,8 @@ A message counts only for the step it names, sent the envelope it names, from th
 (`signer`: the host whose credential signed it; remediator.tasks checks the signature). A result
 finishes the step (the plan goes on, or escalates); a start puts the step's deadline at its budget,
 once; a verified refusal fails the step. Anything else is audited and changes nothing. A result
-for a step that no longer waits (stopped, timed out) is kept on it as `late_report`.
+for a step that no longer waits (stopped, timed out) is kept on it as `late_report`; for a step stopped
+while in flight it also ends the host's hold (remediator.stopping.end_hold).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from core import audit
 from cyborg.central import deadline_grace, envelope_refused
-from remediator import planning
+from remediator import planning, stopping
 from remediator.handoff import locked, stop_waiting
 from remediator.models import Awaiting, Host, Remediation, RemediationState, RemediationStep, StepState
 from remediator.rules import RuleSet
@@ -74,6 +75,11 @@ def record_host_result(
     )
     if step.state != StepState.running or step.awaiting is None:
         step.result = {**dispatched, "late_report": kept}  # after a stop or a timeout: kept for the record
+        if stopping.held(step) and step.awaiting == Awaiting.host:
+            # stopped while the host ran it: the host was held for this report
+            error = f": {report.get('error')}" if report.get("error") else ""
+            reason = f"step {step.index} ({step.action}) {outcome} on the host after a stop{error}"
+            stopping.end_hold(session, remediation, step, now, released=outcome == "succeeded", reason=reason)
         return "late"
     step.result = {**dispatched, **kept, "finished_at": report.get("finished_at")}
     step.finished_at = now
@@ -97,7 +103,7 @@ def record_host_started(
     repeated notice (a redelivery, or a host trying to put its deadline off) changes nothing."""
     remediation = locked(session, report.get("remediation_id"))
     step = _host_step(session, remediation, report, signer)
-    if step is None or step.state != StepState.running or step.awaiting != Awaiting.host:
+    if step is None or step.awaiting != Awaiting.host or not (step.state == StepState.running or stopping.held(step)):
         return "ignored"  # a late notice (the result came first) or not ours
     if step.accepted_at is not None:
         return "ignored"

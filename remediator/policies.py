@@ -14,17 +14,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from checker.schemas import Report, utc
 from core.db import serialize_on
+from cyborg.actions import ACTIONS as CYBORG_ACTIONS
 from remediator import preemption, repairs, rollouts, safety
-from remediator.decisions import active_remediation
+from remediator.decisions import active_remediation, record
 from remediator.evaluate import Firing
-from remediator.models import Host, HostState, Remediation, RemediationState, RuleMode, RuleState
+from remediator.models import Host, HostState, Remediation, RemediationState, RemediationStep, RuleMode, RuleState
+from remediator.payloads import MAX_CLOCK_SKEW
 from remediator.rules import Rule, RuleSet, Step
 from remediator.signals import SignalValue
 
@@ -149,34 +151,102 @@ class FaultReturnedWhileVerifying(DecisionPolicy):
         active, signal = firing.active, firing.signal
         if active is None or active.state != RemediationState.verifying or active.rule_id != firing.rule.id:
             return None
-        captured = utc(firing.report.captured_at) if firing.report is not None else firing.now
-        fixed = fix_finished_at(active)
-        if fixed is not None and captured < fixed:
-            # A report the host made before the fix ended (queued behind a backlog, or late) shows the fault
-            # the fix was for, not its return; the host's next report is the evidence either way.
-            return Stop(
+        skipped = before_the_fix(active, firing.report)
+        if skipped is not None:
+            # A report the host made before the fix ended (queued behind a backlog, or late) shows the fault the
+            # fix was for, not its return; the host's next report is the evidence either way. Recorded here, with
+            # the remediation it was about (a Stop's remediation is what decide() returns, not the decision's).
+            record(
+                firing.session,
+                firing.host,
+                firing.rule.id,
                 "skipped",
-                f"report captured at {captured.isoformat()}, before the fix finished at {fixed.isoformat()}:"
-                " not evidence that the fault returned",
+                skipped,
+                remediation_id=active.id,
+                subject=signal.subject,
+                value=signal.value,
+                now=firing.now,
             )
+            return Stop(None, skipped)
         why = f"fault returned while verifying: {signal.kind} {signal.value:.3g}"
         return Stop(None, why, firing.escalate(active, why))
 
 
-def fix_finished_at(remediation: Remediation) -> dt.datetime | None:
-    """When the remediation's last finished step ended, by the host's clock when the host ran it (reports are
-    stamped by the same clock), else by the central one."""
-    done = [step for step in remediation.steps if step.finished_at is not None]
-    if not done:
+def before_the_fix(remediation: Remediation, report: Report | None) -> str | None:
+    """Why `report` was made before the fix's last finished step ended (so it is not evidence that the fault
+    returned), or None when it may have been made after it, or that cannot be told: such a firing counts.
+
+    - A step that restarted the host is told by boot id, never by time (the agent reports from the new boot
+      before the step's result is stamped, and a clock may step at boot): a report from the boot the step left
+      (when its result recorded it) was made before; one from the boot it verified, or any other, counts.
+    - A step the host ran without restarting it is told by the host's clock: its result's `finished_at` against
+      the report's `captured_at`, both the host's, trusted only within MAX_CLOCK_SKEW of the central end.
+    - Anything else (a central step, no report, no host stamp) counts: a host's clock is never compared with
+      the central one."""
+    last = last_finished_step(remediation)
+    if last is None or report is None:
         return None
-    last = max(done, key=lambda step: step.index)
+    result = last.result if isinstance(last.result, dict) else {}
+    if restarted_host(last.action, result):
+        left = result.get("boot_id_before")
+        reported = report.host.boot_id
+        if isinstance(left, str) and reported == left and left != boot_verified(result):
+            return f"report from boot {left}, before the fix restarted the host: not evidence that the fault returned"
+        return None
+    fixed = fix_finished_at(remediation)
+    captured = utc(report.captured_at)
+    if fixed is not None and captured < fixed:
+        return (
+            f"report captured at {captured.isoformat()}, before the fix finished at {fixed.isoformat()}:"
+            " not evidence that the fault returned"
+        )
+    return None
+
+
+def last_finished_step(remediation: Remediation) -> RemediationStep | None:
+    done = [step for step in remediation.steps if step.finished_at is not None]
+    return max(done, key=lambda step: step.index) if done else None
+
+
+def boot_verified(result: dict[str, Any]) -> str | None:
+    """The boot a restarting step came back in: the host's verification, or the reinstall's first report."""
+    verified = result.get("verified")
+    boot = verified.get("boot_id") if isinstance(verified, dict) else None
+    if not isinstance(boot, str):
+        boot = result.get("reports_from")
+    return boot if isinstance(boot, str) else None
+
+
+def restarted_host(action: str, result: dict[str, Any]) -> bool:
+    """Whether the step restarted the host: its result says so (a verified or first-report boot, the boot it
+    left, a restart under way or completed across one), or it is a central action that restarts the host."""
+    changed = result.get("changed")
+    said = isinstance(changed, dict) and bool(changed.get("restarting") or changed.get("completed_across_restart"))
+    spec = CYBORG_ACTIONS.get(action)
+    central_restart = spec is not None and spec.site == "central" and spec.restarts
+    return said or central_restart or boot_verified(result) is not None or result.get("boot_id_before") is not None
+
+
+def fix_finished_at(remediation: Remediation) -> dt.datetime | None:
+    """When the remediation's last finished step ended by the host's clock (reports are stamped by the same
+    clock): its result's `finished_at`, when the host ran the step and that stamp is within MAX_CLOCK_SKEW of
+    the central `finished_at`; else None (a central step, or a host clock not to be trusted)."""
+    last = last_finished_step(remediation)
+    if last is None or last.finished_at is None:
+        return None
+    spec = CYBORG_ACTIONS.get(last.action)
+    if spec is None or spec.site != "host":
+        return None
     stamped = (last.result or {}).get("finished_at")
-    if isinstance(stamped, str):
-        try:
-            return utc(dt.datetime.fromisoformat(stamped))
-        except ValueError:
-            pass
-    return utc(last.finished_at) if last.finished_at is not None else None
+    if not isinstance(stamped, str):
+        return None
+    try:
+        host_end = utc(dt.datetime.fromisoformat(stamped))
+    except ValueError:
+        return None
+    if abs(host_end - utc(last.finished_at)) > MAX_CLOCK_SKEW:
+        return None
+    return host_end
 
 
 class RolloutSideEffect(DecisionPolicy):
@@ -231,6 +301,10 @@ class HostBusy(DecisionPolicy):
         elif host.state in (HostState.awaiting_repair, HostState.maintenance):
             firing.verdict = "beside" if preemption.person_only(firing.steps) else "hold"
             firing.why = f"host is {host.state.value}"
+        elif host.state == HostState.remediating:
+            # no active remediation, yet out of service: a stopped one's step may still run on it (stopping.py)
+            firing.verdict = "beside" if preemption.person_only(firing.steps) else "hold"
+            firing.why = "host is held: a stopped remediation's step may still be running on it"
         if firing.verdict == "hold":
             return Stop("held", firing.why)
         if firing.verdict != "beside":

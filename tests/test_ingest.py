@@ -122,7 +122,7 @@ def test_a_report_that_trips_a_bug_fails_alone(db: Database, monkeypatch: object
 
 
 def test_reports_from_the_future_are_refused(session: Session) -> None:
-    from remediator.ingest import parse_reports
+    from remediator.payloads import parse_reports
 
     now = dt.datetime.now(dt.UTC)
     ahead = edac_report("skewed-1", at=now + dt.timedelta(hours=2))
@@ -198,3 +198,47 @@ def test_a_late_report_moves_no_rate_back_and_resets_no_other_rules_timer(sessio
     assert host.memory["edac"] == edac_state
     rates = session.scalars(select(Signal).where(Signal.kind == "dimm_ce_rate")).all()
     assert [s.report_id for s in rates] == [storm[2].report_id]
+
+
+def test_a_soft_lockup_from_the_new_boot_before_the_reboots_end_stamp_escalates(session: Session) -> None:
+    """The agent reports from the new boot before its worker stamps the reboot's result (resume() at
+    worker_ready), so that first report is captured before the result's `finished_at`. It is after the fix all
+    the same (another boot), and its new soft lockup is the fault returning: kernel_event_count is emitted only
+    for reports with new events, so a firing skipped here would never come back and the fix would settle."""
+    from remediator.models import Decision, RemediationState, StepState
+
+    first = ingest(session, [with_lockup(edac_report(ce=0, at=at(60 * k)), k) for k in range(1, 4)], ruleset=RULES)
+    [remediation_id] = first.remediations
+    fix = session.get_one(Remediation, remediation_id)
+    assert fix.rule_id == "soft-lockups"
+    reboot = next(step for step in fix.steps if step.action == "reboot")
+    for step in fix.steps:
+        step.state, step.finished_at = StepState.succeeded, at(300)
+    reboot.result = {
+        "outcome": "succeeded",
+        "changed": {"completed_across_restart": True},
+        "verified": {"boot_id": "boot-2"},
+        "finished_at": at(300).isoformat(),  # stamped at worker_ready, after the agent's first report
+    }
+    fix.state, fix.settle_until = RemediationState.verifying, at(3600)
+    session.flush()
+
+    report = with_lockup(edac_report(ce=0, at=at(290)), 0)  # the new boot's first report, its first lockup
+    klog = report.observations.kernel_log
+    assert klog is not None
+    report = report.model_copy(
+        update={
+            "host": report.host.model_copy(update={"boot_id": "boot-2"}),
+            "observations": report.observations.model_copy(
+                update={"kernel_log": klog.model_copy(update={"boot_id": "boot-2"})}
+            ),
+        }
+    )
+    result = ingest(session, [report], ruleset=RULES)
+    assert result.accepted == [report.report_id]
+    session.refresh(fix)
+    assert fix.state != RemediationState.verifying  # escalated: the fix did not hold
+    outcomes = session.scalars(
+        select(Decision.outcome).where(Decision.rule_id == "soft-lockups", Decision.remediation_id == fix.id)
+    ).all()
+    assert "skipped" not in outcomes

@@ -1,4 +1,7 @@
-"""The hand-off to cyborg, on PostgreSQL and SQLite: a host step is signed and sent at commit and waits
+"""One file on purpose: every test runs the same hand-off (a plan, its signed envelopes, the host's
+answers) to a different end, with the fixtures and helpers at its top.
+
+The hand-off to cyborg, on PostgreSQL and SQLite: a host step is signed and sent at commit and waits
 for its host; results, refusals and silence move the plan on, escalate it, or hand the host to a
 person; a stop ends a plan between steps."""
 
@@ -235,9 +238,10 @@ def test_a_stop_ends_the_plan_between_steps(session: Session, cyborg_installed: 
     assert stopped.revoke == [envelope["id"]]
     assert remediation.state == RemediationState.cancelled
     assert [s.state for s in remediation.steps] == [StepState.failed, StepState.skipped]
-    assert session.get_one(Host, remediation.host_id).state == HostState.in_service
-    # the host finished the step it had: the report is kept, nothing more starts
+    assert session.get_one(Host, remediation.host_id).state == HostState.remediating  # held: the step is out
+    # the host finished the step it had: the report is kept, the host is let go, nothing more starts
     assert host_results.record_host_result(session, result(envelope), rs, T0) == "late"
+    assert session.get_one(Host, remediation.host_id).state == HostState.in_service
     assert remediation.steps[0].result["late_report"]["outcome"] == "succeeded"
     assert runner.advance(session, remediation.id, ruleset=rs, now=T0) == RemediationState.cancelled
     assert len(sent_envelopes(session)) == 1

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from remediator import planning, policies, safety
 from remediator.evaluate import Firing
 from remediator.inventory import HostInventory, apply_inventory
-from remediator.models import Host, HostState, Remediation, RemediationState, RuleMode, RuleState
+from remediator.models import Decision, Host, HostState, Remediation, RemediationState, RuleMode, RuleState
 from remediator.policies import FiringContext, Stop
 from remediator.rules import Breaker, Condition, PackSafety, Rollout, Rule, RuleSafety, RuleSet, Rung, Step
 from remediator.signals import SignalValue
@@ -151,50 +151,152 @@ def test_fault_returned_while_verifying(session: Session) -> None:
     assert context.escalate == [(verifying.id, why)]
 
 
+def skips(session: Session, context: FiringContext, active: Remediation) -> str | None:
+    """The reason the policy skipped the firing for (recorded with the remediation's id), or None when it
+    escalated instead."""
+    outcome = policies.FaultReturnedWhileVerifying().check(context)
+    assert outcome is not None
+    assert outcome.decision is None
+    if context.escalate:
+        assert context.escalate == [(active.id, "fault returned while verifying: dimm_ce_rate 100")]
+        return None
+    session.flush()
+    decision = session.scalars(select(Decision).order_by(Decision.id.desc())).first()
+    assert decision is not None
+    assert (decision.outcome, decision.reason) == ("skipped", outcome.reason)
+    assert decision.remediation_id == active.id
+    return outcome.reason
+
+
 def test_a_report_made_before_the_fix_finished_is_not_a_returned_fault(session: Session) -> None:
     """The chaos bench's find: ingest 35 s behind stored reports the hosts made before their fix ended, and the
-    fix was failed as 'fault returned while verifying' and handed to a technician. The report's time and the
-    step's end are both the host's clock; a report from before the end is skipped, one after it escalates."""
+    fix was failed as 'fault returned while verifying' and handed to a technician. For a step the host ran
+    without restarting, the report's time and the step's end are both the host's clock; a report from before
+    the end is skipped (recorded with the remediation's id), one after it escalates."""
     from tests.remediator.builders import report
 
     h0 = host(session)
-    verifying = remediation(session, h0, rule(), RemediationState.verifying)
+    tune = rule(["tune_error_reporting"])
+    verifying = remediation(session, h0, tune, RemediationState.verifying)
     [step] = verifying.steps
     step.finished_at = T0 + dt.timedelta(minutes=11)  # central clock: the result was stored a minute later
     step.result = {"outcome": "succeeded", "finished_at": (T0 + dt.timedelta(minutes=10)).isoformat()}
     session.flush()
 
-    stale = firing(session, h0, rule())
+    stale = firing(session, h0, tune)
     stale.report = report(T0 + dt.timedelta(minutes=9, seconds=50))
-    outcome = policies.FaultReturnedWhileVerifying().check(stale)
-    assert outcome is not None
-    assert outcome.decision == "skipped"
-    assert "before the fix finished at 2026-" in outcome.reason
-    assert stale.escalate == []
+    reason = skips(session, stale, verifying)
+    assert reason == (
+        "report captured at 2026-03-01T12:09:50+00:00, before the fix finished at 2026-03-01T12:10:00+00:00:"
+        " not evidence that the fault returned"
+    )
 
-    fresh = firing(session, h0, rule())
+    fresh = firing(session, h0, tune)
     fresh.report = report(T0 + dt.timedelta(minutes=10, seconds=30))  # before the central clock's end: host's wins
-    why = "fault returned while verifying: dimm_ce_rate 100"
-    assert policies.FaultReturnedWhileVerifying().check(fresh) == Stop(None, why, verifying)
-    assert fresh.escalate == [(verifying.id, why)]
+    assert skips(session, fresh, verifying) is None
 
 
-def test_without_the_hosts_end_time_the_central_one_decides(session: Session) -> None:
+def test_a_central_only_end_time_never_skips(session: Session) -> None:
+    """A step that ended on the central clock only (no host stamp in its result) is never compared with a
+    report's host-clock time: ingest backlog or skew would hide reports made after the fix."""
     from tests.remediator.builders import report
 
     h0 = host(session)
-    verifying = remediation(session, h0, rule(), RemediationState.verifying)
+    tune = rule(["tune_error_reporting"])
+    verifying = remediation(session, h0, tune, RemediationState.verifying)
     [step] = verifying.steps
-    step.finished_at, step.result = T0 + dt.timedelta(minutes=10), {"outcome": "succeeded"}  # a central step
+    step.finished_at, step.result = T0 + dt.timedelta(minutes=10), {"outcome": "succeeded"}
     session.flush()
-    stale = firing(session, h0, rule())
+    stale = firing(session, h0, tune)
     stale.report = report(T0 + dt.timedelta(minutes=9))
-    assert policies.FaultReturnedWhileVerifying().check(stale) is not None
-    assert stale.escalate == []
-    fresh = firing(session, h0, rule())
-    fresh.report = report(T0 + dt.timedelta(minutes=12))
-    policies.FaultReturnedWhileVerifying().check(fresh)
-    assert fresh.escalate == [(verifying.id, "fault returned while verifying: dimm_ce_rate 100")]
+    assert skips(session, stale, verifying) is None
+
+    for n, central in enumerate(("undrain", "power_cycle"), start=1):  # central steps, a central-clock stamp
+        other = rule([central])
+        again = remediation(session, host(session, f"h{n}"), other, RemediationState.verifying)
+        [step] = again.steps
+        step.finished_at = T0 + dt.timedelta(minutes=10)
+        step.result = {"outcome": "succeeded", "finished_at": step.finished_at.isoformat()}
+        session.flush()
+        late = firing(session, session.get_one(Host, again.host_id), other)
+        late.report = report(T0 + dt.timedelta(minutes=9))
+        assert skips(session, late, again) is None
+
+
+def test_a_host_stamp_far_from_the_central_end_is_not_trusted(session: Session) -> None:
+    """A host clock stepped (an RTC ahead before NTP) stamps the step's end far from when it was stored:
+    beyond MAX_CLOCK_SKEW it is not trusted, and the firing counts."""
+    from remediator.payloads import MAX_CLOCK_SKEW
+    from tests.remediator.builders import report
+
+    h0 = host(session)
+    tune = rule(["repair_irq_affinity"])
+    verifying = remediation(session, h0, tune, RemediationState.verifying)
+    [step] = verifying.steps
+    step.finished_at = T0 + dt.timedelta(minutes=10)
+    ahead = step.finished_at + MAX_CLOCK_SKEW + dt.timedelta(hours=1)
+    step.result = {"outcome": "succeeded", "finished_at": ahead.isoformat()}
+    session.flush()
+    made_after = firing(session, h0, tune)
+    made_after.report = report(step.finished_at + dt.timedelta(minutes=30))  # after the fix, before the stamp
+    assert skips(session, made_after, verifying) is None
+
+    step.result = {"outcome": "succeeded", "finished_at": (step.finished_at + MAX_CLOCK_SKEW).isoformat()}
+    session.flush()
+    within = firing(session, h0, tune)
+    within.report = report(step.finished_at + dt.timedelta(minutes=1))
+    assert skips(session, within, verifying) is not None
+
+
+def test_a_report_from_the_new_boot_is_after_the_reboot_whatever_its_time(session: Session) -> None:
+    """The agent reports from the new boot before its worker stamps the reboot's result (resume() runs at
+    worker_ready), and a clock may step at boot: a report from the boot the reboot verified is after the fix,
+    even stamped before the result's end; with no boot id to tell by, the firing counts too."""
+    from tests.remediator.builders import report
+
+    h0 = host(session)
+    reboot = rule(["reboot"])
+    verifying = remediation(session, h0, reboot, RemediationState.verifying)
+    [step] = verifying.steps
+    step.finished_at = T0 + dt.timedelta(minutes=10)
+    step.result = {
+        "outcome": "succeeded",
+        "changed": {"completed_across_restart": True},
+        "verified": {"boot_id": "boot-2"},
+        "finished_at": (T0 + dt.timedelta(minutes=10)).isoformat(),
+    }
+    session.flush()
+    first = firing(session, h0, reboot)
+    first.report = report(T0 + dt.timedelta(minutes=9, seconds=55), boot="boot-2")
+    assert skips(session, first, verifying) is None
+
+    unknown = firing(session, h0, reboot)  # the boot it left is not in the result: never skipped
+    unknown.report = report(T0 + dt.timedelta(minutes=5), boot="boot-1")
+    assert skips(session, unknown, verifying) is None
+
+
+def test_a_report_from_the_old_boot_is_skipped(session: Session) -> None:
+    """A reinstall records the boot it left (`boot_id_before`) and the one its host came back in
+    (`reports_from`): a late report from the old boot is skipped, whatever its time; one from the new boot, or
+    from a boot after it, counts."""
+    from tests.remediator.builders import report
+
+    h0 = host(session)
+    reimage = rule(["reimage"])
+    verifying = remediation(session, h0, reimage, RemediationState.verifying)
+    [step] = verifying.steps
+    step.finished_at = T0 + dt.timedelta(minutes=10)
+    step.result = {"outcome": "succeeded", "boot_id_before": "boot-1", "reports_from": "boot-2"}
+    session.flush()
+    old = firing(session, h0, reimage)
+    old.report = report(T0 + dt.timedelta(minutes=20), boot="boot-1")
+    assert skips(session, old, verifying) == (
+        "report from boot boot-1, before the fix restarted the host: not evidence that the fault returned"
+    )
+    for boot in ("boot-2", "boot-3"):
+        later = firing(session, h0, reimage)
+        later.report = report(T0 + dt.timedelta(minutes=1), boot=boot)
+        assert skips(session, later, verifying) is None
 
 
 def test_rollout_side_effect(session: Session) -> None:
