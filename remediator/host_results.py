@@ -62,7 +62,10 @@ def record_host_result(
         )
         return "unmatched"
     outcome = str(report.get("outcome"))
-    kept = {k: report.get(k) for k in ("outcome", "error", "changed", "verified", "commands", "driver", "runs")}
+    kept = {
+        k: report.get(k)
+        for k in ("outcome", "error", "changed", "verified", "commands", "driver", "runs", "boot_id_before")
+    }
     dispatched = dict(step.result or {})
     audit.record(
         session,

@@ -276,6 +276,7 @@ class HostExecutor:
             "runs": entry.runs,
             "accepted_at": entry.accepted_at,
             "finished_at": entry.finished_at,
+            "boot_id_before": entry.boot_id_before,  # the boot it ran in: reports from it predate the action
             "commands": ctx.log.as_json(),
         }
         self.journal.put(entry)

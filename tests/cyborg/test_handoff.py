@@ -416,3 +416,18 @@ def test_a_failing_drain_hook_fails_the_step_before_anything_disruptive_runs(
     assert ran == []
     assert remediation.state == RemediationState.failed
     assert remediation.steps[0].result["error"].startswith("drain before reboot failed")
+
+
+def test_the_boot_a_host_action_ran_in_is_kept_with_its_result(
+    session: Session, cyborg_installed: dict[str, Any]
+) -> None:
+    """So that a report from that boot, stored after the reboot's result, is told apart as made before the
+    fix (remediator/policies.py) instead of failing it."""
+    rs, remediation = plan(session, ["reboot"], escalation=[["ticket"]])
+    runner.advance(session, remediation.id, ruleset=rs, now=T0)
+    [envelope] = sent_envelopes(session)
+    verified = {"boot_id": "boot-2"}
+    report = result(envelope, boot_id_before="boot-1", verified=verified, finished_at=T0.isoformat())
+    assert host_results.record_host_result(session, report, rs, T0) == "succeeded"
+    assert remediation.steps[0].result["boot_id_before"] == "boot-1"
+    assert remediation.steps[0].result["verified"] == verified

@@ -198,7 +198,8 @@ def test_a_reboot_that_happened_while_the_agent_was_gone_is_verified_not_repeate
     from cyborg.envelope import Envelope
     from cyborg.host.journal import JournalEntry
 
-    entry = JournalEntry.accept(Envelope.model_validate_json(message["payload"]), boot_id=driver.boot_id(), now=NOW)
+    old_boot = driver.boot_id()
+    entry = JournalEntry.accept(Envelope.model_validate_json(message["payload"]), boot_id=old_boot, now=NOW)
     entry.restart_issued_at = NOW.isoformat()  # the driver had asked for the restart
     journal.put(entry)
     driver.host.reboot()  # the reboot took the agent down with it
@@ -209,6 +210,8 @@ def test_a_reboot_that_happened_while_the_agent_was_gone_is_verified_not_repeate
     assert result["outcome"] == "succeeded"
     assert result["changed"] == {"completed_across_restart": True}
     assert result["verified"]["boot_id"] == driver.host.boot_id
+    # the boot it ran in: the central side tells the reports made before the restart by it (policies.py)
+    assert result["boot_id_before"] == old_boot != result["verified"]["boot_id"]
     assert driver2.applied == []
 
 
