@@ -141,9 +141,13 @@ def _check_held(session: Session, remediation: Remediation, step: RemediationSte
             step.result["reports_from"] = host.boot_id
         released = reported
     else:
-        released = False
-    if released:
+        # never started by the host: its envelope expired long before this deadline and the host refuses an
+        # expired one, so nothing runs there (a lost start notice is the one case this misreads)
+        released = step.accepted_at is None
+    if released and step.awaiting == Awaiting.first_report:
         reason = f"{host.hostname} reported from its new image after a stop (step {step.index})"
+    elif released:
+        reason = f"{host.hostname} never started step {step.index} ({step.action}) after a stop: let go"
     else:
         what = "first report from the new image" if step.action == "reimage" else "result"
         reason = f"no {what} from {host.hostname} for step {step.index} ({step.action}) after a stop"

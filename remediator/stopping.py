@@ -10,7 +10,8 @@ until the step ends (`end_hold`):
 
 - its result comes (remediator.host_results, kept as `late_report`): succeeded, the host is
   released; anything else, it waits for a person (`awaiting_repair`) with a ticket for the host;
-- its deadline passes with no result (remediator.deadlines): a ticket, as for a failed result;
+- its deadline passes with no result (remediator.deadlines): a ticket, as for a failed result, if the
+  host had said it started; if it never did, the envelope expired unstarted and the host is released;
 - a reinstall stopped while waiting for the new image's first report: when that report comes, or
   the deadline passes, its boot device is set back to disk first (`finish_reimage`), then the host
   is released (it reported) or ticketed (it did not).

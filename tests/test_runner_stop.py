@@ -213,7 +213,10 @@ def test_a_stopped_step_whose_host_never_reports_is_ticketed_at_its_deadline(
 ) -> None:
     rs, remediation = plan(session, ["reboot"], escalation=[["ticket"]])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
+    [envelope] = sent_envelopes(session)
     step = remediation.steps[0]
+    started = {**result(envelope), "accepted_at": T0.isoformat()}
+    assert host_results.record_host_started(session, started, T0) == "started"  # the host began the reboot
     due = step.deadline
     assert due is not None
     stopping.stop(session, remediation.id, actor="user:ops", reason="change freeze", now=T0)
@@ -229,6 +232,24 @@ def test_a_stopped_step_whose_host_never_reports_is_ticketed_at_its_deadline(
     assert (ticket.part_type, ticket.remediation_id) == ("host", remediation.id)
     assert session.scalars(select(Remediation)).all() == [remediation]  # no escalation rung
     assert deadlines.check_deadlines(session, rs, due + dt.timedelta(hours=1)) == 0  # once
+
+
+def test_a_stopped_step_the_host_never_started_lets_the_host_go_at_its_deadline(
+    session: Session,
+    cyborg_installed: dict[str, Any],  # noqa: F811
+) -> None:
+    """Its envelope expired long before the deadline, and a host refuses an expired envelope: nothing runs
+    there, so no technician is sent to a healthy host."""
+    rs, remediation = plan(session, ["reboot"], escalation=[["ticket"]])
+    runner.advance(session, remediation.id, ruleset=rs, now=T0)
+    step = remediation.steps[0]
+    due = step.deadline
+    assert due is not None
+    stopping.stop(session, remediation.id, actor="user:ops", reason="change freeze", now=T0)
+    assert deadlines.check_deadlines(session, rs, due + dt.timedelta(seconds=1)) == 1
+    host = session.get_one(Host, remediation.host_id)
+    assert (host.state, host.drained_at) == (HostState.in_service, None)
+    assert session.scalars(select(Ticket)).all() == []
 
 
 @pytest.mark.parametrize("reports", [True, False])
