@@ -25,7 +25,16 @@ from cyborg.actions import ACTIONS as CYBORG_ACTIONS
 from remediator import preemption, repairs, rollouts, safety
 from remediator.decisions import active_remediation, record
 from remediator.evaluate import Firing
-from remediator.models import Host, HostState, Remediation, RemediationState, RemediationStep, RuleMode, RuleState
+from remediator.models import (
+    Host,
+    HostState,
+    Remediation,
+    RemediationState,
+    RemediationStep,
+    RuleMode,
+    RuleState,
+    StepState,
+)
 from remediator.payloads import MAX_CLOCK_SKEW
 from remediator.rules import Rule, RuleSet, Step
 from remediator.signals import SignalValue
@@ -301,8 +310,7 @@ class HostBusy(DecisionPolicy):
         elif host.state in (HostState.awaiting_repair, HostState.maintenance):
             firing.verdict = "beside" if preemption.person_only(firing.steps) else "hold"
             firing.why = f"host is {host.state.value}"
-        elif host.state == HostState.remediating:
-            # no active remediation, yet out of service: a stopped one's step may still run on it (stopping.py)
+        elif held_by_a_stop(firing.session, host):
             firing.verdict = "beside" if preemption.person_only(firing.steps) else "hold"
             firing.why = "host is held: a stopped remediation's step may still be running on it"
         if firing.verdict == "hold":
@@ -315,6 +323,22 @@ class HostBusy(DecisionPolicy):
             firing.session, host, firing.firing, firing.steps, firing.report, firing.now
         )
         return Stop("ticketed", f"ticket {ticket_id}: {firing.why}")
+
+
+def held_by_a_stop(session: Session, host: Host) -> bool:
+    """A stopped remediation's step still waits on the host (remediator.stopping): the action may still be
+    running there, so the host is held until that step reports or passes its deadline."""
+    waiting = (
+        select(RemediationStep.id)
+        .join(Remediation, Remediation.id == RemediationStep.remediation_id)
+        .where(
+            Remediation.host_id == host.id,
+            Remediation.state == RemediationState.cancelled,
+            RemediationStep.state == StepState.failed,
+            RemediationStep.awaiting.is_not(None),
+        )
+    )
+    return session.scalars(waiting.limit(1)).first() is not None
 
 
 class RolloutWave(DecisionPolicy):
