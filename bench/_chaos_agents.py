@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import signal
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._services import ChildProcess  # noqa: E402
 from checker.sim import VirtualHost  # noqa: E402
 from checker.sim.standalone import STATE_FILE, load_host  # noqa: E402
 from cyborg.actions import ActionParams, CyborgAction, lookup  # noqa: E402
@@ -142,7 +142,7 @@ def _with_fields(record: Any) -> bool:
     return True
 
 
-class AgentProcess:
+class AgentProcess(ChildProcess):
     """One child agent process (see the module's docstring); `kill` is kill -9, `start` starts it again."""
 
     def __init__(self, name: str, hostnames: list[str], work: Path, settings: dict[str, Any]) -> None:
@@ -179,25 +179,10 @@ class AgentProcess:
     def ready(self) -> bool:
         return Path(str(self.work / f"{self.name}.{self.started}") + ".ready").exists()
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def kill(self) -> None:
         if self.alive():
-            assert self.proc is not None
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+            super().kill()
             self.killed_at.append(time.monotonic())
-
-    def stop(self) -> None:
-        if not self.alive():
-            return
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.kill()
 
 
 def read_starts(work: Path) -> list[dict[str, Any]]:

@@ -157,7 +157,38 @@ class OwnRedis:
                 self.kill()
 
 
-class Service:
+class ChildProcess:
+    """A child in its own session (process group): kill -9 takes its children with it (a Celery worker's
+    pool goes with it, as in a pod's crash); stop is SIGTERM, then kill -9 after 20 s."""
+
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            os.killpg(self.pid, signal.SIGKILL)
+            assert self.proc is not None
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if not self.alive():
+            return
+        os.killpg(self.pid, signal.SIGTERM)
+        assert self.proc is not None
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+class Service(ChildProcess):
     """`python -m api ARGS` (the `fleetfix` command) in its own session, its output in a log file."""
 
     def __init__(self, name: str, args: list[str], env: dict[str, str], logs: Path) -> None:
@@ -165,7 +196,7 @@ class Service:
         self.args = args
         self.env = env
         self.logs = logs
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc = None
         self.started = 0
 
     def start(self) -> Service:
@@ -180,31 +211,6 @@ class Service:
             start_new_session=True,
         )
         return self
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """kill -9 of the process and its children (a Celery worker's pool goes with it, as in a pod's crash)."""
-        if self.alive():
-            assert self.proc is not None
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if not self.alive():
-            return
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.kill()
 
 
 def fleetfix_env(**settings: str) -> dict[str, str]:
