@@ -227,13 +227,18 @@ def boot_verified(result: dict[str, Any]) -> str | None:
 
 
 def restarted_host(action: str, result: dict[str, Any]) -> bool:
-    """Whether the step restarted the host: its result says so (a verified or first-report boot, the boot it
-    left, a restart under way or completed across one), or it is a central action that restarts the host."""
+    """Whether the step restarted the host: a central action that restarts it (power cycle, reinstall), or a
+    host action that can restart it whose result says it did (a restart under way or completed across one,
+    a verified or first-report boot). The boot a host action ran in (`boot_id_before`, in every host result)
+    says nothing by itself: a fix that did not restart the host leaves every later report in that boot."""
+    spec = CYBORG_ACTIONS.get(action)
+    if spec is None or not spec.restarts:
+        return False
+    if spec.site == "central":
+        return True
     changed = result.get("changed")
     said = isinstance(changed, dict) and bool(changed.get("restarting") or changed.get("completed_across_restart"))
-    spec = CYBORG_ACTIONS.get(action)
-    central_restart = spec is not None and spec.site == "central" and spec.restarts
-    return said or central_restart or boot_verified(result) is not None or result.get("boot_id_before") is not None
+    return said or boot_verified(result) is not None
 
 
 def fix_finished_at(remediation: Remediation) -> dt.datetime | None:

@@ -455,3 +455,30 @@ def test_the_admission_lock_is_taken_once_per_firing(session: Session, monkeypat
     context.hold_admission_lock()
     context.hold_admission_lock()
     assert taken == ["remediator.admission"]
+
+
+def test_a_host_step_that_did_not_restart_is_told_by_time_not_by_its_boot(session: Session) -> None:
+    """Every host result carries the boot it ran in (`boot_id_before`), restarting or not. A fix that did not
+    restart the host leaves it in that boot, so every later report comes from it too: judged by boot id, each
+    would be 'before the fix' and a fault that came back while verifying would never count. A non-restarting
+    action is told by the host's clock; a report from the same boot made after the fix escalates."""
+    from tests.remediator.builders import report
+
+    h0 = host(session)
+    repair = rule(["repair_irq_affinity"])
+    verifying = remediation(session, h0, repair, RemediationState.verifying)
+    [step] = verifying.steps
+    step.finished_at = T0 + dt.timedelta(minutes=10)
+    step.result = {  # as cyborg.host.executor reports it and remediator.host_results keeps it
+        "outcome": "succeeded",
+        "changed": {"cpu2": "0-1"},
+        "boot_id_before": "boot-1",
+        "finished_at": (T0 + dt.timedelta(minutes=10)).isoformat(),
+    }
+    session.flush()
+    after = firing(session, h0, repair)
+    after.report = report(T0 + dt.timedelta(minutes=20), boot="boot-1")
+    assert skips(session, after, verifying) is None
+    before = firing(session, h0, repair)
+    before.report = report(T0 + dt.timedelta(minutes=9), boot="boot-1")
+    assert skips(session, before, verifying) is not None
