@@ -7,6 +7,9 @@ ended while it was out (preempted) no longer waits once it is due; one stopped w
 its host's hold at its deadline, or at a reinstall's first report (remediator.stopping). Then, per
 step (docs/cyborg.md):
 
+- a host action that restarts the host, whose host has reported from another boot since the step was
+  sent, is done at its deadline though its result never came (a worker killed holding it): the restart
+  happened, and verification tells the rest;
 - a reinstall whose host reported under a new boot id is done (its boot device set back to disk);
 - a host action the host never said it started fails and escalates, as an expired envelope does:
   the plan's next rung decides (nothing ran there that a power cycle could finish);
@@ -25,6 +28,7 @@ from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session
 
 from core import audit
+from cyborg.actions import ACTIONS
 from cyborg.central import deadline_grace
 from remediator import decisions, handoff, planning, stopping
 from remediator.handoff import locked, order_of, stop_waiting
@@ -90,6 +94,11 @@ def _check_step(
         return 1
     if step.deadline is None or now < step.deadline:
         return 0
+    if step.awaiting == Awaiting.host and _restarted_since_sent(host, step, result):
+        missing = _result_missing(session, remediation, step, host, result)
+        complete_step(step, {**result, **missing, "outcome": "succeeded"}, now)
+        planning.queue_run(session, remediation)
+        return 1
     if step.awaiting == Awaiting.host and step.accepted_at is None:
         # The host never said it started: nothing ran there that a power cycle could finish. The
         # plan's next rung decides, as when the host refuses an expired envelope.
@@ -118,7 +127,12 @@ def _check_step(
             result = dict(step.result)
     what = "first report from the new image" if step.action == "reimage" else "result"
     _fail(step, result, f"no {what} from {host.hostname} by {step.deadline.isoformat()}", now)
-    escalate_to_ticket(session, remediation, f"did not come back after {step.action} (step {step.index})", ruleset, now)
+    spec = ACTIONS.get(step.action)
+    if spec is None or spec.restarts:  # and no report from another boot since it was sent
+        reason = f"did not come back after {step.action} (step {step.index})"
+    else:  # a host alive may have run it and lost the result on the way: not "did not come back"
+        reason = f"no result for {step.action} (step {step.index}) by its deadline: check what it did on the host"
+    escalate_to_ticket(session, remediation, reason, ruleset, now)
     return 1
 
 
@@ -128,6 +142,7 @@ def _check_held(session: Session, remediation: Remediation, step: RemediationSte
     result: dict[str, Any] = dict(step.result)
     host = session.get_one(Host, remediation.host_id)
     reported = step.awaiting == Awaiting.first_report and _from_new_image(host, result)
+    restarted = False
     if not reported and (step.deadline is None or now < step.deadline):
         return 0
     if step.awaiting == Awaiting.first_report:
@@ -140,12 +155,17 @@ def _check_held(session: Session, remediation: Remediation, step: RemediationSte
         if reported:
             step.result["reports_from"] = host.boot_id
         released = reported
+    elif restarted := _restarted_since_sent(host, step, result):
+        step.result = {**result, **_result_missing(session, remediation, step, host, result)}
+        released = True
     else:
         # never started by the host: its envelope expired long before this deadline and the host refuses an
         # expired one, so nothing runs there (a lost start notice is the one case this misreads)
         released = step.accepted_at is None
     if released and step.awaiting == Awaiting.first_report:
         reason = f"{host.hostname} reported from its new image after a stop (step {step.index})"
+    elif released and restarted:
+        reason = f"{host.hostname} restarted for step {step.index} ({step.action}) after a stop: its result never came"
     elif released:
         reason = f"{host.hostname} never started step {step.index} ({step.action}) after a stop: let go"
     else:
@@ -153,6 +173,46 @@ def _check_held(session: Session, remediation: Remediation, step: RemediationSte
         reason = f"no {what} from {host.hostname} for step {step.index} ({step.action}) after a stop"
     stopping.end_hold(session, remediation, step, now, released=released, reason=reason)
     return 1
+
+
+def _restarted_since_sent(host: Host, step: RemediationStep, result: dict[str, Any]) -> bool:
+    """A host action that restarts the host, not power cycled by this sweep, whose host has since reported
+    from a boot other than the one it reported from when the step was sent: the restart happened. Told by
+    boot id alone (the host stamps its reports with its own clock). What else the action did (a kernel
+    installed, firmware applied) is for verification to tell, as it is after any step."""
+    spec = ACTIONS.get(step.action)
+    sent_in = result.get("boot_id_sent")
+    if spec is None or spec.site != "host" or not spec.restarts or step.power_cycled_at is not None:
+        return False
+    return isinstance(sent_in, str) and host.boot_id is not None and host.boot_id != sent_in
+
+
+def _result_missing(
+    session: Session, remediation: Remediation, step: RemediationStep, host: Host, result: dict[str, Any]
+) -> dict[str, Any]:
+    """The host's result never came (a worker killed while it held the message keeps it from every other
+    worker until the broker's visibility timeout, an hour on Redis), but its reports show the restart: what
+    the step's result gets, and the audit that says so. The result, if it comes, is kept as `late_report`."""
+    missing = (
+        f"no result from {host.hostname} by {step.deadline.isoformat() if step.deadline else 'its deadline'};"
+        f" it has reported from boot {host.boot_id} since the step was sent in boot {result.get('boot_id_sent')}:"
+        " the restart happened, and what else the action did is for verification to tell"
+    )
+    audit.record(
+        session,
+        actor=decisions.SYSTEM,
+        action="cyborg.result.missing",
+        object_type="remediation",
+        object_id=remediation.id,
+        reason=missing,
+        detail={
+            "host": host.hostname,
+            "step": step.index,
+            "action": step.action,
+            "envelope_id": result.get("envelope_id"),
+        },
+    )
+    return {"reports_from": host.boot_id, "result_missing": missing}
 
 
 def _from_new_image(host: Host, result: dict[str, Any]) -> bool:

@@ -74,6 +74,8 @@ def start(session: Session, host: Host, remediation: Remediation, step: Remediat
     step.result = dict(outcome.record)
     if outcome.awaits == "first_report":
         step.result["boot_id_before"] = host.boot_id  # the new image reports under another boot id
+    else:
+        step.result["boot_id_sent"] = host.boot_id  # a restart since shows as another (remediator.deadlines)
     if outcome.envelope_id is not None:
         audit.record(
             session,

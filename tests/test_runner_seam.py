@@ -107,7 +107,8 @@ def test_the_remediator_reaches_cyborg_only_through_the_protocol(session: Sessio
     assert order.evidence["signal"]["kind"] == remediation.evidence["signal"]["kind"]
     step = remediation.steps[0]
     assert (step.state, step.awaiting, step.deadline) == (StepState.running, Awaiting.host, DUE)
-    assert step.result == {"envelope_id": "e-0-1", "timeout_s": 60}  # what was sent; the waiting is in columns
+    # what was sent, and the boot its host was in (a restart since shows in its reports); the waiting is in columns
+    assert step.result == {"envelope_id": "e-0-1", "timeout_s": 60, "boot_id_sent": "boot-1"}
     assert "host.h0" in [s.options.get("queue") for s in pending_tasks(session)]  # sent when this commits
     dispatched = session.scalars(select(AuditEntry).where(AuditEntry.action == "cyborg.action.dispatched")).one()
     assert dispatched.detail["envelope_id"] == "e-0-1"

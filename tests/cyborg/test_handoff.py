@@ -25,27 +25,9 @@ from cyborg.central import CentralCyborg, signer_for
 from cyborg.drivers.bmc import SimulatedBmc
 from remediator import deadlines, handoff, host_results, planning, runner, stopping
 from remediator.models import Awaiting, Host, HostState, Remediation, RemediationState, StepState
-from tests.cyborg.fakes import ScriptedCyborg
 from tests.factories import T0
 from tests.test_safety import fire, hosts, remediation_of, rule, ruleset
 from ticketing.models import Ticket
-
-
-@pytest.fixture
-def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """The settings cyborg's executor reads (a process with no worker: the scheduler's hooks only)."""
-    configured = Settings(data_dir=tmp_path, scheduler_hooks={})
-    monkeypatch.setattr(handoff, "get_settings", lambda: configured)
-    monkeypatch.setattr(handoff, "_installed", None)
-    return configured
-
-
-@pytest.fixture
-def cyborg_installed(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Cyborg's executor as a worker installs it; a test may script actions into the dict it returns."""
-    scripted = ScriptedCyborg(CentralCyborg(settings))
-    monkeypatch.setattr(handoff, "_installed", scripted)
-    return scripted.scripts
 
 
 def sent_envelopes(session: Session) -> list[dict[str, Any]]:
