@@ -124,7 +124,8 @@ def derive_late(report: Report, memory: dict[str, Any]) -> Derived:
         found, counted_log = mce_signals(view_log, MCELOG, mce.model_copy(update={"at": since}), now=now)
         signals += found
         if counted_log is not None:
-            mce = mce.model_copy(update={"since": counted_log.since, "keys": counted_log.keys})
+            tracks = ("since", "keys", "ue_since", "ue_keys")
+            mce = mce.model_copy(update={k: getattr(counted_log, k) for k in tracks})
 
     for signal in signals:
         signal.detail["late"] = True  # counted from a report that arrived after a newer one

@@ -33,6 +33,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from checker.schemas import MceRecord, Observations
 from remediator.derive.memory import MAX_MCE_KEYS, MceMemory
@@ -99,17 +100,20 @@ def _new_by_id(batch: _Batch, previous: MceMemory | None) -> tuple[list[MceRecor
     return [r for r in numbered if r.id is not None and r.id > last], max(last, reported)
 
 
-def _new_by_time(
-    records: list[MceRecord], previous: MceMemory | None
-) -> tuple[list[MceRecord], dt.datetime | None, list[str]]:
-    """(new records, `since`, the keys to keep) for records without an id. Records at or before `since`
-    are history; later ones are new unless their key was counted already. The first sight counts
-    nothing and remembers what it saw."""
+def _new_by_time(records: list[MceRecord], previous: MceMemory | None) -> tuple[list[MceRecord], dict[str, Any]]:
+    """(new records, the memory's `since`, `keys`, `ue_since` and `ue_keys` to keep) for records without an
+    id. Records at or before their track's `since` are history; later ones are new unless their key was
+    counted already. Corrected and uncorrected records keep separate tracks, so a storm of corrected errors,
+    which fills the corrected track's keys, never pushes an uncorrected record out of its own. The first
+    sight counts nothing and remembers what it saw."""
     first = previous is None or not previous.logged
-    since = None if first or previous is None else previous.since
-    known = set() if first or previous is None else set(previous.keys)
     fresh: list[MceRecord] = []
     occurrences: Counter[str] = Counter()
+    last = None if first else previous
+    tracks = {  # corrected: the track's since and its known keys
+        True: (last.since if last else None, set(last.keys) if last else set()),
+        False: (last.ue_since if last else None, set(last.ue_keys) if last else set()),
+    }
     for record in records:
         if record.timestamp is None:
             fresh.append(record)  # undated (a cut-off syslog record): nothing to tell it by
@@ -118,21 +122,29 @@ def _new_by_time(
         occurrences[key] += 1
         if occurrences[key] > 1:
             key = _key(record, record.timestamp, occurrences[key] - 1)
+        since, known = tracks[record.corrected]
         if (since is not None and record.timestamp <= since) or key in known:
             continue
         known.add(key)
         fresh.append(record)
+    ce_since, ce_keys = _window(*tracks[True])
+    ue_since, ue_keys = _window(*tracks[False])
+    kept = {"since": ce_since, "keys": ce_keys, "ue_since": ue_since, "ue_keys": ue_keys}
+    return ([] if first else fresh), kept
+
+
+def _window(since: dt.datetime | None, known: set[str]) -> tuple[dt.datetime | None, list[str]]:
+    """One track's `since` and keys to keep: the hour before its newest key, and at most MAX_MCE_KEYS of them
+    (past that, the newest key that does not fit and everything before it are history)."""
     keys = sorted(known, key=_key_time, reverse=True)
     if keys:
         window = dt.datetime.fromtimestamp(_key_time(keys[0]) - RECENT_S, dt.UTC)
         since = window if since is None or window > since else since
     if len(keys) > MAX_MCE_KEYS:
-        # The newest key that does not fit, and everything before it, is history from now on.
         dropped = dt.datetime.fromtimestamp(_key_time(keys[MAX_MCE_KEYS]), dt.UTC)
         since = dropped if since is None or dropped > since else since
     floor = since.timestamp() if since is not None else None
-    kept = [k for k in keys if floor is None or _key_time(k) > floor][:MAX_MCE_KEYS]
-    return ([] if first else fresh), since, kept
+    return since, [k for k in keys if floor is None or _key_time(k) > floor][:MAX_MCE_KEYS]
 
 
 def _key_time(key: str) -> int:
@@ -155,9 +167,9 @@ def mce_signals(
         memory = memory.model_copy(update={"last": last})
     unnumbered = [r for r in batch.records if r.id is None]
     if unnumbered or batch.source == MCELOG:
-        found, since, keys = _new_by_time(unnumbered, previous)
+        found, kept = _new_by_time(unnumbered, previous)
         fresh += found
-        memory = memory.model_copy(update={"logged": True, "since": since, "keys": keys})
+        memory = memory.model_copy(update={"logged": True, **kept})
     if previous is None or not fresh:
         return [], memory
     elapsed = (now - previous.at).total_seconds()

@@ -67,11 +67,19 @@ class MceMemory(_Section):
     at: AwareDatetime = Field(description="captured_at of the newest report with a machine-check source.")
     last: int | None = Field(None, description="Highest rasdaemon mce_record id seen (None: never read one).")
     logged: bool = Field(False, description="Machine checks without an id (mcelog's) have been seen.")
-    since: AwareDatetime | None = Field(None, description="Records without an id up to this time are history.")
+    since: AwareDatetime | None = Field(
+        None, description="Corrected records without an id up to this time are history."
+    )
     keys: list[str] = Field(
         default_factory=list,
         max_length=MAX_MCE_KEYS,
-        description="'epoch:digest' of the records without an id counted after `since`: one sent again is known.",
+        description="'epoch:digest' of corrected records without an id counted after `since`: one sent again is known.",
+    )
+    ue_since: AwareDatetime | None = Field(
+        None, description="As `since`, for uncorrected records: a storm of corrected ones never moves it."
+    )
+    ue_keys: list[str] = Field(
+        default_factory=list, max_length=MAX_MCE_KEYS, description="As `keys`, for uncorrected records."
     )
 
 
