@@ -56,14 +56,20 @@ def app_for_broker(app: Celery, broker_url: str) -> Celery:
         return other
 
 
+def host_app(app: Celery, datacenter: str | None) -> Celery:
+    """The app on the broker a datacenter's agents listen on: its own when DATACENTER_BROKERS names one,
+    else `app`'s. Host tasks go out on it, and so do broadcasts meant for those agents (a revoke)."""
+    brokers: dict[str, str] = app.conf.get("fleetfix_datacenter_brokers") or {}
+    return app_for_broker(app, brokers[datacenter]) if datacenter in brokers else app
+
+
 def host_signature(
     app: Celery, hostname: str, task: str, *, args: list[Any] | None = None, datacenter: str | None = None
 ) -> Signature:
     """A task for one host's agent, bound to the broker its agent listens on (its datacenter's, when
     DATACENTER_BROKERS names one); it expires unstarted after HOST_TASK_EXPIRES_S. Hand it to
     core.dispatch.send_after_commit, or call apply_async()."""
-    brokers: dict[str, str] = app.conf.get("fleetfix_datacenter_brokers") or {}
-    target = app_for_broker(app, brokers[datacenter]) if datacenter in brokers else app
+    target = host_app(app, datacenter)
     return target.signature(task, args=args or [], queue=host_queue(hostname), expires=HOST_TASK_EXPIRES_S)
 
 

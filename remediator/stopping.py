@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session
 
 from core import audit
 from core.errors import Conflict, NotFound
+from core.queue import host_app
 from remediator import draining
 from remediator.decisions import SYSTEM, finish
 from remediator.evidence import evidence_bundle, ticket_title
@@ -176,10 +177,11 @@ def release_host(session: Session, remediation: Remediation, now: dt.datetime) -
 
 def revoke(app: Celery | None, stopped: Stopped) -> None:
     """After the commit: ask the workers to drop the envelopes not yet started. Best-effort: a broadcast
-    that only the workers online hear; the envelope's expiry bounds the rest (docs/cyborg.md)."""
+    that only the workers online hear, sent on the broker the host's agent listens on (its datacenter's,
+    when DATACENTER_BROKERS names one); the envelope's expiry bounds the rest (docs/cyborg.md)."""
     if not stopped.revoke or app is None:
         return
     try:
-        app.control.revoke(stopped.revoke)
+        host_app(app, stopped.remediation.datacenter).control.revoke(stopped.revoke)
     except Exception:  # the stop stands; a host that still runs it sends a report that is kept as late
         log.warning("remediator.abort.revoke_failed", extra={"fields": {"remediation": stopped.remediation.id}})

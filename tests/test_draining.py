@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 from core.settings import Settings
 from remediator import runner, stopping
 from remediator.models import Host, HostState, Remediation, RemediationState, StepState
-from tests.cyborg.test_handoff import T0, cyborg_installed, plan, settings  # noqa: F401  (fixtures)
+from tests.cyborg.conftest import cyborg_installed, settings  # noqa: F401  (fixtures)
+from tests.cyborg.test_handoff import T0, plan
 from ticketing import service as tickets
 from ticketing.schemas import TicketRequest
 

@@ -22,7 +22,8 @@ from cyborg.drivers.bmc import SimulatedBmc
 from remediator import deadlines, handoff, host_results, planning, runner, stopping
 from remediator.models import Awaiting, Host, HostState, Remediation, RemediationState, StepState
 from tests.api.helpers import bearer
-from tests.cyborg.test_handoff import cyborg_installed, plan, result, sent_envelopes, settings  # noqa: F401  (fixtures)
+from tests.cyborg.conftest import cyborg_installed, settings  # noqa: F401  (fixtures)
+from tests.cyborg.test_handoff import plan, result, sent_envelopes
 from tests.factories import T0
 from tests.test_safety import fire, rule, ruleset
 from ticketing import service as tickets
@@ -46,6 +47,7 @@ class Workers:
 
     def __init__(self, *, broker_down: bool = False) -> None:
         self.control = Control(broker_down)
+        self.conf: dict[str, object] = {}  # no datacenter brokers: host tasks and revokes use this app
 
 
 @pytest.fixture

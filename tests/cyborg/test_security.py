@@ -43,7 +43,7 @@ from remediator.models import Remediation, RemediationState, StepState
 from remediator.tasks import open_host_message
 from tests.conftest import samples_dir
 from tests.cyborg.helpers import NOW, RecordedSystem, Reports, envelope, sim_executor
-from tests.cyborg.test_handoff import cyborg_installed, plan, result, sent_envelopes, settings  # noqa: F401  (fixtures)
+from tests.cyborg.test_handoff import plan, result, sent_envelopes
 from tests.factories import T0
 from tests.test_safety import remediation_of
 
@@ -94,7 +94,7 @@ def test_a_signed_message_opens_only_with_its_hosts_live_credential(db: Database
 
 def test_results_and_starts_count_only_from_the_remediations_own_host(
     session: Session,
-    cyborg_installed: dict[str, Any],  # noqa: F811
+    cyborg_installed: dict[str, Any],
 ) -> None:
     rs, remediation = plan(session, ["reboot"], escalation=[["ticket"]])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
@@ -124,7 +124,7 @@ def test_results_and_starts_count_only_from_the_remediations_own_host(
 
 def test_a_refusal_of_an_unverified_payload_fails_no_step(
     session: Session,
-    cyborg_installed: dict[str, Any],  # noqa: F811
+    cyborg_installed: dict[str, Any],
 ) -> None:
     rs, remediation = plan(session, ["reboot"], escalation=[["ticket"]])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
@@ -253,8 +253,8 @@ def test_the_journal_fsyncs_its_directory_after_the_rename(
 
 def test_an_envelope_outlives_its_expiry_on_the_broker_so_the_host_can_refuse_it(
     session: Session,
-    cyborg_installed: dict[str, Any],  # noqa: F811
-    settings: Settings,  # noqa: F811
+    cyborg_installed: dict[str, Any],
+    settings: Settings,
 ) -> None:
     rs, remediation = plan(session, ["reboot"])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
@@ -267,8 +267,8 @@ def test_an_envelope_outlives_its_expiry_on_the_broker_so_the_host_can_refuse_it
 
 def test_a_step_the_host_never_started_is_escalated_not_power_cycled(
     session: Session,
-    cyborg_installed: dict[str, Any],  # noqa: F811
-    settings: Settings,  # noqa: F811
+    cyborg_installed: dict[str, Any],
+    settings: Settings,
 ) -> None:
     from checker.sim.standalone import standalone_host
     from cyborg.central import CentralCyborg
