@@ -28,17 +28,18 @@ def _cpu(pid: str) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
-def cpu_of(api_pid: int, database: str) -> dict[str, dict[int, float]]:
-    """CPU seconds so far of each process of the API's process group, and of each PostgreSQL backend
-    serving `database`, by pid."""
-    found: dict[str, dict[int, float]] = {"api": {}, "db": {}}
+def cpu_of(groups: dict[str, int], database: str) -> dict[str, dict[int, float]]:
+    """CPU seconds so far of each process of each API's process group (`groups`: name -> the group's
+    leader), and of each PostgreSQL backend serving `database` (under "db"), by pid."""
+    found: dict[str, dict[int, float]] = {name: {} for name in [*groups, "db"]}
+    by_group = {pgrp: name for name, pgrp in groups.items()}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             pgrp = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2])
-            if pgrp == api_pid:
-                found["api"][int(entry.name)] = _cpu(entry.name)
+            if pgrp in by_group:
+                found[by_group[pgrp]][int(entry.name)] = _cpu(entry.name)
                 continue
             cmdline = (entry / "cmdline").read_bytes()
             if cmdline.startswith(b"postgres: ") and f" {database} ".encode() in cmdline:
@@ -56,11 +57,21 @@ def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
 def print_phase(phase: Any) -> None:
     rec = phase.recorder
     print(f"\n== {phase.name}  ({phase.seconds:.1f} s)")
-    print(
-        f"   cpu: client {phase.client_cpu_s / phase.seconds:.2f} cores, api {phase.api_cpu_s / phase.seconds:.2f}, "
-        f"postgres (this database) {phase.db_cpu_s / phase.seconds:.2f}; the whole machine busy "
-        f"{phase.machine_busy_s / phase.seconds:.2f}  of {os.cpu_count()}"
+    client, api, db, machine = (
+        x / phase.seconds for x in (phase.client_cpu_s, phase.api_cpu_s, phase.db_cpu_s, phase.machine_busy_s)
     )
+    if phase.intake_cpu_s is None:
+        print(
+            f"   cpu: client {client:.2f} cores, api {api:.2f}, postgres (this database) {db:.2f}; "
+            f"the whole machine busy {machine:.2f}  of {os.cpu_count()}"
+        )
+    else:
+        intake = phase.intake_cpu_s / phase.seconds
+        cores = ", ".join(f"cpu{i} {busy / phase.seconds:.2f}" for i, busy in enumerate(phase.cores_busy_s))
+        print(
+            f"   cpu: client {client:.2f} cores, api {api:.2f}, intake replica {intake:.2f}, "
+            f"postgres (this database) {db:.2f}; the whole machine busy {machine:.2f} of {os.cpu_count()} ({cores})"
+        )
     print(f"   {'kind':<20} {'count':>7} {'per s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  statuses")
     for kind, values in sorted(rec.latencies.items()):
         statuses = ", ".join(f"{s}: {n}" for s, n in sorted(rec.statuses[kind].items()))

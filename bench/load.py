@@ -1,7 +1,7 @@
 """The API under mixed traffic from many clients (issue 13): report intake, the ticket queue, ticket pages
 and sign-ins, with 100,000 tickets stored; sign-in and oversized-body floods must not starve intake.
 
-    .venv/bin/python bench/load.py [--tickets 100000] [--clients 100] [--seconds 40]
+    .venv/bin/python bench/load.py [--tickets 100000] [--clients 100] [--seconds 40] [--intake-replica]
 
 Needs the machine's PostgreSQL (127.0.0.1:5432; a database of its own, bench_load_<pid>, dropped at the
 end) and Redis (127.0.0.1:6379, db 13 by default; it must be empty, and is emptied at the end). Starts
@@ -19,24 +19,30 @@ c         a + a sign-in flood (clients/2: wrong passwords and unknown names from
           plus a few people signing in) + an oversized-body flood (clients/4)
 Pass: in c, intake p99 <= 3 x a's and intake throughput >= 0.5 x a's; no 5xx anywhere; every
 oversized body answered (413, or 401); those the API refuses before reading with p99 <= 1 s.
+
+--intake-replica: the topology of deploy/kubernetes/api-intake.yaml. A second `fleetfix api --workers 1`
+on a port of its own takes every report (the warm-up, a-max, a-c), as agents' FLEETFIX_AGENT_FALLBACK_URL
+would point at it; the ceilings, readers and floods go to the main API. Each is pinned to cores of its
+own (sched_setaffinity: the replica the last core, the API the rest) as an emulation of the CPU a pod's
+limit gives it; PostgreSQL, Redis and the client are not pinned (bench/_load_topology.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import resource
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -50,6 +56,7 @@ from bench._databases import create_database, drop_database  # noqa: E402
 from bench._load_oversized import oversized  # noqa: E402
 from bench._load_report import cpu_of, cpu_used, explain_queries, print_phase, verdict  # noqa: E402
 from bench._load_seed import PASSWORD, Seeded, migrate, seed  # noqa: E402
+from bench._load_topology import NOT_MODELLED, ApiProcess, base_env, cores_busy, describe, split_cores  # noqa: E402
 from core.settings import Settings  # noqa: E402
 
 
@@ -57,55 +64,6 @@ def _client_usage() -> float:
     """CPU seconds of this process and of the report processes it has joined (not the API: never waited for)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def base_env(**settings: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETFIX_")}
-    env.update(settings)
-    return env
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_api(env: dict[str, str], workers: int, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "api", "api", "--workers", str(workers)],
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        cwd=REPO,
-        start_new_session=True,
-    )
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-
-
-def wait_healthy(base: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"fleetfix api exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit(f"fleetfix api did not become ready:\n{log.read_text()[-3000:]}")
 
 
 @dataclass
@@ -117,6 +75,8 @@ class Phase:
     api_cpu_s: float
     db_cpu_s: float
     machine_busy_s: float = 0.0  # every process of the box, from /proc/stat
+    intake_cpu_s: float | None = None  # the intake replica's processes (--intake-replica)
+    cores_busy_s: list[float] = field(default_factory=list)  # each core's busy time (--intake-replica)
 
 
 def machine_busy() -> float:
@@ -127,11 +87,14 @@ def machine_busy() -> float:
 
 
 class Run:
-    def __init__(self, args: argparse.Namespace, seeded: Seeded, base: str, api_pid: int, database: str) -> None:
+    def __init__(
+        self, args: argparse.Namespace, seeded: Seeded, api: ApiProcess, intake: ApiProcess | None, database: str
+    ) -> None:
         self.args = args
         self.seeded = seeded
-        self.base = base
-        self.api_pid = api_pid
+        self.base = api.base
+        self.intake_base = intake.base if intake is not None else api.base  # where the reports go
+        self.groups = {"api": api.pid} | ({"intake": intake.pid} if intake is not None else {})
         self.database = database
         self.reporter = traffic.Reporter(seeded.fleet, seeded.host_tokens)
         self.catalogue = traffic.Catalogue(
@@ -147,23 +110,30 @@ class Run:
 
     async def measured(self, name: str, seconds: float, body: Callable[[traffic.Recorder, float], object]) -> Phase:
         recorder = traffic.Recorder()
-        client_before, busy_before = _client_usage(), machine_busy()
-        processes = cpu_of(self.api_pid, self.database)
+        client_before, busy_before, cores_before = _client_usage(), machine_busy(), cores_busy()
+        processes = cpu_of(self.groups, self.database)
         began = time.perf_counter()
         await body(recorder, began + seconds)  # type: ignore[misc]
         elapsed = time.perf_counter() - began
-        client_after, busy_after = _client_usage(), machine_busy()
-        after = cpu_of(self.api_pid, self.database)
+        client_after, busy_after, cores_after = _client_usage(), machine_busy(), cores_busy()
+        after = cpu_of(self.groups, self.database)
         client_cpu = client_after - client_before
         api_cpu, db_cpu = (cpu_used(processes[k], after[k]) for k in ("api", "db"))
         phase = Phase(name, elapsed, recorder, client_cpu, api_cpu, db_cpu, busy_after - busy_before)
+        if "intake" in self.groups:
+            phase.intake_cpu_s = cpu_used(processes["intake"], after["intake"])
+            phase.cores_busy_s = [b - a for a, b in zip(cores_before, cores_after, strict=False)]
         self.phases[name] = phase
         print_phase(phase)
         return phase
 
     async def main(self) -> None:
         clients = self.args.clients
-        async with traffic.client(self.base, clients * 2) as http:
+        async with contextlib.AsyncExitStack() as stack:
+            http = await stack.enter_async_context(traffic.client(self.base, clients * 2))
+            intake = http  # the reports' client: the main API's, or the intake replica's
+            if self.intake_base != self.base:
+                intake = await stack.enter_async_context(traffic.client(self.intake_base, self.report_clients * 2))
             ceiling = self.args.ceiling_seconds
 
             async def healthz(rec: traffic.Recorder, until: float) -> None:
@@ -188,13 +158,13 @@ class Run:
 
             async def first_reports() -> None:
                 while self.reporter.next < hosts:
-                    await self.reporter.post(http, warm)
+                    await self.reporter.post(intake, warm)
 
             await asyncio.gather(*(first_reports() for _ in range(self.report_clients)))
             print(f"\nwarm-up: every host's first report ({hosts}): statuses {dict(warm.statuses['report'])}")
 
             async def saturate(rec: traffic.Recorder, until: float) -> None:
-                await traffic.closed_loop(self.report_clients, until, lambda _: self.reporter.post(http, rec))
+                await traffic.closed_loop(self.report_clients, until, lambda _: self.reporter.post(intake, rec))
 
             top = await self.measured("a-max: reports alone, closed loop", self.args.seconds, saturate)
             capacity = len(top.recorder.latencies["report"]) / top.seconds
@@ -204,10 +174,12 @@ class Run:
             async def reports(rec: traffic.Recorder, until: float) -> None:
                 if self.args.one_process:
                     await traffic.open_loop(
-                        rate, self.report_clients, until, lambda due: self.reporter.post(http, rec, due)
+                        rate, self.report_clients, until, lambda due: self.reporter.post(intake, rec, due)
                     )
                 else:
-                    await traffic.reports_elsewhere(self.reporter, self.base, rate, self.report_clients, until, rec)
+                    await traffic.reports_elsewhere(
+                        self.reporter, self.intake_base, rate, self.report_clients, until, rec
+                    )
 
             await self.measured("a: reports alone, open loop", self.args.seconds, reports)
             readers = max(4, clients - self.report_clients)
@@ -319,6 +291,12 @@ def main() -> None:
         action="store_true",
         help="send the reports of a-c from the readers' and floods' process (default: a forked process of their own)",
     )
+    parser.add_argument(
+        "--intake-replica",
+        action="store_true",
+        help="send every report to a second `fleetfix api --workers 1` (deploy/kubernetes/api-intake.yaml), "
+        "each API pinned to cores of its own: an emulation of the pods' CPU limits on this machine",
+    )
     args = parser.parse_args()
     print(f"$ {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"machine: {os.cpu_count()} cores; load average at start {_load()}")
@@ -333,7 +311,7 @@ def main() -> None:
         raise SystemExit(f"{redis_url} is not empty (another run?): pass --redis-db with an unused number")
     name = f"bench_load_{os.getpid()}"
     workdir = Path(tempfile.mkdtemp(prefix="fleetfix-load-"))
-    api = None
+    apis: list[ApiProcess] = []
     try:
         env = base_env(
             FLEETFIX_ENVIRONMENT="production",
@@ -359,32 +337,57 @@ def main() -> None:
             check=True,
             capture_output=True,
         )
-        port = free_port()
-        env.update(FLEETFIX_DATABASE_URL=url, FLEETFIX_API_PORT=str(port))
+        env.update(FLEETFIX_DATABASE_URL=url)
         env.update(dict(setting.split("=", 1) for setting in args.setting))
         if args.setting:
             print(f"api settings: {' '.join(args.setting)}")
-        log = workdir / "api.log"
-        api = start_api(env, args.workers, log)
-        base = f"http://127.0.0.1:{port}"
-        wait_healthy(base, api, log)
-        print(f"fleetfix api --workers {args.workers} (production, PostgreSQL, Redis db {args.redis_db}) on {base}")
-        run = Run(args, seeded, base, api.pid, name)
+        api, intake = start_apis(args, env, workdir, apis)
+        run = Run(args, seeded, api, intake, name)
         asyncio.run(run.main())
+        if intake is not None:
+            cores = f"cpu {describe(intake.cores or set())}; the rest to the api, cpu {describe(api.cores or set())}"
+            print(f"\ntopology: every report to the intake replica ({cores}); pinned: an emulation of CPU limits")
         passed = verdict(run.phases)
         explain_queries(url, seeded)
-        tail = [
-            line for line in log.read_text(errors="replace").splitlines() if '"ERROR"' in line or "Traceback" in line
-        ]
-        print(f"\napi log: {len(tail)} error lines" + ("; first: " + tail[0][:600] if tail else ""))
+        for process in apis:
+            tail = [line for line in process.tail_lines() if '"ERROR"' in line or "Traceback" in line]
+            print(f"\n{process.name} log: {len(tail)} error lines" + ("; first: " + tail[0][:600] if tail else ""))
         print(f"\nload average at end {_load()}")
         print("PASS" if passed else "FAIL")
     finally:
-        if api is not None:
-            stop(api)
+        for process in apis:
+            process.stop()
         drop_database(name)
         broker.flushdb()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def start_apis(
+    args: argparse.Namespace, env: dict[str, str], workdir: Path, started: list[ApiProcess]
+) -> tuple[ApiProcess, ApiProcess | None]:
+    """The main API, and with --intake-replica the intake replica, each on cores of its own; each is
+    appended to `started` as soon as it runs, so the caller stops it whatever happens next."""
+    api = ApiProcess("api", args.workers, workdir / "api.log")
+    intake = None
+    if args.intake_replica:
+        api.cores, intake_cores = split_cores()
+        intake = ApiProcess("intake replica", 1, workdir / "api-intake.log", intake_cores)
+    for process in (api, intake):
+        if process is not None:
+            process.start(env)
+            started.append(process)
+    for process in started:
+        process.wait_ready()
+    print(f"fleetfix api --workers {args.workers} (production, PostgreSQL, Redis db {args.redis_db}) on {api.base}")
+    if intake is None:
+        return api, None
+    print(f"intake replica: fleetfix api --workers 1 on {intake.base}; every report goes there, the rest to the api")
+    for process in (api, intake):
+        threads = ", ".join(f"{n} on cpu {cores}" for cores, n in sorted(process.threads_on().items()))
+        print(f"  {process.name} pinned to cpu {describe(process.cores or set())}: threads {threads}")
+    print("  an emulation of the CPU each pod's limit gives it (deploy/kubernetes/api-intake.yaml)")
+    print(f"  not modelled: {NOT_MODELLED}")
+    return api, intake
 
 
 def _load() -> str:
