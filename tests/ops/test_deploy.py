@@ -149,3 +149,20 @@ def test_kubernetes_manifests_run_real_commands_unprivileged() -> None:
     probes = api["spec"]["template"]["spec"]["containers"][0]
     assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert probes["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_the_agents_intake_api_has_a_core_of_its_own_and_no_other_traffic() -> None:
+    """deploy/kubernetes/api-intake.yaml: one uvicorn worker per pod with a whole core (request = limit, so
+    sign-ins and pages on fleetfix-api cannot take its CPU), and a selector fleetfix-api's Service never
+    matches (docs/reliability.md, "Load")."""
+    docs = manifests()
+    intake = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "fleetfix-api-intake")
+    [container] = intake["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["api", "--workers", "1"]
+    resources = container["resources"]
+    assert resources["requests"]["cpu"] == resources["limits"]["cpu"] == "1"
+    labels = intake["spec"]["template"]["metadata"]["labels"]
+    api_service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "fleetfix-api")
+    assert not set(api_service["spec"]["selector"].items()) <= set(labels.items())
+    intake_service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "fleetfix-api-intake")
+    assert set(intake_service["spec"]["selector"].items()) <= set(labels.items())
