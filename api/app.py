@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
-from celery import Celery
 from fastapi import APIRouter, FastAPI
 
 from api import lanes, limits
 from api.errors import install_error_handlers
 from api.routes import audit, controls, health, hosts, remediations, reports, rules, tickets, users
+from api.runtime import CentralRuntime
 from api.web import pages
-from core.db import Database
-from core.settings import Settings
 
 API_VERSION = "v1"
 
 
-def create_app(settings: Settings, database: Database, celery_app: Celery | None = None) -> FastAPI:
+def create_app(runtime: CentralRuntime) -> FastAPI:
+    """The app of one central runtime (api/runtime.py); routes reach it through `request.app.state`."""
+    settings = runtime.settings
     app = FastAPI(
         title="fleetfix",
         version="0.1.0",
         description="Fleet auto-remediation: hosts, reports, remediations and repair tickets.",
     )
+    app.state.runtime = runtime
     app.state.settings = settings
-    app.state.database = database
-    app.state.celery = celery_app
+    app.state.database = runtime.database
+    app.state.celery = runtime.celery
     install_error_handlers(app)
     v1 = APIRouter(prefix=f"/api/{API_VERSION}")
     for module in (hosts, tickets, remediations, reports, rules, controls):

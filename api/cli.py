@@ -139,12 +139,12 @@ def worker(
 ) -> None:
     """Run a central Celery worker (ingest, remediate, notify queues)."""
     settings = _central(_settings(), datacenter)
-    from api.runtime import boot_central
+    from api.runtime import build_central
     from remediator.tasks import INGEST_BATCH
 
     if prefetch is None:
         prefetch = INGEST_BATCH if "ingest" in queues.split(",") else 1
-    _, celery_app = boot_central(settings)
+    celery_app = build_central(settings, runs_actions=True).celery  # a worker carries out every action
     from core.process import tune_gc
 
     tune_gc()  # before the pool forks: the children inherit the frozen heap and the thresholds
@@ -181,15 +181,14 @@ def ingester(
         )
     import signal
 
-    from api.runtime import boot_central
-    from remediator.rules import get_registry
+    from api.runtime import build_central
     from remediator.stream import StreamIngester
 
-    database, _ = boot_central(settings)
+    runtime = build_central(settings)
     consumer = StreamIngester(
         settings.broker_url,
-        database,
-        get_registry(),
+        runtime.database,
+        runtime.remediator.rules,
         batch=batch,
         require_signed=settings.signed_reports_required,
         tls=settings.broker_tls,
@@ -207,9 +206,9 @@ def ingester(
 def scheduler() -> None:
     """Run the periodic-task scheduler (Celery beat): staleness checks and other timers."""
     settings = _central(_settings())
-    from api.runtime import boot_central
+    from api.runtime import build_central
 
-    _, celery_app = boot_central(settings)
+    celery_app = build_central(settings).celery
     _serve_metrics(settings)
     quiet = ["--quiet"] if settings.log_format == "json" else []  # no free-text banner among JSON lines
     celery_app.start([*quiet, "beat", "-l", settings.log_level, "-s", str(settings.data_dir / "celerybeat-schedule")])
@@ -260,10 +259,10 @@ def db_prune(
 ) -> None:
     """Create the coming days' report partitions and prune raw reports and signals past the retention window."""
     settings = _settings()
-    from core.db import configure_database, utcnow
+    from core.db import Database, utcnow
     from remediator import retention
 
-    database = configure_database(settings.effective_database_url, pool_size=1)
+    database = Database(settings.effective_database_url, pool_size=1)
     pruned = retention.maintain(
         database, now=utcnow(), retention_days=days or settings.report_retention_days, dry_run=dry_run
     )
@@ -319,7 +318,7 @@ def rules_backtest(
     settings = _settings()
     import datetime as dt
 
-    from core.db import configure_database
+    from core.db import Database
     from remediator.backtest import backtest
     from remediator.rules import RulePackError, load_ruleset
 
@@ -328,7 +327,7 @@ def rules_backtest(
         ruleset = load_ruleset(packs)
     except (ValueError, RulePackError) as error:
         raise _fail(str(error), 1) from None
-    database = configure_database(settings.effective_database_url)
+    database = Database(settings.effective_database_url)
     start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=seconds)
     with database.sessionmaker() as session:
         result = backtest(session, ruleset, start)
@@ -358,7 +357,7 @@ def hosts_import(
 ) -> None:
     """Create or update hosts from an inventory CSV."""
     settings = _settings()
-    from core.db import configure_database
+    from core.db import Database
     from remediator.inventory import CSV_COLUMNS, InventoryError, apply_inventory, parse_csv
 
     try:
@@ -367,7 +366,7 @@ def hosts_import(
         raise _fail(f"{file}: {error.strerror}") from None
     except InventoryError as error:
         raise _fail(f"{error}\n(columns: {', '.join(CSV_COLUMNS)})", 1) from None
-    database = configure_database(settings.effective_database_url)
+    database = Database(settings.effective_database_url)
     with database.session() as session:
         created, updated = apply_inventory(session, rows, actor="cli")
     typer.echo(f"{len(rows)} hosts: {created} created, {updated} updated")

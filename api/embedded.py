@@ -22,11 +22,12 @@ from celery.worker import WorkController
 
 from api.app import create_app
 from api.bootstrap import bootstrap_admin
-from api.runtime import boot_central
+from api.runtime import build_central, central_celery
 from api.web.demo import demo_accounts
 from checker.sim import SimulatedFleet
 from core.queue import CENTRAL_QUEUES, INGEST_QUEUE, host_queue
 from core.settings import Settings
+from cyborg.central import Cyborg
 from migrations import upgrade
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.tasks import INGEST_BATCH
@@ -113,45 +114,52 @@ class FleetSimulator:
         self._stop.set()
 
 
-def simulated_hosts(settings: Settings, app: Celery, fleet: SimulatedFleet, lock: threading.RLock) -> tuple[str, ...]:
+def simulated_hosts(
+    settings: Settings, app: Celery, fleet: SimulatedFleet, lock: threading.RLock
+) -> tuple[Cyborg, tuple[str, ...]]:
     """Cyborg on every virtual host: an executor with the simulated driver (holding the central key's
-    public half, as a real agent would), and the fleet's simulated BMCs for power cycles and reimages.
-    Returns the hosts' queues for the worker to consume."""
+    public half, as a real agent would), handed to `app`, and the central executor with the fleet's
+    simulated BMCs for power cycles and reimages. Returns that executor and the hosts' queues for the
+    worker to consume."""
     import cyborg.host.tasks  # noqa: F401 - registers cyborg.run_action on this process's app
-    from cyborg.central import CentralCyborg, signer_for
+    from cyborg.central import CentralCyborg
     from cyborg.drivers.bmc import SimulatedBmc
     from cyborg.drivers.reach import SimulatedReach
     from cyborg.drivers.simulated import SimulatedDriver
-    from cyborg.host import runtime
     from cyborg.host.executor import CeleryReporter, HostExecutor
     from cyborg.host.journal import Journal
-    from remediator import handoff
+    from cyborg.host.runtime import HostExecutors
 
-    verifier = signer_for(settings).verifier()
-    reporter = CeleryReporter(app)
-    for host in fleet.hosts:
-        driver = SimulatedDriver(host, lock=lock)
-        runtime.install(
-            HostExecutor(host.hostname, verifier=verifier, driver=driver, journal=Journal(None), reporter=reporter)
-        )
+    executors = HostExecutors().provide_to(app)
 
     def boot(hostname: str) -> None:  # the agent of a host that came back finishes what it left
-        runtime.executor_for(host_queue(hostname)).resume()
+        executors.executor_for(host_queue(hostname)).resume()
 
     by_name = {h.hostname: h for h in fleet.hosts}
     bmc, reach = SimulatedBmc(by_name, lock=lock, on_boot=boot), SimulatedReach(by_name, lock=lock)
-    handoff.install(CentralCyborg(settings, bmc=bmc, reach=reach, app=app))
-    return tuple(host_queue(h.hostname) for h in fleet.hosts)
+    central = CentralCyborg(settings, bmc=bmc, reach=reach, app=app)
+    verifier = central.signer().verifier()
+    reporter = CeleryReporter(app)
+    for host in fleet.hosts:
+        driver = SimulatedDriver(host, lock=lock)
+        executors.install(
+            HostExecutor(host.hostname, verifier=verifier, driver=driver, journal=Journal(None), reporter=reporter)
+        )
+    return central, tuple(host_queue(h.hostname) for h in fleet.hosts)
 
 
 def run_up(settings: Settings, *, simulate: int = 0, sim_interval: float = 5.0, seed: int = 1) -> None:
-    database, app = boot_central(settings)
-    upgrade(settings.effective_database_url)
-    bootstrap_admin(database, settings)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)  # the signing key of a simulated fleet is made there
+    app = central_celery(settings)
     # The demo shows what fleetfix decides: half the hosts faulty, every kind of fault once first.
     fleet = SimulatedFleet(simulate, seed=seed, fault_fraction=0.5, showcase=True) if simulate else None
     lock = threading.RLock()
-    host_queues = simulated_hosts(settings, app, fleet, lock) if fleet else ()
+    cyborg, host_queues = simulated_hosts(settings, app, fleet, lock) if fleet else (None, ())
+    # The one worker of this process carries out every action (on the simulated fleet, if there is one).
+    runtime = build_central(settings, celery=app, cyborg=cyborg, runs_actions=True)
+    database = runtime.database
+    upgrade(settings.effective_database_url)
+    bootstrap_admin(database, settings)
     worker = EmbeddedWorker(app, schedule_file=str(settings.data_dir / "celerybeat-schedule"), host_queues=host_queues)
     worker.start()
     simulator = None
@@ -163,7 +171,7 @@ def run_up(settings: Settings, *, simulate: int = 0, sim_interval: float = 5.0, 
         faulty = [h.hostname for h in fleet.hosts if h.faults]
         log.info("checker.sim.started", extra={"fields": {"hosts": simulate, "faulty": len(faulty)}})
     demo_accounts(database, settings)  # a technician per datacenter and an operator, for the web UI
-    api = create_app(settings, database, app)
+    api = create_app(runtime)
     try:
         uvicorn.run(api, host=settings.api_host, port=settings.api_port, log_level=settings.log_level.lower())
     finally:

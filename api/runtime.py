@@ -1,19 +1,49 @@
-"""Start-up of the central side: settings -> database -> Celery app with its tasks."""
+"""The composition root of a central process: settings -> database -> Celery app -> each stage's runtime.
+
+Every central process (`fleetfix api`, `worker`, `ingester`, `scheduler`, `up`) builds its runtime here,
+once, as plain objects, and hands it on: Celery tasks find their stage's part on their app
+(`Remediator.of(self.app)`, `Ticketing.of(self.app)`), routes on `request.app.state.runtime`
+(api/deps.py), and code deep in a unit of work on its session (the Database carries the audit
+listeners, the reactions to ticket changes, the alerts' subject look-ups and the remediator). No module
+keeps a service in a global, so two runtimes built side by side in one process share nothing.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from celery import Celery
 
-from core.db import Database, configure_database
-from core.queue import create_celery
+from core.audit import AuditListeners
+from core.db import Database
+from core.queue import create_celery, provide
 from core.settings import Settings
+from cyborg.central import SCHEDULER_ACTIONS, CentralCyborg, Cyborg
+from remediator.rules import RuleRegistry
+from remediator.runtime import Remediator
+from ticketing.lifecycle import Reactions
+from ticketing.notify.events import Subjects
+from ticketing.runtime import Ticketing
 
 CENTRAL_TASK_MODULES = ("remediator.tasks", "ticketing.notify.tasks", "ticketing.tasks")
 
 
-def boot_central(settings: Settings) -> tuple[Database, Celery]:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    database = configure_database(settings.effective_database_url, pool_size=settings.database_pool_size)
+@dataclass(frozen=True, eq=False)
+class CentralRuntime:
+    """What one central process runs with."""
+
+    settings: Settings
+    database: Database
+    celery: Celery
+    remediator: Remediator
+    ticketing: Ticketing
+
+    def dispose(self) -> None:
+        self.database.dispose()
+
+
+def central_celery(settings: Settings) -> Celery:
+    """The central Celery app, with the central tasks and their beat schedule (no runtime yet)."""
     app = create_celery(
         settings.broker_url,
         include=CENTRAL_TASK_MODULES,
@@ -27,39 +57,77 @@ def boot_central(settings: Settings) -> tuple[Database, Celery]:
         **remediator_tasks.beat_schedule(settings.report_interval_s),
         **alert_tasks.beat_schedule(settings),
     }
-    wire_alerts(settings)
-    wire_repairs()
     app.conf.beat_schedule_filename = str(settings.data_dir / "celerybeat-schedule")
     app.loader.import_default_modules()
-    return database, app
+    return app
 
 
-def wire_repairs() -> None:
+def build_central(
+    settings: Settings,
+    *,
+    database: Database | None = None,
+    celery: Celery | None = None,
+    cyborg: Cyborg | None = None,
+    runs_actions: bool = False,
+    rules: RuleRegistry | None = None,
+    reactions: Reactions | None = None,
+) -> CentralRuntime:
+    """The runtime of a central process. `database`, `celery`, `cyborg`, `rules` and `reactions`: built from the
+    settings unless given (tests, the demo's simulated fleet). Cyborg's executor carries out every action in a
+    process that `runs_actions` (a worker); elsewhere (the API, the ingesters) only the scheduler's drain and
+    undrain hooks, and any other action fails as having no executor."""
+    if database is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)  # the embedded database, beat's schedule, the key
+        database = Database(settings.effective_database_url, pool_size=settings.database_pool_size)
+    if celery is None:
+        celery = central_celery(settings)
+    if cyborg is None:
+        cyborg = CentralCyborg(settings, app=celery, actions=None if runs_actions else SCHEDULER_ACTIONS)
+    remediator = Remediator.build(settings, database, cyborg, rules=rules)
+    ticketing = Ticketing(
+        settings=settings,
+        database=database,
+        subjects=alert_subjects(),
+        reactions=reactions if reactions is not None else repair_reactions(),
+    )
+    wire(database, celery, remediator, ticketing)
+    return CentralRuntime(settings, database, celery, remediator, ticketing)
+
+
+def wire(database: Database, celery: Celery, remediator: Remediator, ticketing: Ticketing) -> None:
+    """Hand the stages to the app's tasks and to the database's sessions."""
+    from ticketing import notify as alerts
+
+    provide(celery, Remediator, remediator)
+    provide(celery, Ticketing, ticketing)
+    database.provide(Remediator, remediator)
+    database.provide(Reactions, ticketing.reactions)
+    database.provide(Subjects, ticketing.subjects)
+    database.provide(AuditListeners, AuditListeners(alerts.audit_listeners(ticketing.settings)))
+
+
+def repair_reactions() -> Reactions:
     """The remediator's reaction to ticket changes (a resolve starts verification, a cancel releases the
     host), run by ticketing in the changing transaction (ticketing may not import the remediator)."""
     from remediator import repairs
-    from ticketing import lifecycle
 
-    lifecycle.add_reaction(repairs.on_ticket_change)
+    return Reactions((repairs.on_ticket_change,))
 
 
-def wire_alerts(settings: Settings) -> None:
-    """Slack alerts (ticketing.notify): turn the outbox on or off, and hand it the look-ups that find the
-    host and datacenter of a host or a remediation (ticketing may not import the remediator)."""
+def alert_subjects() -> Subjects:
+    """The look-ups that find the host and datacenter of a host or a remediation for Slack alerts
+    (ticketing.notify; ticketing may not import the remediator)."""
     from sqlalchemy import String, cast, select
 
     from remediator.models import Host, Remediation
-    from ticketing import notify as alerts
 
-    alerts.register_subject(
-        "host", lambda names: select(Host.hostname, Host.hostname, Host.datacenter).where(Host.hostname.in_(names))
+    return Subjects(
+        {
+            "host": lambda names: select(Host.hostname, Host.hostname, Host.datacenter).where(Host.hostname.in_(names)),
+            "remediation": lambda ids: (
+                select(cast(Remediation.id, String), Host.hostname, Remediation.datacenter)
+                .join(Host, Host.id == Remediation.host_id)
+                .where(Remediation.id.in_([int(i) for i in ids if i.isdigit()]))
+            ),
+        }
     )
-    alerts.register_subject(
-        "remediation",
-        lambda ids: (
-            select(cast(Remediation.id, String), Host.hostname, Remediation.datacenter)
-            .join(Host, Host.id == Remediation.host_id)
-            .where(Remediation.id.in_([int(i) for i in ids if i.isdigit()]))
-        ),
-    )
-    alerts.configure(settings)

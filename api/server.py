@@ -1,11 +1,10 @@
-"""The ASGI application for `fleetfix api` (uvicorn imports it by name in each worker)."""
+"""The ASGI application for `fleetfix api` (uvicorn imports it by name in each worker): the process's
+runtime, built once at import by its root (api/runtime.py), and the app that serves it."""
 
 from __future__ import annotations
 
 from api.app import create_app
-from api.runtime import boot_central
-from core.settings import get_settings
+from api.runtime import build_central
+from core.settings import load_settings
 
-_settings = get_settings()
-_database, _celery = boot_central(_settings)
-app = create_app(_settings, _database, _celery)
+app = create_app(build_central(load_settings()))

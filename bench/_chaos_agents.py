@@ -94,9 +94,9 @@ def child_main(spec_path: Path) -> None:
     import cyborg.host.tasks  # noqa: F401 - registers cyborg.run_action and the resume at worker_ready
     from core.queue import create_celery, host_queue
     from cyborg.envelope import load_verifier
-    from cyborg.host import runtime
     from cyborg.host.executor import CeleryReporter
     from cyborg.host.journal import Journal
+    from cyborg.host.runtime import HostExecutors
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(name)s %(message)s %(fields)s")
     logging.getLogger("celery").setLevel(logging.WARNING)
@@ -111,13 +111,14 @@ def child_main(spec_path: Path) -> None:
     verifier = load_verifier(Path(spec["public_key"]))
     CountingExecutor.starts = Path(spec["starts"])
     CountingExecutor.agent = spec["name"]
+    executors = HostExecutors().provide_to(app)  # this child's runtime: the worker's run_action finds it there
     for name in spec["hostnames"]:
         directory = Path(spec["state"]) / name
         directory.mkdir(parents=True, exist_ok=True)
         driver = ChaosDriver(
             hosts[name], pre_restart_s=spec["pre_restart_s"], time_scale=spec["time_scale"], state_dir=directory
         )
-        runtime.install(
+        executors.install(
             CountingExecutor(
                 name,
                 verifier=verifier,

@@ -1,10 +1,10 @@
 """Not a benchmark: the real tool samples, and snapshot directories built from them.
 
-Shared by the benches (checker_cycle, isolated_workload) and the tests (tests/checker/helpers.py
-and tests/checker/snapshots.py re-export it), so neither imports the other's helpers.
+Shared by the benches (checker_cycle, isolated_workload) and the tests, which import it from here, so
+neither imports the other's helpers.
 
 The samples are read in place from $FLEETFIX_TEST_SAMPLES (never copied into the repository), with
-our own fixtures from tests/checker/fixtures where the corpus has none. A snapshot is laid out the
+our own fixtures (tests/checker/fixtures) where the corpus has none. A snapshot is laid out the
 way `fleetfix snapshot` lays it out: files under DIR/root/…, command outputs under DIR/commands/
 listed in DIR/commands.json, kernel log records in DIR/root/dev/kmsg. What the corpus has no sample
 of (a `smartctl --scan-open -j` answer, a rasdaemon database, NUMA sysfs files) is written here in

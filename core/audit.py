@@ -2,7 +2,9 @@
 
 Listeners see every entry as it is recorded, in the recording transaction: the
 Slack alerts' outbox is one (ticketing.notify), so an alert is written with
-the change it reports and rolled back with it.
+the change it reports and rolled back with it. A process's root hands its
+listeners to its Database (`AuditListeners`), so the entries of a session see
+those of the runtime that opened it and no other.
 """
 
 from __future__ import annotations
@@ -12,22 +14,17 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from core.db import service_of
 from core.models import AuditEntry
 
 AuditListener = Callable[[Session, AuditEntry], None]
 """Called with the session and the new entry; it may add rows to the session, never commit or do I/O."""
 
-_listeners: list[AuditListener] = []
 
+class AuditListeners(tuple[AuditListener, ...]):
+    """The listeners of one runtime, in the order they run (`Database.provide(AuditListeners, ...)`)."""
 
-def add_listener(listener: AuditListener) -> None:
-    if listener not in _listeners:
-        _listeners.append(listener)
-
-
-def remove_listener(listener: AuditListener) -> None:
-    if listener in _listeners:
-        _listeners.remove(listener)
+    __slots__ = ()
 
 
 def record(
@@ -49,6 +46,6 @@ def record(
         detail=detail or {},
     )
     session.add(entry)
-    for listener in tuple(_listeners):
+    for listener in service_of(session, AuditListeners) or ():
         listener(session, entry)
     return entry

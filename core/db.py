@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from sqlalchemy import JSON, Connection, DateTime, Engine, MetaData, create_engine, event, text
@@ -119,13 +118,30 @@ def make_engine(url: str, *, pool_size: int = 5, echo: bool = False) -> Engine:
     )
 
 
+ServiceT = TypeVar("ServiceT")
+
+SERVICES_KEY = "fleetfix.services"
+"""The key of `Session.info` under which a session carries its Database's services."""
+
+
 class Database:
-    """An engine and its session factory."""
+    """An engine, its session factory, and the services its sessions carry.
+
+    A process's root (api/runtime.py) builds one Database and `provide`s the services that code deep in a
+    unit of work needs but is not handed (the audit log's listeners, ticketing's lifecycle reactions and
+    alert look-ups, the remediator with cyborg's executor and its settings): every session the Database
+    opens carries them in its `info`, and `service_of(session, kind)` finds them. Two Databases (two
+    runtimes in one process) share nothing."""
 
     def __init__(self, url: str, *, pool_size: int = 5) -> None:
         self.url = url
         self.engine = make_engine(url, pool_size=pool_size)
-        self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+        self.services: dict[type[Any], Any] = {}
+        self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False, info={SERVICES_KEY: self.services})
+
+    def provide(self, kind: type[ServiceT], service: ServiceT) -> None:
+        """Hand `service` to every session of this database, found by `kind` (the root does, at start-up)."""
+        self.services[kind] = service
 
     @classmethod
     def bound_to(cls, engine: Engine, connection: Connection) -> Database:
@@ -134,8 +150,12 @@ class Database:
         database = cls.__new__(cls)
         database.url = str(engine.url)
         database.engine = engine
+        database.services = {}
         database.sessionmaker = sessionmaker(
-            bind=connection, expire_on_commit=False, join_transaction_mode="create_savepoint"
+            bind=connection,
+            expire_on_commit=False,
+            join_transaction_mode="create_savepoint",
+            info={SERVICES_KEY: database.services},
         )
         return database
 
@@ -153,30 +173,14 @@ class Database:
         self.engine.dispose()
 
 
-_database: Database | None = None
-_database_lock = threading.Lock()
-
-
-def configure_database(url: str, *, pool_size: int = 5) -> Database:
-    """Set the process-wide database (replacing any earlier one)."""
-    global _database
-    with _database_lock:
-        if _database is not None:
-            _database.dispose()
-        _database = Database(url, pool_size=pool_size)
-        return _database
-
-
-def use_database(database: Database) -> None:
-    """Install an already-built database as the process-wide one (tests)."""
-    global _database
-    _database = database
-
-
-def get_database() -> Database:
-    if _database is None:
-        raise RuntimeError("database not configured: call core.db.configure_database() at start-up")
-    return _database
+def service_of(session: Session, kind: type[ServiceT]) -> ServiceT | None:
+    """The service of `kind` the session's Database carries, or None (a session of a Database its root gave
+    none, or one made without a Database)."""
+    services = session.info.get(SERVICES_KEY)
+    if services is None:
+        return None
+    found: ServiceT | None = services.get(kind)
+    return found
 
 
 def insert_ignoring_conflicts(session: Session, table: Any, rows: list[dict[str, Any]], *, keys: list[str]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ssl
 import threading
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import Celery, Signature
 from kombu.connection import Connection
@@ -38,21 +38,56 @@ def host_queue(hostname: str) -> str:
     return f"{HOST_QUEUE_PREFIX}{hostname}"
 
 
-_broker_apps: dict[str, Celery] = {}
-_broker_apps_lock = threading.Lock()
+ServiceT = TypeVar("ServiceT")
+
+SERVICES_ATTRIBUTE = "fleetfix_services"
+"""The attribute of a Celery app that holds what its process's root built for its tasks."""
+
+
+def provide(app: Celery, kind: type[ServiceT], service: ServiceT) -> None:
+    """Hand `service` to the app's tasks, found by `kind` (a process's root does, once, as it builds the app)."""
+    services: dict[type[Any], Any] | None = getattr(app, SERVICES_ATTRIBUTE, None)
+    if services is None:
+        services = {}
+        setattr(app, SERVICES_ATTRIBUTE, services)
+    services[kind] = service
+
+
+def find(app: Celery, kind: type[ServiceT]) -> ServiceT | None:
+    """The service of `kind` the app carries, or None."""
+    found: ServiceT | None = (getattr(app, SERVICES_ATTRIBUTE, None) or {}).get(kind)
+    return found
+
+
+def service(app: Celery, kind: type[ServiceT]) -> ServiceT:
+    """The service of `kind` the app carries; a task reaches its process's runtime through its own app
+    (`self.app`), never through a module global."""
+    found = find(app, kind)
+    if found is None:
+        raise LookupError(f"app {app.main!r} carries no {kind.__name__}: this process's root did not build one")
+    return found
+
+
+class BrokerApps:
+    """The sending apps of one app on other brokers (datacenters'), one per URL."""
+
+    def __init__(self) -> None:
+        self.apps: dict[str, Celery] = {}
+        self.lock = threading.Lock()
 
 
 def app_for_broker(app: Celery, broker_url: str) -> Celery:
-    """A sending app on another broker (a datacenter's), with `app`'s settings; one per URL per process."""
+    """A sending app on another broker (a datacenter's), with `app`'s settings; one per URL per app."""
     if broker_url == app.conf.broker_url:
         return app
-    with _broker_apps_lock:
-        other = _broker_apps.get(broker_url)
+    others: BrokerApps = app.conf.fleetfix_broker_apps
+    with others.lock:
+        other = others.apps.get(broker_url)
         if other is None:
             other = create_celery(
                 broker_url, name=f"{app.main}-dc", tls=app.conf.get("fleetfix_broker_tls"), make_current=False
             )
-            _broker_apps[broker_url] = other
+            others.apps[broker_url] = other
         return other
 
 
@@ -171,6 +206,7 @@ def create_celery(
         broker_use_ssl=broker_use_ssl(broker_url, tls),
         fleetfix_broker_tls=tls or {},
         fleetfix_datacenter_brokers=dict(datacenter_brokers or {}),
+        fleetfix_broker_apps=BrokerApps(),
     )
     if make_current:
         app.set_current()

@@ -11,7 +11,6 @@ is the production mode with no code change.
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -513,8 +512,3 @@ def load_settings(**overrides: object) -> Settings:
         raise SettingsError(_describe(error)) from error
     except ValueError as error:  # a malformed TOML file
         raise SettingsError(f"{CONFIG_FILE_ENV} {config_file!r}: {error}") from error
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    return load_settings()

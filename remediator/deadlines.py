@@ -82,7 +82,7 @@ def _check_step(
     result: dict[str, Any] = dict(step.result)
     host = session.get_one(Host, remediation.host_id)
     if step.awaiting == Awaiting.first_report and _from_new_image(host, result):
-        finished = handoff.cyborg().finish_reimage(order_of(host, remediation, step))
+        finished = handoff.cyborg(session).finish_reimage(order_of(host, remediation, step))
         result.update(
             {k: v for k, v in finished.items() if k != "commands"},
             outcome="succeeded",
@@ -107,7 +107,7 @@ def _check_step(
         planning.escalate(session, remediation, reason, ruleset, now)
         return 1
     if step.awaiting == Awaiting.host and step.power_cycled_at is None:
-        cycled = handoff.cyborg().revive(order_of(host, remediation, step))
+        cycled = handoff.cyborg(session).revive(order_of(host, remediation, step))
         if cycled is not None:
             step.power_cycled_at = now
             step.result = {**result, "power_cycled": {"at": now.isoformat(), **cycled}}
@@ -146,7 +146,7 @@ def _check_held(session: Session, remediation: Remediation, step: RemediationSte
     if not reported and (step.deadline is None or now < step.deadline):
         return 0
     if step.awaiting == Awaiting.first_report:
-        finished = handoff.cyborg().finish_reimage(order_of(host, remediation, step))
+        finished = handoff.cyborg(session).finish_reimage(order_of(host, remediation, step))
         step.result = {
             **result,
             "finish_reimage": {k: v for k, v in finished.items() if k != "commands"},

@@ -31,21 +31,23 @@ log = logging.getLogger(__name__)
 
 
 def run_scheduler_hook(
-    host: Host, remediation_id: int, action: str, params: dict[str, Any] | None = None
+    session: Session, host: Host, remediation_id: int, action: str, params: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Run the cluster's `action` hook (drain or undrain) through cyborg; raises StepFailed with the log."""
     order = Order(handoff.target_of(host), remediation_id, None, 0, action, dict(params or {}))
-    outcome = handoff.cyborg().execute(order)
+    outcome = handoff.cyborg(session).execute(order)
     if not isinstance(outcome, Done):  # a hook runs here, start to end
         raise StepFailed(f"{action}: the scheduler's hook did not finish here")
     return outcome.result
 
 
-def run_step(host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime) -> dict[str, Any]:
+def run_step(
+    session: Session, host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime
+) -> dict[str, Any]:
     """A plan's own `drain` or `undrain` step."""
     if step.action == "drain":
-        return drain(host, remediation, step, now)
-    outcome = run_scheduler_hook(host, remediation.id, step.action, step.params)
+        return drain(session, host, remediation, step, now)
+    outcome = run_scheduler_hook(session, host, remediation.id, step.action, step.params)
     remediation.evidence = {**(remediation.evidence or {}), "undrain": {"at": now.isoformat(), **outcome}}
     host.drained_at = None
     return outcome
@@ -55,22 +57,26 @@ def _plan_has(remediation: Remediation, action: str) -> bool:
     return any(s.action == action for s in remediation.steps)
 
 
-def ensure_drained(host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime) -> None:
+def ensure_drained(
+    session: Session, host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime
+) -> None:
     """Drain before the plan's first disruptive step, unless the plan drains by itself or already did."""
     if not ACTIONS[step.action].disruptive or _plan_has(remediation, "drain"):
         return
     if "drain" in (remediation.evidence or {}):
         return
     try:
-        drain(host, remediation, step, now)
+        drain(session, host, remediation, step, now)
     except StepFailed as error:
         raise StepFailed(f"drain before {step.action} failed: {error}", error.detail) from None
 
 
-def drain(host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime) -> dict[str, Any]:
+def drain(
+    session: Session, host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime
+) -> dict[str, Any]:
     """Take the host out of its scheduler for this remediation (a plan's `drain` step, or before its first
     disruptive step): recorded in its evidence, and the host counts against the caps until it is undrained."""
-    outcome = run_scheduler_hook(host, remediation.id, "drain", {"dry_run": step.params.get("dry_run", False)})
+    outcome = run_scheduler_hook(session, host, remediation.id, "drain", {"dry_run": step.params.get("dry_run", False)})
     remediation.evidence = {
         **(remediation.evidence or {}),
         "drain": {"at": now.isoformat(), "before_step": step.index, **outcome},
@@ -91,7 +97,7 @@ def undrain(session: Session, host: Host, remediation: Remediation, now: dt.date
     if any(s.action == "undrain" and s.state == StepState.succeeded for s in remediation.steps):
         return False
     try:
-        outcome = run_scheduler_hook(host, remediation.id, "undrain")
+        outcome = run_scheduler_hook(session, host, remediation.id, "undrain")
     except StepFailed as error:
         evidence["undrain"] = {"at": now.isoformat(), "error": str(error), **error.detail}
         remediation.evidence = evidence

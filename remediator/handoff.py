@@ -5,9 +5,9 @@ for the host when the step's transaction commits; the step stays `running` and w
 and `deadline`, columns of the step) for the host's result or refusal (remediator.host_results) or
 for its deadline (remediator.deadlines). A reinstall waits the same way for the host's first report
 from the new image. A central action (BMC power cycle, the scheduler's hooks, an agent restart)
-finishes here. A central worker installs cyborg's executor when it starts (`install`); a process
-that started none runs only the scheduler's drain and undrain hooks, and any other action fails as
-having no executor.
+finishes here. The executor is the one the process's root built (remediator.runtime): a central
+worker's carries out every action; the API's and the ingesters' run only the scheduler's drain and
+undrain hooks, and any other action fails there as having no executor.
 """
 
 from __future__ import annotations
@@ -19,29 +19,15 @@ from sqlalchemy.orm import Session
 
 from core import audit
 from core.dispatch import send_after_commit
-from core.settings import get_settings
-from cyborg.central import SCHEDULER_ACTIONS, CentralCyborg, Cyborg, Done, Order, Target
+from cyborg.central import Cyborg, Done, Order, Target
 from remediator.decisions import SYSTEM
 from remediator.models import Awaiting, Host, Remediation, RemediationStep
-
-_installed: Cyborg | None = None
-
-
-def install(executor: Cyborg | None = None) -> None:
-    """The executor steps go to from now on (at worker start). Without one: cyborg's own, from the settings,
-    unless one is installed already (the demo installs the simulated fleet's before its worker starts)."""
-    global _installed
-    if executor is not None:
-        _installed = executor
-    elif _installed is None:
-        _installed = CentralCyborg(get_settings())
+from remediator.runtime import Remediator
 
 
-def cyborg() -> Cyborg:
-    """The installed executor; in a process that installed none, the scheduler's hooks only."""
-    if _installed is not None:
-        return _installed
-    return CentralCyborg(get_settings(), actions=SCHEDULER_ACTIONS)
+def cyborg(session: Session) -> Cyborg:
+    """The executor of the runtime whose unit of work `session` is."""
+    return Remediator.in_session(session).cyborg
 
 
 def target_of(host: Host) -> Target:
@@ -64,7 +50,7 @@ def order_of(host: Host, remediation: Remediation, step: RemediationStep) -> Ord
 def start(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> dict[str, Any] | None:
     """Have cyborg carry out the step: its result when it finished here, None when it was handed over and
     waits (a host message goes out when this transaction commits). Raises cyborg's StepFailed."""
-    outcome = cyborg().execute(
+    outcome = cyborg(session).execute(
         order_of(host, remediation, step), lambda signature: send_after_commit(session, signature)
     )
     if isinstance(outcome, Done):

@@ -33,11 +33,11 @@ from core.db import utcnow
 from core.dispatch import send_after_commit
 from core.errors import Conflict, NotFound
 from core.queue import host_signature
-from core.settings import get_settings
 from remediator import draining
 from remediator.evaluate import Firing
 from remediator.evidence import part_evidence
 from remediator.models import Host, HostState
+from remediator.runtime import Remediator
 from remediator.service import get_host
 from ticketing import lifecycle, opening, queries
 from ticketing.schemas import TicketOpen, TicketRequest
@@ -82,7 +82,7 @@ def part_types(firing: Firing) -> frozenset[str]:
 def route_detection(session: Session, host: Host, firing: Firing, now: dt.datetime) -> str | None:
     """Hand a firing to the ticket of its part, if there is one; returns the decision's reason, or None."""
     signal = firing.signal
-    window = dt.timedelta(seconds=get_settings().ticket_reopen_window_s)
+    window = dt.timedelta(seconds=Remediator.in_session(session).settings.ticket_reopen_window_s)
     ticket = opening.ticket_for_detection(
         session, host.hostname, signal.subject, part_types=part_types(firing), now=now, reopen_window=window
     )
@@ -144,7 +144,7 @@ def open_by_hand(
 def on_ticket_change(session: Session, event: lifecycle.LifecycleEvent) -> None:
     """The remediator's reaction to a change of a ticket, made by anyone (a technician's resolve, an
     operator's cancel): called by ticketing in the changing transaction, so the reaction commits with the
-    change or rolls back with it. Installed at start-up (api.runtime.wire_repairs)."""
+    change or rolls back with it. Installed by the process's root (api.runtime)."""
     if event.kind == "resolved":
         _start_verification(session, event.ticket.id, now=event.at)
     elif event.kind == "cancelled":
@@ -156,7 +156,7 @@ def on_ticket_change(session: Session, event: lifecycle.LifecycleEvent) -> None:
 def _start_verification(session: Session, ticket_id: int, *, now: dt.datetime) -> None:
     """Start the settle period and ask the host for a fresh check now."""
     ticket = queries.lock_ticket(session, ticket_id)
-    settle = dt.timedelta(seconds=get_settings().ticket_settle_s)
+    settle = dt.timedelta(seconds=Remediator.in_session(session).settings.ticket_settle_s)
     lifecycle.begin_verification(session, ticket, actor=SYSTEM, settle=settle, now=now)
     host = _host(session, ticket.hostname)
     if host is not None:
@@ -211,7 +211,7 @@ def _settle(session: Session, ticket_id: int, hostname: str, now: dt.datetime) -
         release_host(session, host, now, reason=f"ticket {ticket.id} closed after verification")
         return "closed"
     last_heard = max(filter(None, [host.last_report_at, ticket.verify_started_at]))
-    grace = dt.timedelta(seconds=host.report_interval_s * get_settings().stale_after_intervals)
+    grace = dt.timedelta(seconds=host.report_interval_s * Remediator.in_session(session).settings.stale_after_intervals)
     if now > ticket.verify_until and now - last_heard > grace:
         lifecycle.reopen(
             session,

@@ -30,7 +30,6 @@ from pydantic import (
     model_validator,
 )
 
-from core.settings import get_settings
 from remediator.actions import ACTIONS
 from remediator.signals import SignalValue
 
@@ -491,23 +490,3 @@ class RuleRegistry:
             self._ruleset = ruleset
         self.last_error = None
         return True
-
-
-_registry: RuleRegistry | None = None
-_registry_lock = threading.Lock()
-
-
-def get_registry(paths: Iterable[Path] | None = None) -> RuleRegistry:
-    """The process's active rules, loaded once (from settings' rules_paths unless given)."""
-    global _registry
-    with _registry_lock:
-        if _registry is None:
-            if paths is None:
-                paths = get_settings().rules_paths
-            _registry = RuleRegistry(paths)
-        return _registry
-
-
-def set_registry(registry: RuleRegistry | None) -> None:
-    global _registry
-    _registry = registry

@@ -81,11 +81,11 @@ def advance(
         host.state = HostState.awaiting_repair
         return remediation.state
     try:
-        if not handoff.cyborg().runs(step.action):
+        if not handoff.cyborg(session).runs(step.action):
             raise StepFailed(f"no executor for action {step.action!r}")
-        draining.ensure_drained(host, remediation, step, now)
+        draining.ensure_drained(session, host, remediation, step, now)
         if step.action in SCHEDULER_ACTIONS:
-            result: dict[str, Any] | None = draining.run_step(host, remediation, step, now)
+            result: dict[str, Any] | None = draining.run_step(session, host, remediation, step, now)
         else:
             result = handoff.start(session, host, remediation, step)
     except StepFailed as error:

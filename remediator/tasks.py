@@ -1,27 +1,28 @@
 """Celery tasks of the remediator. Each takes ids or JSON, opens its own session,
-and is idempotent: a redelivered task finds its work done and does nothing twice."""
+and is idempotent: a redelivered task finds its work done and does nothing twice.
+
+A task runs with the remediator its app carries (`Remediator.of(self.app)`: the database, the active
+rules, cyborg's executor, the host keys), which the process's root built (api/runtime.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from celery import shared_task
-from celery.signals import worker_init, worker_process_init
+from celery import Task, current_app, shared_task
+from celery.signals import worker_process_init
 from celery_batches import Batches, SimpleRequest
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from core import audit
-from core.db import get_database, utcnow
+from core.db import utcnow
 from core.dispatch import send_after_commit
-from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE
-from core.settings import get_settings
+from core.queue import INGEST_QUEUE, REMEDIATE_QUEUE, find
 from cyborg.central import message_refused
 from remediator import (
     deadlines,
@@ -39,7 +40,7 @@ from remediator.host_evaluation import evaluate_host
 from remediator.hostauth import HostKeys, SignedPayload
 from remediator.ingest import ingest_batch
 from remediator.models import Host, HostState, Remediation, RemediationState, Signal
-from remediator.rules import get_registry
+from remediator.runtime import Remediator
 from remediator.schemas import IngestResult
 
 log = logging.getLogger(__name__)
@@ -48,23 +49,13 @@ log = logging.getLogger(__name__)
 @worker_process_init.connect
 def _fresh_connections(**_: Any) -> None:
     # A forked pool child must not share its parent's database sockets.
-    with contextlib.suppress(RuntimeError):  # no database in this process (a host agent)
-        get_database().engine.dispose(close=False)
+    remediator = find(current_app, Remediator)
+    if remediator is not None:  # a process without the remediator (a host agent) has no database
+        remediator.database.engine.dispose(close=False)
 
 
 INGEST_BATCH = 256
 INGEST_FLUSH_S = 0.2
-
-
-_host_keys: HostKeys | None = None
-
-
-def host_keys() -> HostKeys:
-    """This process's cache of host credentials' signing keys."""
-    global _host_keys
-    if _host_keys is None or _host_keys.database is not get_database():
-        _host_keys = HostKeys(get_database())
-    return _host_keys
 
 
 def with_signatures(payloads: list[Any], signatures: list[Any] | None) -> list[Any]:
@@ -77,14 +68,14 @@ def with_signatures(payloads: list[Any], signatures: list[Any] | None) -> list[A
     ] + payloads[len(signatures) :]
 
 
-def ingest_payloads(payloads: list[Any], signatures: list[Any] | None = None) -> IngestResult:
-    """Ingest a batch with this process's database and rules (see remediator.ingest.ingest_batch)."""
+def ingest_payloads(remediator: Remediator, payloads: list[Any], signatures: list[Any] | None = None) -> IngestResult:
+    """Ingest a batch with the runtime's database and rules (see remediator.ingest.ingest_batch)."""
     return ingest_batch(
         with_signatures(payloads, signatures),
-        database=get_database(),
-        ruleset=get_registry().ruleset,
-        host_keys=host_keys(),
-        require_signed=get_settings().signed_reports_required,
+        database=remediator.database,
+        ruleset=remediator.rules.ruleset,
+        host_keys=remediator.host_keys,
+        require_signed=remediator.settings.signed_reports_required,
     )
 
 
@@ -95,15 +86,16 @@ def ingest_payloads(payloads: list[Any], signatures: list[Any] | None = None) ->
     retry_backoff=2,
     retry_backoff_max=300,
     max_retries=None,
+    bind=True,
 )
-def ingest_reports(payloads: list[Any], signatures: list[Any] | None = None) -> dict[str, Any]:
+def ingest_reports(self: Task, payloads: list[Any], signatures: list[Any] | None = None) -> dict[str, Any]:
     """A list of reports in one message (agents' sends and catch-up batches, bulk senders, and batches
     handed over after a database outage). Agents with a credential send each report as JSON text
     with `signatures[i] = {"host": …, "sig": …}` (remediator.hostauth).
 
     While the database is unreachable the task is retried with backoff, for as long as it takes.
     """
-    return ingest_payloads(payloads, signatures).model_dump(mode="json")
+    return ingest_payloads(Remediator.of(self.app), payloads, signatures).model_dump(mode="json")
 
 
 @shared_task(
@@ -112,8 +104,9 @@ def ingest_reports(payloads: list[Any], signatures: list[Any] | None = None) -> 
     queue=INGEST_QUEUE,
     flush_every=INGEST_BATCH,
     flush_interval=INGEST_FLUSH_S,
+    bind=True,
 )
-def ingest_report(requests: list[SimpleRequest]) -> None:
+def ingest_report(self: Task, requests: list[SimpleRequest]) -> None:
     """One report per message, consumed in batches: one transaction per batch.
 
     Messages are acknowledged after the batch returns. A batch that meets an
@@ -122,17 +115,18 @@ def ingest_report(requests: list[SimpleRequest]) -> None:
     payloads = [r.args[0] if r.args else r.kwargs.get("payload") for r in requests]
     signatures = [r.args[1] if len(r.args) > 1 else r.kwargs.get("signature") for r in requests]
     try:
-        ingest_payloads(payloads, signatures)
+        ingest_payloads(Remediator.of(self.app), payloads, signatures)
     except OperationalError:
         log.warning("remediator.ingest.deferred", extra={"fields": {"reports": len(payloads)}})
         ingest_reports.apply_async(args=[payloads, signatures], countdown=2)
 
 
-@shared_task(name="remediator.run_remediation", queue=REMEDIATE_QUEUE)
-def run_remediation(remediation_id: int) -> str:
+@shared_task(name="remediator.run_remediation", queue=REMEDIATE_QUEUE, bind=True)
+def run_remediation(self: Task, remediation_id: int) -> str:
     """Advance a remediation by one step; queue itself again while steps remain."""
-    with get_database().session() as session:
-        state = runner.advance(session, remediation_id, ruleset=get_registry().ruleset)
+    remediator = Remediator.of(self.app)
+    with remediator.database.session() as session:
+        state = runner.advance(session, remediation_id, ruleset=remediator.rules.ruleset)
         remediation = session.get_one(Remediation, remediation_id)
         # Not while a step waits on its host: the host's result queues the next run.
         if runner.has_next(remediation):
@@ -140,18 +134,19 @@ def run_remediation(remediation_id: int) -> str:
     return state.value
 
 
-@shared_task(name="remediator.mark_unreachable", queue=REMEDIATE_QUEUE)
-def mark_unreachable() -> int:
+@shared_task(name="remediator.mark_unreachable", queue=REMEDIATE_QUEUE, bind=True)
+def mark_unreachable(self: Task) -> int:
     """Hosts in service that are silent for stale_after_intervals report intervals become unreachable;
     each is then looked at from outside (`probe_silent_host`: BMC power state, ping) before the rules
     decide what to do about it.
 
     A host that goes silent while it is being remediated (a reboot, a reflash) is left to the
     remediation's own timeouts."""
-    settings = get_settings()
+    remediator = Remediator.of(self.app)
+    settings = remediator.settings
     now = utcnow()
     changed = 0
-    with get_database().session() as session:
+    with remediator.database.session() as session:
         hosts = session.scalars(select(Host).where(Host.state == HostState.in_service)).all()
         for host in hosts:
             if host.last_report_at is None:
@@ -173,23 +168,24 @@ def mark_unreachable() -> int:
     return changed
 
 
-@shared_task(name="remediator.probe_silent_host", queue=REMEDIATE_QUEUE)
-def probe_silent_host(hostname: str) -> str:
+@shared_task(name="remediator.probe_silent_host", queue=REMEDIATE_QUEUE, bind=True)
+def probe_silent_host(self: Task, hostname: str) -> str:
     """Look at a silent host from outside (remediator/unreachable.py) and let the rules decide.
     Returns the verdict, or what made the probe moot (the host reported meanwhile)."""
-    ruleset = get_registry().ruleset
-    with get_database().session() as session:
+    remediator = Remediator.of(self.app)
+    ruleset = remediator.rules.ruleset
+    with remediator.database.session() as session:
         host = session.scalars(select(Host).where(Host.hostname == hostname)).one_or_none()
         if host is None or host.state != HostState.unreachable:
             return "moot"
         target = handoff.target_of(host)
-    seen = unreachable.probe(target, handoff.cyborg())  # no transaction held
+    seen = unreachable.probe(target, remediator.cyborg)  # no transaction held
     now = utcnow()
-    with get_database().session() as session:
+    with remediator.database.session() as session:
         host = session.scalars(select(Host).where(Host.hostname == hostname).with_for_update()).one_or_none()
         if host is None or host.state != HostState.unreachable:
             return "moot"  # it reported while we looked
-        stale_s = host.report_interval_s * get_settings().stale_after_intervals
+        stale_s = host.report_interval_s * remediator.settings.stale_after_intervals
         seen = unreachable.with_rack(seen, host.rack, unreachable.rack_silent(session, host, now, stale_s))
         signal = unreachable.unreachable_signal(host, seen, now)
         session.add(
@@ -211,13 +207,14 @@ def probe_silent_host(hostname: str) -> str:
     return seen.verdict
 
 
-@shared_task(name="remediator.admit_waiting", queue=REMEDIATE_QUEUE)
-def admit_waiting() -> int:
+@shared_task(name="remediator.admit_waiting", queue=REMEDIATE_QUEUE, bind=True)
+def admit_waiting(self: Task) -> int:
     """Try again to admit remediations held by a gate (caps, spacing, pause, maintenance)."""
+    remediator = Remediator.of(self.app)
     now = utcnow()
-    ruleset = get_registry().ruleset
+    ruleset = remediator.rules.ruleset
     admitted = 0
-    with get_database().session() as session:
+    with remediator.database.session() as session:
         waiting = session.scalars(
             select(Remediation).where(Remediation.state == RemediationState.detected).order_by(Remediation.id)
         ).all()
@@ -226,14 +223,15 @@ def admit_waiting() -> int:
     return admitted
 
 
-@shared_task(name="remediator.settle_verifications", queue=REMEDIATE_QUEUE)
-def settle_verifications() -> int:
+@shared_task(name="remediator.settle_verifications", queue=REMEDIATE_QUEUE, bind=True)
+def settle_verifications(self: Task) -> int:
     """Remediations whose host stayed healthy through the settle period have succeeded (a fix for a silent
     host, only if the host reported again; otherwise it escalates)."""
+    remediator = Remediator.of(self.app)
     now = utcnow()
-    ruleset = get_registry().ruleset
+    ruleset = remediator.rules.ruleset
     settled = 0
-    with get_database().session() as session:
+    with remediator.database.session() as session:
         due = session.scalars(
             select(Remediation).where(Remediation.state == RemediationState.verifying, Remediation.settle_until <= now)
         ).all()
@@ -242,17 +240,21 @@ def settle_verifications() -> int:
     return settled
 
 
-@shared_task(name="remediator.settle_repairs", queue=REMEDIATE_QUEUE)
-def settle_repairs() -> dict[str, int]:
+@shared_task(name="remediator.settle_repairs", queue=REMEDIATE_QUEUE, bind=True)
+def settle_repairs(self: Task) -> dict[str, int]:
     """Repair tickets: close those whose host reported without the fault through the settle period."""
-    with get_database().session() as session:
+    remediator = Remediator.of(self.app)
+    with remediator.database.session() as session:
         return repairs.settle_repairs(session, now=utcnow())
 
 
-@shared_task(name="remediator.maintain_reports", queue=REMEDIATE_QUEUE)
-def maintain_reports() -> dict[str, Any]:
+@shared_task(name="remediator.maintain_reports", queue=REMEDIATE_QUEUE, bind=True)
+def maintain_reports(self: Task) -> dict[str, Any]:
     """Create the coming days' report partitions and prune reports and signals past the retention window."""
-    pruned = retention.maintain(get_database(), now=utcnow(), retention_days=get_settings().report_retention_days)
+    remediator = Remediator.of(self.app)
+    pruned = retention.maintain(
+        remediator.database, now=utcnow(), retention_days=remediator.settings.report_retention_days
+    )
     return {
         "cutoff": pruned.cutoff.isoformat(),
         "created": pruned.partitions_created,
@@ -260,13 +262,6 @@ def maintain_reports() -> dict[str, Any]:
         "rows_deleted": pruned.rows_deleted,
         "signals_deleted": pruned.signals_deleted,
     }
-
-
-@worker_init.connect
-def _install_cyborg(**_: Any) -> None:
-    """A central worker carries out every action through cyborg (installed here, not on import, so a test
-    process that imports this module keeps the executor it installed)."""
-    handoff.install()
 
 
 def open_host_message(
@@ -318,22 +313,29 @@ def open_host_message(
 HostMessageHandler = Callable[[Session, dict[str, Any], str | None], str]
 
 
-def _host_message(task: str, report: Any, signature: Any, record: HostMessageHandler) -> str:
+def _host_message(remediator: Remediator, task: str, report: Any, signature: Any, record: HostMessageHandler) -> str:
     """Open a host's message (open_host_message) and hand it, with its signer, to remediator.host_results."""
-    with get_database().session() as session:
+    with remediator.database.session() as session:
         opened = open_host_message(
-            session, task, report, signature, keys=host_keys(), required=get_settings().signed_reports_required
+            session,
+            task,
+            report,
+            signature,
+            keys=remediator.host_keys,
+            required=remediator.settings.signed_reports_required,
         )
         if opened is None:
             return "refused"
         return record(session, *opened)
 
 
-@shared_task(name="remediator.step_result", queue=REMEDIATE_QUEUE)
-def step_result(report: dict[str, Any] | str, signature: dict[str, Any] | None = None) -> str:
+@shared_task(name="remediator.step_result", queue=REMEDIATE_QUEUE, bind=True)
+def step_result(self: Task, report: dict[str, Any] | str, signature: dict[str, Any] | None = None) -> str:
     """A host's result for a cyborg action (sent by the host's agent, by name; signed: see open_host_message)."""
-    ruleset, now = get_registry().ruleset, utcnow()
+    remediator = Remediator.of(self.app)
+    ruleset, now = remediator.rules.ruleset, utcnow()
     return _host_message(
+        remediator,
         "remediator.step_result",
         report,
         signature,
@@ -341,11 +343,13 @@ def step_result(report: dict[str, Any] | str, signature: dict[str, Any] | None =
     )
 
 
-@shared_task(name="remediator.step_started", queue=REMEDIATE_QUEUE)
-def step_started(report: dict[str, Any] | str, signature: dict[str, Any] | None = None) -> str:
+@shared_task(name="remediator.step_started", queue=REMEDIATE_QUEUE, bind=True)
+def step_started(self: Task, report: dict[str, Any] | str, signature: dict[str, Any] | None = None) -> str:
     """A host began a cyborg action: its deadline now counts from here (once)."""
+    remediator = Remediator.of(self.app)
     now = utcnow()
     return _host_message(
+        remediator,
         "remediator.step_started",
         report,
         signature,
@@ -353,11 +357,13 @@ def step_started(report: dict[str, Any] | str, signature: dict[str, Any] | None 
     )
 
 
-@shared_task(name="remediator.action_refused", queue=REMEDIATE_QUEUE)
-def action_refused(report: dict[str, Any] | str, signature: dict[str, Any] | None = None) -> str:
+@shared_task(name="remediator.action_refused", queue=REMEDIATE_QUEUE, bind=True)
+def action_refused(self: Task, report: dict[str, Any] | str, signature: dict[str, Any] | None = None) -> str:
     """A host refused an action envelope (forged, tampered, replayed, expired, not allowed, no journal)."""
-    ruleset, now = get_registry().ruleset, utcnow()
+    remediator = Remediator.of(self.app)
+    ruleset, now = remediator.rules.ruleset, utcnow()
     return _host_message(
+        remediator,
         "remediator.action_refused",
         report,
         signature,
@@ -365,10 +371,11 @@ def action_refused(report: dict[str, Any] | str, signature: dict[str, Any] | Non
     )
 
 
-@shared_task(name="remediator.redrive_stalled", queue=REMEDIATE_QUEUE)
-def redrive_stalled() -> int:
+@shared_task(name="remediator.redrive_stalled", queue=REMEDIATE_QUEUE, bind=True)
+def redrive_stalled(self: Task) -> int:
     """Run again the remediations whose next run was lost (remediator.stalls)."""
-    with get_database().session() as session:
+    remediator = Remediator.of(self.app)
+    with remediator.database.session() as session:
         ids = stalls.stalled(session, utcnow())
         for remediation_id in ids:
             log.warning("remediator.remediation.redriven", extra={"fields": {"remediation": remediation_id}})
@@ -376,11 +383,12 @@ def redrive_stalled() -> int:
     return len(ids)
 
 
-@shared_task(name="remediator.check_step_deadlines", queue=REMEDIATE_QUEUE)
-def check_step_deadlines() -> int:
+@shared_task(name="remediator.check_step_deadlines", queue=REMEDIATE_QUEUE, bind=True)
+def check_step_deadlines(self: Task) -> int:
     """Host actions past their deadline (power cycle, then a ticket), reinstalls that reported back."""
-    with get_database().session() as session:
-        return deadlines.check_deadlines(session, get_registry().ruleset, utcnow())
+    remediator = Remediator.of(self.app)
+    with remediator.database.session() as session:
+        return deadlines.check_deadlines(session, remediator.rules.ruleset, utcnow())
 
 
 def beat_schedule(report_interval_s: int) -> dict[str, dict[str, Any]]:

@@ -4,6 +4,17 @@ Per run, fresh PostgreSQL databases are created and built by the real
 migrations: one for tests that run in a rolled-back transaction, one for
 integration tests whose worker processes need committed rows. If PostgreSQL
 or Redis cannot be reached the run stops at once and says how to start them.
+
+The tests mirror the packages: tests/core, tests/checker, tests/remediator, tests/cyborg,
+tests/ticketing (tests/ticketing/notify for ticketing/notify), tests/api (tests/web for api/web),
+tests/migrations. What stays at this level drives the whole system or the suite itself, not one
+package: test_loop (report to ticket through every stage in-process), test_workers (real worker
+and agent processes on real Redis and PostgreSQL), test_embedded (`fleetfix up` as one process),
+test_docs (the README, compose file and docs against the code), test_quality (the static checks)
+and test_harness (the run stopping when a service is down). tests/decisions (the default pack's
+decision table through snapshots and ingest) and tests/ops (deployment) are whole-system too.
+
+Builders of domain objects live in tests/builders/; a test module never imports another.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from core.db import Base, Database, make_engine
 from core.queue import create_celery
+from core.settings import Settings
 from migrations import upgrade
 
 PG_ADMIN_URL = os.environ.get("FLEETFIX_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -125,14 +137,17 @@ def engines(pg_url: str, sqlite_url: str) -> Iterator[dict[str, Engine]]:
 
 @pytest.fixture(params=["postgresql", "sqlite"])
 def db(request: pytest.FixtureRequest, engines: dict[str, Engine], celery_app: object) -> Iterator[Database]:
-    """A Database whose every session runs inside one transaction that is rolled back after the test."""
+    """A Database whose every session runs inside one transaction that is rolled back after the test, inside
+    a central runtime as a process's root builds one (tests/builders/runtime.py): the in-process app's tasks
+    and the database's sessions find it; cyborg's executor runs the scheduler's hooks only, as in a process
+    that started no worker."""
+    from tests.builders.runtime import central
+
     engine = engines[request.param]
     with engine.connect() as connection:
         transaction = connection.begin()
         database = Database.bound_to(engine, connection)
-        from core.db import use_database
-
-        use_database(database)
+        central(database, celery_app)
         try:
             yield database
         finally:
@@ -179,3 +194,27 @@ def samples_dir() -> Path:
             f"got {value!r}"
         )
     return Path(value)
+
+
+# Cyborg's central executor as a worker installs it, on settings of the test's own: the hand-off tests
+# of tests/cyborg (test_handoff, test_lost_results, test_security) and of tests/remediator
+# (test_draining, test_runner_stop) share these.
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings of the test's own (the action signing key in its temporary directory)."""
+    return Settings(data_dir=tmp_path, scheduler_hooks={})
+
+
+@pytest.fixture
+def cyborg_installed(settings: Settings, db: Database) -> dict[str, Any]:
+    """The test's runtime as a worker's root builds it: cyborg's executor runs every action; a test may
+    script actions into the dict it returns."""
+    from cyborg.central import CentralCyborg
+    from tests.builders.runtime import rewire
+    from tests.cyborg.fakes import ScriptedCyborg
+
+    scripted = ScriptedCyborg(CentralCyborg(settings))
+    rewire(db, settings=settings, cyborg=scripted)
+    return scripted.scripts

@@ -23,7 +23,7 @@ def test_missing_service_fails_the_run(variable: str, value: str, message: str) 
 
     env = {**os.environ, variable: value}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_signals.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/remediator/test_signals.py"],
         cwd=REPO,
         env=env,
         capture_output=True,

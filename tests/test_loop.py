@@ -17,7 +17,7 @@ from remediator import ingest, payloads, runner
 from remediator.models import Host, HostState, Remediation, RemediationState, Signal
 from remediator.models import Report as ReportRow
 from remediator.rules import load_ruleset
-from tests.factories import LABEL, T0, edac_report, payload, storm_reports
+from tests.builders.reports import LABEL, T0, edac_report, payload, storm_reports
 from ticketing.models import Ticket, TicketState
 
 RULES = load_ruleset([])

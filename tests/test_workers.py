@@ -18,8 +18,9 @@ from sqlalchemy.orm import Session
 from core.db import make_engine
 from core.queue import INGEST_QUEUE, create_celery, host_queue, host_signature
 from remediator.models import Host, Remediation, RemediationState
+from tests.builders.reports import edac_report, payload, storm_reports
+from tests.builders.runtime import wired
 from tests.conftest import truncate_all
-from tests.factories import edac_report, payload, storm_reports
 from tests.processes import FleetfixProcess, base_env, wait_until
 from ticketing.models import Ticket
 
@@ -161,7 +162,7 @@ def test_agent_reports_and_runs_host_tasks_that_have_not_expired(
         from remediator import operations
 
         create_celery(redis_url)
-        database = Database(it_db)
+        database = wired(Database(it_db))
         with database.session() as session:
             operations.set_report_interval(session, "agent-it-1", 5, actor="test", reason="watch closely")
         database.dispose()

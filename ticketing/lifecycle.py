@@ -7,10 +7,10 @@
 
 Services flush; the caller's transaction commits. Each change is a TicketEvent
 and an audit entry (ticketing.history), and is then announced to the
-reactions other stages installed at start-up (add_reaction): the remediator
-starts verification when a ticket is resolved and puts the host back in
-service when one is cancelled. Ticketing is a leaf and may not import the
-remediator, hence the registration. A reaction runs in the changing
+reactions the process's root handed to its Database (`Reactions`): the
+remediator starts verification when a ticket is resolved and puts the host
+back in service when one is cancelled. Ticketing is a leaf and may not import
+the remediator, hence the hand-in (api/runtime.py). A reaction runs in the changing
 transaction, after the change is flushed, so the two commit together or not
 at all: an error in a reaction propagates out of the transition, and the
 boundary, which commits only after the call returns, rolls both back.
@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from core.db import utcnow
+from core.db import service_of, utcnow
 from core.errors import Conflict, Forbidden
 from ticketing import replacements
 from ticketing.history import record
@@ -58,22 +58,16 @@ class LifecycleEvent:
 Reaction = Callable[[Session, LifecycleEvent], None]
 """Called with the changing session; it may change rows (a ticket too, through this module), never commit."""
 
-_reactions: list[Reaction] = []
 
+class Reactions(tuple[Reaction, ...]):
+    """The reactions of one runtime, in the order they run (`Database.provide(Reactions, ...)`)."""
 
-def add_reaction(reaction: Reaction) -> None:
-    if reaction not in _reactions:
-        _reactions.append(reaction)
-
-
-def remove_reaction(reaction: Reaction) -> None:
-    if reaction in _reactions:
-        _reactions.remove(reaction)
+    __slots__ = ()
 
 
 def announce(session: Session, event: LifecycleEvent) -> None:
-    """Hand a change to every reaction, in the order they were added."""
-    for reaction in tuple(_reactions):
+    """Hand a change to every reaction the session's runtime has, in order."""
+    for reaction in service_of(session, Reactions) or ():
         reaction(session, event)
 
 

@@ -12,24 +12,13 @@ import random
 
 from celery import Task, shared_task
 
-from core.db import get_database
 from core.queue import NOTIFY_QUEUE
-from core.settings import get_settings
 from ticketing import sync
-from ticketing.backends import Tracker, TrackerRejected, TrackerUnavailable, make_tracker
+from ticketing.backends import TrackerRejected, TrackerUnavailable
+from ticketing.runtime import Ticketing
 
 log = logging.getLogger(__name__)
 RETRY_MAX_S = 300
-
-_tracker: Tracker | None = None
-
-
-def tracker() -> Tracker:
-    """This process's tracker, built once from the settings."""
-    global _tracker  # one HTTP client per worker process
-    if _tracker is None:
-        _tracker = make_tracker(get_settings())
-    return _tracker
 
 
 def retry_delay(retries: int) -> float:
@@ -40,13 +29,14 @@ def retry_delay(retries: int) -> float:
 @shared_task(name="ticketing.sync_tracker", queue=NOTIFY_QUEUE, bind=True, max_retries=None)
 def sync_tracker(self: Task, ticket_id: int) -> str:
     """Bring the tracker's copy of one ticket up to date."""
-    backend = tracker()
+    ticketing = Ticketing.of(self.app)
+    backend = ticketing.tracker
     if not backend.external:
         return "local"
-    database = get_database()
+    database = ticketing.database
     try:
         with database.session() as session:
-            link = sync.push(session, ticket_id, backend, public_url=get_settings().effective_public_url)
+            link = sync.push(session, ticket_id, backend, public_url=ticketing.settings.effective_public_url)
     except TrackerUnavailable as error:
         with database.session() as session:
             attempts = sync.record_failure(session, ticket_id, backend.name, str(error))

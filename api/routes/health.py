@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from sqlalchemy import func, select, text
 
+from api.deps import get_runtime
 from core import metrics
 from core.db import Database
 from core.queue import check_broker, queue_depths
 from core.settings import Settings
+
+if TYPE_CHECKING:
+    from remediator.rules import RuleRegistry
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger(__name__)
@@ -69,9 +74,10 @@ def readyz(request: Request) -> JSONResponse:
 class StateCollector:
     """Gauges read at scrape time: cheap COUNT … GROUP BY queries and the brokers' queue depths."""
 
-    def __init__(self, database: Database, settings: Settings) -> None:
+    def __init__(self, database: Database, settings: Settings, rules: RuleRegistry) -> None:
         self.database = database
         self.settings = settings
+        self.rules = rules
 
     def collect(self) -> Iterator[Metric]:
         yield from self._database_state()
@@ -80,7 +86,6 @@ class StateCollector:
 
     def _database_state(self) -> Iterator[Metric]:
         from remediator.models import Host, HostState, Remediation, RemediationState, RuleState
-        from remediator.rules import get_registry
         from ticketing.models import Ticket, TicketState
 
         up = GaugeMetricFamily("fleetfix_database_up", "1 when the database answered this scrape.")
@@ -112,7 +117,7 @@ class StateCollector:
             "1 while a rule's circuit breaker is open (it plans nothing).",
             labels=["rule"],
         )
-        for rule in get_registry().ruleset.rules:
+        for rule in self.rules.ruleset.rules:
             breakers.setdefault(rule.id, False)
         for rule_id, is_open in sorted(breakers.items()):
             breaker.add_metric([rule_id], 1 if is_open else 0)
@@ -146,5 +151,6 @@ class StateCollector:
 @router.get("/metrics", include_in_schema=False)
 def prometheus_metrics(request: Request) -> Response:
     """Prometheus text exposition (scrape it from inside the network; it carries no secrets)."""
-    body = metrics.exposition(StateCollector(request.app.state.database, request.app.state.settings))
+    runtime = get_runtime(request)
+    body = metrics.exposition(StateCollector(runtime.database, runtime.settings, runtime.remediator.rules))
     return Response(body, media_type=metrics.CONTENT_TYPE)

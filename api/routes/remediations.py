@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from api.auth import require
-from api.deps import RowId, get_session
+from api.deps import RowId, get_ruleset, get_session
 from api.pagination import CURSOR_QUERY, Page, paginate
 from api.versioning import check_if_match, set_etag
 from core.auth import Principal
@@ -25,7 +25,6 @@ from core.models import Role
 from remediator import operations, stopping
 from remediator import service as remediator
 from remediator.models import Decision, Remediation, RemediationState
-from remediator.rules import get_registry
 from remediator.schemas import RemediationOut
 
 router = APIRouter(prefix="/remediations", tags=["remediations"])
@@ -116,7 +115,7 @@ def approve(
     """Approve one awaiting approval (it then passes the other gates); 409 if it is not waiting."""
     locked_for_change(session, request, remediation_id)
     remediation = operations.approve(
-        session, get_registry().ruleset, remediation_id, actor=principal.actor, reason=body.reason
+        session, get_ruleset(request), remediation_id, actor=principal.actor, reason=body.reason
     )
     session.commit()
     return _view(response, remediation)
@@ -164,7 +163,7 @@ def resume(
     """Let a paused remediation go on from where it stopped. 409 if it is not paused."""
     locked_for_change(session, request, remediation_id)
     remediation = operations.resume(
-        session, remediation_id, actor=principal.actor, reason=body.reason, ruleset=get_registry().ruleset
+        session, remediation_id, actor=principal.actor, reason=body.reason, ruleset=get_ruleset(request)
     )
     session.commit()
     return _view(response, remediation)

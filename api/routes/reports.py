@@ -18,7 +18,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from api.auth import Forbidden, require
-from api.deps import get_session
+from api.deps import get_ruleset, get_session
 from api.pagination import CURSOR_QUERY, Page, paginate
 from checker.schemas import Report
 from core.auth import Principal
@@ -29,7 +29,7 @@ from remediator import service as remediator
 from remediator.ingest import ingest
 from remediator.models import Report as StoredReport
 from remediator.payloads import from_the_future, nul_at, parse_reports
-from remediator.rules import get_registry
+from remediator.rules import RuleSet
 from remediator.schemas import IngestResult, Refusal
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,10 @@ def _not_its_own(principal: Principal, hostname: str) -> str | None:
 
 @router.post("", response_model=IngestResult)
 def submit_report(
-    report: Report, session: Session = Depends(get_session), principal: Principal = Depends(submitter)
+    report: Report,
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(submitter),
+    ruleset: RuleSet = Depends(get_ruleset),
 ) -> IngestResult:
     """One report; a malformed one is refused with a 422 naming the field, another host's with a 403."""
     refusal = _not_its_own(principal, report.host.hostname)
@@ -57,7 +60,7 @@ def submit_report(
     if (where := nul_at(report.model_dump(mode="json"))) is not None:
         message = f"body.{where}: a NUL character (\\u0000), which the store cannot hold"
         raise InvalidInput(message, detail=[{"field": f"body.{where}", "message": "a NUL character"}])
-    result = ingest(session, [report], ruleset=get_registry().ruleset)
+    result = ingest(session, [report], ruleset=ruleset)
     if result.refused:  # its id is another host's stored report
         raise Conflict(result.refused[0].errors[0], detail={"report_id": str(report.report_id)})
     session.commit()
@@ -69,6 +72,7 @@ def submit_batch(
     payloads: list[dict[str, Any]] = Body(..., max_length=5000),
     session: Session = Depends(get_session),
     principal: Principal = Depends(submitter),
+    ruleset: RuleSet = Depends(get_ruleset),
 ) -> IngestResult:
     """Many reports; each malformed one, or one of another host, is listed in `refused`; the rest are stored."""
     parsed, refused = parse_reports(payloads)
@@ -80,7 +84,7 @@ def submit_batch(
             kept.append((index, report))
         else:
             refused.append(Refusal(index=index, report_id=str(report.report_id), errors=[f"host.hostname: {refusal}"]))
-    result, failed = ingest_each_alone(session, kept)
+    result, failed = ingest_each_alone(session, kept, ruleset)
     session.commit()
     at_index = {report.report_id: index for index, report in kept}
     clashes = [r.model_copy(update={"index": at_index.get(uuid.UUID(r.report_id), -1)}) for r in result.refused]
@@ -92,11 +96,12 @@ def indexes_of(payloads: list[dict[str, Any]], refused_at: set[int]) -> list[int
     return [i for i in range(len(payloads)) if i not in refused_at]
 
 
-def ingest_each_alone(session: Session, items: list[tuple[int, Report]]) -> tuple[IngestResult, list[Refusal]]:
+def ingest_each_alone(
+    session: Session, items: list[tuple[int, Report]], ruleset: RuleSet
+) -> tuple[IngestResult, list[Refusal]]:
     """Store the batch in one savepoint; if anything but the database being down goes wrong, each report
     again in its own, so one that trips a bug or a value the database cannot store (a NUL in a string
     on PostgreSQL) fails alone and is listed, and the others are stored (as the broker path does)."""
-    ruleset = get_registry().ruleset
     try:
         with session.begin_nested():
             return ingest(session, [r for _, r in items], ruleset=ruleset), []

@@ -15,14 +15,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.auth import require
-from api.deps import get_session
+from api.deps import get_ruleset, get_session
 from api.versioning import check_if_match, set_etag
 from core.auth import Principal
 from core.errors import NotFound
 from core.models import Role
 from remediator import operations
 from remediator.models import RuleMode, RuleState
-from remediator.rules import get_registry
+from remediator.rules import RuleSet
 
 router = APIRouter(prefix="/rules", tags=["rules"])
 
@@ -67,8 +67,8 @@ class Effectiveness(BaseModel):
 ETAG_KIND = "rule"
 
 
-def _rule(session: Session, rule_id: str, response: Response | None = None) -> RuleOut:
-    for row in operations.rules_with_state(session, get_registry().ruleset):
+def _rule(session: Session, ruleset: RuleSet, rule_id: str, response: Response | None = None) -> RuleOut:
+    for row in operations.rules_with_state(session, ruleset):
         if row["id"] == rule_id:
             state = session.get(RuleState, rule_id)
             rule = RuleOut(**row, version=state.version if state is not None else 0)
@@ -79,20 +79,21 @@ def _rule(session: Session, rule_id: str, response: Response | None = None) -> R
 
 
 def _locked_for_change(session: Session, request: Request, rule_id: str) -> None:
-    if get_registry().ruleset.get(rule_id) is None:
+    if get_ruleset(request).get(rule_id) is None:
         raise NotFound(f"rule {rule_id!r} is not in the active rule packs")
     state = session.get(RuleState, rule_id, with_for_update=True)
     check_if_match(request, ETAG_KIND, rule_id, state.version if state is not None else 0)
 
 
 @router.get("", response_model=list[RuleOut])
-def list_rules(session: Session = Depends(get_session), _: Principal = Depends(require(Role.viewer))) -> list[RuleOut]:
+def list_rules(
+    session: Session = Depends(get_session),
+    _: Principal = Depends(require(Role.viewer)),
+    ruleset: RuleSet = Depends(get_ruleset),
+) -> list[RuleOut]:
     """Active rules with their effective mode and breaker state."""
     versions = {s.rule_id: s.version for s in session.scalars(select(RuleState))}
-    return [
-        RuleOut(**r, version=versions.get(r["id"], 0))
-        for r in operations.rules_with_state(session, get_registry().ruleset)
-    ]
+    return [RuleOut(**r, version=versions.get(r["id"], 0)) for r in operations.rules_with_state(session, ruleset)]
 
 
 @router.get("/effectiveness", response_model=list[Effectiveness])
@@ -109,9 +110,10 @@ def get_rule(
     response: Response,
     session: Session = Depends(get_session),
     _: Principal = Depends(require(Role.viewer)),
+    ruleset: RuleSet = Depends(get_ruleset),
 ) -> RuleOut:
     """One rule; its ETag is what mode changes and breaker resets take in If-Match."""
-    return _rule(session, rule_id, response)
+    return _rule(session, ruleset, rule_id, response)
 
 
 @router.post("/{rule_id}/mode", response_model=RuleOut)
@@ -126,11 +128,9 @@ def change_mode(
     """Pause, shadow or resume a rule, or hand it back to its pack's mode."""
     _locked_for_change(session, request, rule_id)
     mode = None if change.mode == "pack" else RuleMode(change.mode)
-    operations.set_rule_mode(
-        session, get_registry().ruleset, rule_id, mode, actor=principal.actor, reason=change.reason
-    )
+    operations.set_rule_mode(session, get_ruleset(request), rule_id, mode, actor=principal.actor, reason=change.reason)
     session.commit()
-    return _rule(session, rule_id, response)
+    return _rule(session, get_ruleset(request), rule_id, response)
 
 
 @router.post("/{rule_id}/breaker/reset", response_model=RuleOut)
@@ -144,6 +144,6 @@ def reset_breaker(
 ) -> RuleOut:
     """Close a tripped breaker; 409 if it is not open."""
     _locked_for_change(session, request, rule_id)
-    operations.reset_breaker(session, get_registry().ruleset, rule_id, actor=principal.actor, reason=body.reason)
+    operations.reset_breaker(session, get_ruleset(request), rule_id, actor=principal.actor, reason=body.reason)
     session.commit()
-    return _rule(session, rule_id, response)
+    return _rule(session, get_ruleset(request), rule_id, response)

@@ -7,7 +7,7 @@ import datetime as dt
 from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
-from api.deps import get_session
+from api.deps import get_ruleset, get_session
 from api.web import charts, queries
 from api.web.common import PageRoute, page_user, render
 from core.auth import Principal
@@ -15,7 +15,6 @@ from core.models import Role
 from remediator import operations
 from remediator import service as remediator
 from remediator.models import HostState
-from remediator.rules import get_registry
 from ticketing import service as tickets
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -32,7 +31,7 @@ def dashboard(
     now = dt.datetime.now(dt.UTC)
     by_dc = queries.hosts_by_state(session)
     active = queries.active_remediations(session)
-    rules = operations.rules_with_state(session, get_registry().ruleset)
+    rules = operations.rules_with_state(session, get_ruleset(request))
     held_rules = [r for r in rules if r["breaker_open"] or r["mode"] != "active"]
     ce_hours = charts.hourly(queries.ce_rate_samples(session, now - dt.timedelta(hours=24)), end=now, hours=24)
     openings = charts.daily(queries.ticket_openings(session, now - dt.timedelta(days=14)), end=now, days=14)

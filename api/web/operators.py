@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Form, Query, Request, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from api.deps import RowId, get_session
+from api.deps import RowId, get_ruleset, get_session
 from api.pagination import paginate
 from api.web import queries
 from api.web.common import PageRoute, check_version, flash, page_user, redirect, render
@@ -22,7 +22,6 @@ from core.errors import NotFound
 from core.models import AuditEntry, Role
 from remediator import operations, stopping
 from remediator.models import Remediation, RemediationState, RuleMode, RuleState
-from remediator.rules import get_registry
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 OPERATOR = page_user(Role.operator)
@@ -62,7 +61,7 @@ def decide(
 ) -> Response:
     _locked_remediation(session, remediation_id, version)
     if decision == "approve":
-        operations.approve(session, get_registry().ruleset, remediation_id, actor=principal.actor, reason=reason)
+        operations.approve(session, get_ruleset(request), remediation_id, actor=principal.actor, reason=reason)
         session.commit()
     else:  # the API's cancel and abort: remediator.stopping
         stopped = stopping.stop(session, remediation_id, actor=principal.actor, reason=reason, now=utcnow())
@@ -78,7 +77,7 @@ def decide(
 @router.get("/rules")
 def rules(request: Request, session: Session = Depends(get_session), _: Principal = Depends(OPERATOR)) -> Response:
     versions = {s.rule_id: s.version for s in session.scalars(select(RuleState))}
-    listed = operations.rules_with_state(session, get_registry().ruleset)
+    listed = operations.rules_with_state(session, get_ruleset(request))
     return render(
         request,
         "rules.html",
@@ -86,8 +85,8 @@ def rules(request: Request, session: Session = Depends(get_session), _: Principa
     )
 
 
-def _lock_rule(session: Session, rule_id: str, version: int | None) -> None:
-    if get_registry().ruleset.get(rule_id) is None:
+def _lock_rule(session: Session, request: Request, rule_id: str, version: int | None) -> None:
+    if get_ruleset(request).get(rule_id) is None:
         raise NotFound(f"rule {rule_id!r} is not in the active rule packs")
     state = session.get(RuleState, rule_id, with_for_update=True)
     check_version("rule", rule_id, state.version if state is not None else 0, version)
@@ -103,9 +102,9 @@ def change_mode(
     session: Session = Depends(get_session),
     principal: Principal = Depends(OPERATOR),
 ) -> Response:
-    _lock_rule(session, rule_id, version)
+    _lock_rule(session, request, rule_id, version)
     new_mode = None if mode == "pack" else RuleMode(mode)
-    operations.set_rule_mode(session, get_registry().ruleset, rule_id, new_mode, actor=principal.actor, reason=reason)
+    operations.set_rule_mode(session, get_ruleset(request), rule_id, new_mode, actor=principal.actor, reason=reason)
     session.commit()
     flash(request, f"Rule {rule_id}: {'as its pack says' if new_mode is None else mode}.")
     return redirect(request, "/rules")
@@ -120,8 +119,8 @@ def reset_breaker(
     session: Session = Depends(get_session),
     principal: Principal = Depends(OPERATOR),
 ) -> Response:
-    _lock_rule(session, rule_id, version)
-    operations.reset_breaker(session, get_registry().ruleset, rule_id, actor=principal.actor, reason=reason)
+    _lock_rule(session, request, rule_id, version)
+    operations.reset_breaker(session, get_ruleset(request), rule_id, actor=principal.actor, reason=reason)
     session.commit()
     flash(request, f"Rule {rule_id}: breaker closed.")
     return redirect(request, "/rules")

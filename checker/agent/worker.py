@@ -26,7 +26,6 @@ from typing import IO, TYPE_CHECKING
 from celery import Celery
 from celery.utils.log import mlevel
 
-from checker.agent import state
 from checker.agent.config import AgentConfig
 from checker.agent.delivery import Delivery, Outcome
 from checker.agent.spool import Spool
@@ -34,7 +33,7 @@ from checker.collectors.base import HostAccess, LiveHost
 from checker.collectors.context import CollectorState
 from checker.cycle import run_cycle
 from checker.schemas import AgentStatus, CollectorRun, CollectorStatus, Report
-from core.queue import create_celery, host_queue
+from core.queue import create_celery, host_queue, provide
 from core.settings import Settings
 
 if TYPE_CHECKING:  # the simulated fleet is loaded only by an agent that stands in for a virtual host
@@ -245,7 +244,7 @@ def run_agent(
         except ValueError as error:
             raise AgentStartError(f"FLEETFIX_AGENT_SIMULATE_*: {error}") from None
     loop = CheckLoop(app, name, settings.report_interval_s, config, simulated=simulated)
-    state.check_loop = loop
+    provide(app, CheckLoop, loop)  # the agent's runtime: its tasks (and cyborg's executor) find it on the app
     loop.start()
     try:
         # The worker `celery worker -Q … -n … -P solo --without-gossip --without-mingle -l …` builds, built

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -27,7 +28,7 @@ from cyborg.commands import ActionContext, ActionFailed, LiveSystem, System
 from cyborg.drivers import hooks
 from cyborg.drivers.bmc import Bmc, IpmitoolBmc
 from cyborg.drivers.reach import LiveReach, Reach
-from cyborg.envelope import KeyMaterialError
+from cyborg.envelope import KeyMaterialError, Signer
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ class CentralCyborg:
         self.reach = reach
         self.app = app
         self.actions = frozenset(actions) if actions is not None else None
+        self._signer: Signer | None = None
+        self._signer_lock = threading.Lock()
         self._central: dict[str, Callable[[Order], Done | HandedOver]] = {
             "power_cycle": self._power_cycle,
             "reimage": self._reimage,
@@ -153,6 +156,13 @@ class CentralCyborg:
             return self.reach
         return LiveReach(LiveSystem(), self.settings.scheduler_hooks)
 
+    def signer(self) -> Signer:
+        """The action signing key, read once (signer_for) and kept."""
+        with self._signer_lock:
+            if self._signer is None:
+                self._signer = signer_for(self.settings)
+            return self._signer
+
     def _context(self, order: Order, system: System | None) -> ActionContext:
         timeout = timeout_of(ACTIONS[order.action], dict(order.params))
         return ActionContext(system, timeout_s=timeout, dry_run=order.dry_run)
@@ -168,7 +178,7 @@ class CentralCyborg:
         try:
             params = resolve_params(action, dict(order.params), dict(order.evidence))
             envelope, message = issue(
-                signer_for(settings),
+                self.signer(),
                 hostname=target.hostname,
                 remediation_id=order.remediation_id,
                 step=order.step,

@@ -9,9 +9,7 @@ errata signal carries it, from the class baselines). Nothing here touches the da
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import uuid
-from pathlib import Path
 from typing import Any
 
 from core.settings import Settings
@@ -29,33 +27,22 @@ def message_expires_s(envelope_expires_s: int) -> int:
     return envelope_expires_s + DELIVERY_GRACE_S
 
 
-_signers: dict[Path, Signer] = {}
-_signers_lock = threading.Lock()
-
-
 class SigningKeyMissing(Exception):
     """No action signing key where the settings say; the message names the file and the command."""
 
 
 def signer_for(settings: Settings) -> Signer:
-    """The action signing key. In development a missing default key is created (with its .pub beside it)."""
+    """The action signing key, read from its file (a CentralCyborg keeps the one it read). In development a
+    missing default key is created (with its .pub beside it)."""
     path = settings.effective_action_key_file
-    with _signers_lock:
-        signer = _signers.get(path)
-        if signer is None:
-            if not path.exists():
-                if settings.environment == "production" or settings.action_key_file is not None:
-                    raise SigningKeyMissing(
-                        f"{path}: no action signing key (create one with `fleetfix keys generate {path}`)"
-                    )
-                try:
-                    signer = generate_keypair(path, path.with_suffix(".pub"))
-                except FileExistsError:  # another process made it first
-                    signer = load_signer(path)
-            else:
-                signer = load_signer(path)
-            _signers[path] = signer
-        return signer
+    if path.exists():
+        return load_signer(path)
+    if settings.environment == "production" or settings.action_key_file is not None:
+        raise SigningKeyMissing(f"{path}: no action signing key (create one with `fleetfix keys generate {path}`)")
+    try:
+        return generate_keypair(path, path.with_suffix(".pub"))
+    except FileExistsError:  # another process made it first
+        return load_signer(path)
 
 
 def resolve_params(action: CyborgAction, params: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:

@@ -1,15 +1,28 @@
-"""Credentials for API tests: a token per role (or a host's own), issued in the test's transaction."""
+"""The API's JSON routes as the application serves them, and the role each one requires: read off the app
+by the route-role tests and by the check of docs/api.md's table."""
 
 from __future__ import annotations
 
-from core.auth import issue_token
-from core.db import Database
-from core.models import Role
+from typing import Any
+
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
+
+from api.app import create_app
+from tests.builders.runtime import unconnected
 
 
-def bearer(db: Database, role: Role = Role.operator, *, hostname: str | None = None) -> dict[str, str]:
-    """An Authorization header for a new tool token of `role`, or for `hostname`'s own credential."""
-    name = f"host-{hostname}" if hostname else f"test-{role.value}"
-    with db.session() as session:
-        _, raw = issue_token(session, name=name, role=role, hostname=hostname)
-    return {"Authorization": f"Bearer {raw}"}
+def requirement(dependant: Dependant) -> list[Any]:
+    """Every `require(...)` dependency of a route, however deep."""
+    found = []
+    for sub in dependant.dependencies:
+        if hasattr(sub.call, "required_role"):
+            found.append(sub.call)
+        found.extend(requirement(sub))
+    return found
+
+
+def api_routes() -> list[RouteContext]:
+    """Every JSON route as served (prefixes and router-level dependencies applied)."""
+    app = create_app(unconnected())
+    return [r for r in iter_route_contexts(app.routes) if isinstance(r.original_route, APIRoute)]

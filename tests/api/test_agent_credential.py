@@ -16,8 +16,9 @@ from core.db import Database
 from core.models import Role
 from core.queue import create_celery
 from remediator.models import Host
+from tests.builders.reports import edac_report, payload
+from tests.builders.runtime import wired
 from tests.conftest import truncate_all
-from tests.factories import edac_report, payload
 from tests.processes import FleetfixProcess, base_env, free_port, wait_until
 
 DEAD_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1: delivery falls back to HTTP
@@ -33,7 +34,7 @@ def central(integration_pg_url: str, redis_url: str, tmp_path: Path) -> Iterator
         FLEETFIX_DATA_DIR=str(tmp_path),
         FLEETFIX_API_PORT=str(port),
     )
-    database = Database(integration_pg_url)
+    database = wired(Database(integration_pg_url))
     with FleetfixProcess(["api"], env, tmp_path / "api.log") as api:
         base = f"http://127.0.0.1:{port}"
 

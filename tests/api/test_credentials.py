@@ -11,14 +11,14 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from core.db import Database
 from core.models import Role
-from core.settings import load_settings
-from tests.api.helpers import bearer
-from tests.factories import T0, edac_report, payload
+from tests.builders.people import bearer
+from tests.builders.reports import T0, edac_report, payload
+from tests.builders.runtime import runtime_of
 
 
 @pytest.fixture
 def client(db: Database) -> Iterator[TestClient]:
-    with TestClient(create_app(load_settings(), db, None)) as test_client:
+    with TestClient(create_app(runtime_of(db))) as test_client:
         yield test_client
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from tests.api.test_route_roles import api_routes, requirement
+from tests.api.helpers import api_routes, requirement
 from tests.conftest import REPO
 
 

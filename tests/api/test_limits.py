@@ -14,14 +14,14 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from core.db import Database
 from core.models import Role
-from core.settings import load_settings
-from tests.api.helpers import bearer
-from tests.factories import edac_report, payload
+from tests.builders.people import bearer
+from tests.builders.reports import edac_report, payload
+from tests.builders.runtime import runtime_of
 
 
 @pytest.fixture
 def app(db: Database) -> Any:
-    return create_app(load_settings(), db, None)
+    return create_app(runtime_of(db))
 
 
 class Client:

@@ -12,16 +12,16 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from core.db import Database
 from core.models import Role
-from core.settings import load_settings
 from remediator import planning
 from remediator.models import RemediationState
-from tests.api.helpers import bearer
-from tests.factories import T0, payload, storm_reports
+from tests.builders.people import bearer
+from tests.builders.reports import T0, payload, storm_reports
+from tests.builders.runtime import runtime_of
 
 
 @pytest.fixture
 def client(db: Database) -> Iterator[TestClient]:
-    with TestClient(create_app(load_settings(), db, None), headers=bearer(db, Role.operator)) as test_client:
+    with TestClient(create_app(runtime_of(db)), headers=bearer(db, Role.operator)) as test_client:
         yield test_client
 
 
@@ -176,7 +176,9 @@ def test_an_operator_pauses_one_remediation_and_resumes_it(client: TestClient, d
     from core.dispatch import pending_tasks
     from remediator import runner
     from remediator.models import Remediation
-    from remediator.rules import get_registry
+    from tests.builders.runtime import runtime_of
+
+    ruleset = runtime_of(db).remediator.rules.ruleset
 
     [rid] = [client.post("/api/v1/reports", json=payload(r)).json() for r in storm_reports("p1")][-1]["remediations"]
     url = f"/api/v1/remediations/{rid}"
@@ -187,21 +189,21 @@ def test_an_operator_pauses_one_remediation_and_resumes_it(client: TestClient, d
     again = client.post(f"{url}/pause", json={"reason": "twice"}, headers=etag_of(client, url))
     assert again.status_code == 409
     with db.session() as session:
-        assert runner.advance(session, rid, ruleset=get_registry().ruleset) == RemediationState.planned
+        assert runner.advance(session, rid, ruleset=ruleset) == RemediationState.planned
         assert [s.state.value for s in session.get_one(Remediation, rid).steps] == ["pending", "pending"]
     with db.sessionmaker() as session:
         from remediator import operations
 
-        operations.resume(session, rid, actor="user:olga", reason="looks fine", ruleset=get_registry().ruleset)
+        operations.resume(session, rid, actor="user:olga", reason="looks fine", ruleset=ruleset)
         assert [t.task for t in pending_tasks(session)] == ["remediator.run_remediation"]  # it goes on
         session.rollback()
     resumed = client.post(f"{url}/resume", json={"reason": "looks fine"}, headers=etag_of(client, url))
     assert resumed.status_code == 200
     assert resumed.json()["paused_by"] is None
     with db.session() as session:
-        assert runner.advance(session, rid, ruleset=get_registry().ruleset) == RemediationState.running  # drained
+        assert runner.advance(session, rid, ruleset=ruleset) == RemediationState.running  # drained
     with db.session() as session:
-        assert runner.advance(session, rid, ruleset=get_registry().ruleset) == RemediationState.escalated
+        assert runner.advance(session, rid, ruleset=ruleset) == RemediationState.escalated
     assert client.post(f"{url}/resume", json={"reason": "done"}, headers=etag_of(client, url)).status_code == 409
 
 

@@ -8,39 +8,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from fastapi.dependencies.models import Dependant
-from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
+from fastapi.routing import RouteContext
 from fastapi.testclient import TestClient
 
 from api.app import create_app
 from core.db import Database
 from core.models import Role
-from core.settings import load_settings
-from tests.api.helpers import bearer
+from tests.api.helpers import api_routes, requirement
+from tests.builders.people import bearer
+from tests.builders.runtime import runtime_of
 
 PUBLIC = {"/healthz", "/readyz", "/metrics"}
 """Routes anyone may call: load balancers' and Prometheus' probes carry no credentials."""
 
 ROLES = list(Role)
-
-
-def requirement(dependant: Dependant) -> list[Any]:
-    """Every `require(...)` dependency of a route, however deep."""
-    found = []
-    for sub in dependant.dependencies:
-        if hasattr(sub.call, "required_role"):
-            found.append(sub.call)
-        found.extend(requirement(sub))
-    return found
-
-
-def api_routes() -> list[RouteContext]:
-    """Every JSON route as served (prefixes and router-level dependencies applied)."""
-    app = create_app(load_settings(), Database.__new__(Database), None)
-    return [r for r in iter_route_contexts(app.routes) if isinstance(r.original_route, APIRoute)]
 
 
 def example_path(route: RouteContext) -> str:
@@ -53,7 +36,7 @@ def example_path(route: RouteContext) -> str:
 
 @pytest.fixture
 def client(db: Database) -> Iterator[TestClient]:
-    with TestClient(create_app(load_settings(), db, None)) as test_client:
+    with TestClient(create_app(runtime_of(db))) as test_client:
         yield test_client
 
 

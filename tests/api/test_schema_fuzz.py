@@ -19,15 +19,15 @@ from schemathesis import checks as st_checks
 from api.app import create_app
 from core.db import Database
 from core.models import Role
-from core.settings import load_settings
-from tests.api.helpers import bearer
+from tests.builders.people import bearer
+from tests.builders.runtime import runtime_of
 
 CHECKS = [st_checks.not_a_server_error, st_checks.response_schema_conformance, st_checks.content_type_conformance]
 EXAMPLES = {GenerationMode.POSITIVE: 5, GenerationMode.NEGATIVE: 2}  # per operation
 
 
 def test_no_operation_answers_5xx_or_outside_its_schema_for_any_role(db: Database) -> None:
-    app = create_app(load_settings(), db, None)
+    app = create_app(runtime_of(db))
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     headers = {role: bearer(db, role) for role in Role}
     failures: list[str] = []

@@ -12,14 +12,14 @@ from api.app import create_app
 from core import accounts
 from core.db import Database
 from core.models import Role
-from core.settings import load_settings
-from tests.api.helpers import bearer
-from tests.web.helpers import make_user, open_dimm_ticket
+from tests.builders.people import bearer, make_user
+from tests.builders.runtime import runtime_of
+from tests.builders.tickets import open_dimm_ticket
 
 
 @pytest.fixture
 def client(db: Database) -> Iterator[TestClient]:
-    with TestClient(create_app(load_settings(), db, None)) as test_client:
+    with TestClient(create_app(runtime_of(db))) as test_client:
         yield test_client
 
 

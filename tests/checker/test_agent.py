@@ -17,13 +17,13 @@ import pytest
 import redis
 from celery import Celery
 
+from bench.samples import rich_snapshot
 from checker.agent.config import AgentConfig, AgentConfigError, load_agent_config
 from checker.agent.delivery import Delivery
 from checker.agent.spool import Spool
 from checker.agent.worker import CheckLoop
 from checker.schemas import Report
 from core.queue import INGEST_STREAM, create_celery
-from tests.checker.snapshots import rich_snapshot
 from tests.conftest import REDIS_URL
 from tests.processes import FleetfixProcess, base_env, wait_until
 

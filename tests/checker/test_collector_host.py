@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.samples import NUMA_CXL, SnapshotBuilder, read_ttar, sample, sample_names
 from checker.collectors import identity, interrupts, memory_tiers
 from checker.collectors.base import CommandResult, SnapshotHost
 from checker.collectors.context import CollectorState
@@ -13,8 +14,6 @@ from checker.cycle import run_cycle
 from checker.parsers.identity import parse_cpuinfo
 from checker.parsers.interrupts import parse_interrupts
 from checker.schemas import Identity, Report
-from tests.checker.helpers import read_ttar, sample, sample_names
-from tests.checker.snapshots import NUMA_CXL, SnapshotBuilder
 
 ONLY_IDENTITY = {"identity": identity.collect}
 ONLY_IRQ = {"interrupts": interrupts.collect}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.samples import SnapshotBuilder, sample, sample_names, scan_open_json
 from checker.collectors import ipmi, smart
 from checker.collectors.base import CommandResult, SnapshotHost
 from checker.collectors.context import CollectorState
@@ -16,8 +17,6 @@ from checker.parsers.ipmi_sel import parse_sel
 from checker.parsers.smart import parse_smartctl_json
 from checker.parsers.smart_text import parse_smartctl_text
 from checker.schemas import Report, SelState
-from tests.checker.helpers import sample, sample_names
-from tests.checker.snapshots import SnapshotBuilder, scan_open_json
 
 ONLY_SEL = {"sel": ipmi.collect_sel}
 ONLY_SENSORS = {"sensors": ipmi.collect_sensors}

@@ -8,12 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from bench.samples import (
+    BOOT_ID,
+    BTIME,
+    REFERENCE,
+    SnapshotBuilder,
+    journal_records,
+    kmsg_records,
+    sample,
+    sample_names,
+)
 from checker.collectors import kernel_log
 from checker.collectors.context import CollectorState
 from checker.parsers.kernel_events import parse_kernel_log
 from checker.schemas import KernelEventKind, KernelLogState, Report
-from tests.checker.helpers import sample, sample_names
-from tests.checker.snapshots import BOOT_ID, BTIME, REFERENCE, SnapshotBuilder, journal_records, kmsg_records
 
 K = KernelEventKind
 ONLY_LOG = {"kernel_log": kernel_log.collect}

@@ -6,18 +6,20 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from checker.collectors import edac, mce, rasdaemon
-from checker.collectors.context import CollectorState
-from checker.schemas import Report
-from tests.checker.helpers import listing_to_files, read_ttar, sample
-from tests.checker.snapshots import (
+from bench.samples import (
     EDAC_ROOT,
     RAS_DB,
     ZEN2_MCE_ROWS,
     SnapshotBuilder,
     insert_zen2_mce_records,
+    listing_to_files,
+    read_ttar,
+    sample,
     signed64,
 )
+from checker.collectors import edac, mce, rasdaemon
+from checker.collectors.context import CollectorState
+from checker.schemas import Report
 
 ONLY_EDAC = {"edac": edac.collect}
 ONLY_RAS = {"rasdaemon": rasdaemon.collect}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from bench.samples import listing_to_files, read_ttar, sample
 from checker.parsers.edac import parse_edac_poll_msec, parse_edac_sysfs, parse_edac_util
-from tests.checker.helpers import listing_to_files, read_ttar, sample
 
 EDAC_ROOT = "/sys/devices/system/edac/mc/"
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.samples import read_ttar, sample, sample_names
 from checker.parsers.catalog import TEXT_PARSERS, contract_violation, files_from_ttar, rows_from_sqlite_lines
 from checker.parsers.dmi import parse_dmi_id
 from checker.parsers.edac import parse_edac_sysfs
@@ -24,7 +25,6 @@ from checker.parsers.rasdaemon import (
     parse_mce_record_rows,
     parse_memory_failure_rows,
 )
-from tests.checker.helpers import read_ttar, sample, sample_names
 
 CUTS = 24
 

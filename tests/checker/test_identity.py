@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.samples import read_ttar, sample
 from checker.parsers.common import parse_cpu_list
 from checker.parsers.dmi import (
     parse_dmi_id,
@@ -13,7 +14,6 @@ from checker.parsers.dmi import (
 )
 from checker.parsers.firmware import cpu_microcode_from_fwupd, parse_ethtool_driver, parse_fwupd_devices
 from checker.parsers.identity import parse_cmdline, parse_cpuinfo
-from tests.checker.helpers import read_ttar, sample
 
 
 def test_cpuinfo_i7_8650u_microcode_0xb4() -> None:

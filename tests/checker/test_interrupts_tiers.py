@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from bench.samples import ours, sample, sample_names
 from checker.parsers.interrupts import parse_affinity_list, parse_interrupts, parse_irq_affinities
 from checker.parsers.memory_tiers import cpuless_memory_nodes, parse_memory_tiers
 from checker.schemas import Interrupts
-from tests.checker.helpers import ours, sample, sample_names
 
 
 def rows_of(name: str) -> tuple[int, dict[str, tuple[list[int], str]]]:

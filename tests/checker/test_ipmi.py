@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+from bench.samples import sample
 from checker.parsers.ipmi import parse_mc_info, parse_sdr, parse_sel_info
 from checker.parsers.ipmi_sel import component_of, parse_freeipmi_sel, parse_ipmitool_sel, parse_sel, split_sensor
 from checker.schemas import MAX_SEL_ENTRIES
-from tests.checker.helpers import sample
 
 UTC = dt.UTC
 

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from bench.samples import SnapshotBuilder, listing_to_files, ours
 from checker.collectors import isolated_workload
 from checker.collectors.base import SnapshotHost
 from checker.cycle import run_cycle
 from checker.parsers.task_stat import parse_task_stat
 from checker.schemas import MAX_ISOLATED_PROCESSES, IsolatedWorkload, Report
 from checker.snapshot import capture
-from tests.checker.helpers import listing_to_files, ours
-from tests.checker.snapshots import SnapshotBuilder
 
 ONLY_WORKLOAD = {"isolated_workload": isolated_workload.collect}
 WORKLOAD = listing_to_files(ours("proc-isolated-workload.txt"), "/")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.samples import sample, samples_dir
 from checker.parsers.kernel_events import RULES, classify, match_line, parse_kernel_log
 from checker.parsers.kernel_log import LogLine, parse_log_lines
 from checker.schemas import MAX_EVENTS, MAX_LINES_PER_EVENT, KernelEventKind
-from tests.checker.helpers import sample, samples_dir
 
 K = KernelEventKind
 REFERENCE = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)

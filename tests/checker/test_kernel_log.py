@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+from bench.samples import sample
 from checker.parsers.kernel_log import parse_kmsg, parse_log_lines
-from tests.checker.helpers import sample
 
 UTC = dt.UTC
 REFERENCE = dt.datetime(2025, 1, 1, tzinfo=UTC)

@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from bench.samples import sample
 from checker.parsers.mce import (
     error_class_from_status,
     parse_mcelog,
@@ -13,7 +14,6 @@ from checker.parsers.mce import (
     parse_ras_mc_ctl_errors,
 )
 from checker.parsers.rasdaemon import parse_ras_error_count, parse_ras_summary
-from tests.checker.helpers import sample
 
 UTC = dt.UTC
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from bench.samples import sample
 from checker.parsers.smart import decode_exit_status, parse_scan_open_json, parse_scan_open_text, parse_smartctl_json
 from checker.parsers.smart_text import parse_nvme_smart_log, parse_smartctl_text
 from checker.schemas import DiskHealth
-from tests.checker.helpers import sample
 
 
 def disk(name: str) -> DiskHealth:

@@ -11,14 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import app as cli
+from bench.samples import BOOT_ID, SnapshotBuilder, journal_records, rich_snapshot, sample
 from checker.collectors import kernel_log
 from checker.collectors.base import LiveHost, SnapshotHost
 from checker.collectors.context import Context
 from checker.cycle import COLLECTORS, bound_report, report_size, run_cycle
 from checker.schemas import CollectorStatus, KernelEvent, KernelEventKind, KernelLogState, Report
 from checker.snapshot import FORMAT_VERSION, SnapshotError, capture, read_meta
-from tests.checker.helpers import sample
-from tests.checker.snapshots import BOOT_ID, SnapshotBuilder, journal_records, rich_snapshot
 
 K = KernelEventKind
 runner = CliRunner()

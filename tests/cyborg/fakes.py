@@ -1,6 +1,6 @@
 """A stand-in for cyborg's central executor, through its Protocol (cyborg.central.Cyborg): the actions a
-test scripts answer as it says, the rest go to the executor it wraps. Installed with monkeypatch, so the
-executor a test replaced comes back after it."""
+test scripts answer as it says, the rest go to the executor it wraps. Installed by building the test's
+runtime again with it (tests/builders/runtime.py): the runtime ends with the test's database."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
+from core.db import Database
 from cyborg.central import Cyborg, Done, HandedOver, HostSend, Order, Sighting, Target
-from remediator import handoff
+from tests.builders.runtime import rewire, runtime_of
 
 Script = Callable[[Order], Done | HandedOver | dict[str, Any] | None]
 """A scripted action: a result dict (done here), None (handed to the host, which reports later), an
@@ -49,8 +48,8 @@ class ScriptedCyborg:
         return self.then.look(target)
 
 
-def install_scripted(monkeypatch: pytest.MonkeyPatch, **scripts: Script) -> ScriptedCyborg:
-    """Script some actions over whatever executor is there now (in a test process: the scheduler's hooks)."""
-    scripted = ScriptedCyborg(handoff.cyborg(), dict(scripts))
-    monkeypatch.setattr(handoff, "_installed", scripted)
+def install_scripted(db: Database, **scripts: Script) -> ScriptedCyborg:
+    """Script some actions over the executor the test's runtime has now (by default: the scheduler's hooks)."""
+    scripted = ScriptedCyborg(runtime_of(db).remediator.cyborg, dict(scripts))
+    rewire(db, cyborg=scripted)
     return scripted

@@ -1,48 +1,20 @@
-"""Building blocks for cyborg's tests: a key pair, envelopes, a reporter that keeps what it was sent,
-and a recorded system that answers commands from recorded tool outputs and keeps every write."""
+"""Building blocks for cyborg's tests: a host executor on a simulated host, a reporter that keeps what it
+was sent, and a recorded system that answers commands from recorded tool outputs and keeps every write.
+The envelopes it runs are built by tests/builders/envelopes.py."""
 
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from checker.collectors.base import CommandResult
 from checker.sim.standalone import standalone_host
 from cyborg.drivers.simulated import SimulatedDriver
-from cyborg.envelope import Envelope, Signer
+from cyborg.envelope import Signer
 from cyborg.host.executor import HostExecutor
 from cyborg.host.journal import Journal
-
-NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
-
-
-def envelope(
-    action: str = "tune_error_reporting",
-    params: dict[str, Any] | None = None,
-    *,
-    hostname: str = "sim-1",
-    remediation_id: int = 7,
-    step: int = 0,
-    timeout_s: int = 30,
-    issued_at: dt.datetime = NOW,
-    expires_s: int = 900,
-    dry_run: bool = False,
-) -> Envelope:
-    return Envelope(
-        id=uuid.uuid4(),
-        hostname=hostname,
-        remediation_id=remediation_id,
-        step=step,
-        attempt=1,
-        action=action,
-        params=params if params is not None else {},
-        timeout_s=timeout_s,
-        dry_run=dry_run,
-        issued_at=issued_at,
-        expires_at=issued_at + dt.timedelta(seconds=expires_s),
-    )
+from tests.builders.envelopes import NOW
 
 
 @dataclass

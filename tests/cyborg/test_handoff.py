@@ -1,5 +1,6 @@
 """One file on purpose: every test runs the same hand-off (a plan, its signed envelopes, the host's
-answers) to a different end, with the fixtures and helpers at its top.
+answers) to a different end, with the fixtures of tests/conftest.py (cyborg's executor as a worker
+installs it) and the helpers of tests/builders/remediations.py.
 
 The hand-off to cyborg, on PostgreSQL and SQLite: a host step is signed and sent at commit and waits
 for its host; results, refusals and silence move the plan on, escalate it, or hand the host to a
@@ -23,38 +24,12 @@ from core.models import AuditEntry
 from core.settings import Settings
 from cyborg.central import CentralCyborg, signer_for
 from cyborg.drivers.bmc import SimulatedBmc
-from remediator import deadlines, handoff, host_results, planning, runner, stopping
-from remediator.models import Awaiting, Host, HostState, Remediation, RemediationState, StepState
-from tests.factories import T0
-from tests.test_safety import fire, hosts, remediation_of, rule, ruleset
+from remediator import deadlines, host_results, planning, runner, stopping
+from remediator.models import Awaiting, Host, HostState, RemediationState, StepState
+from tests.builders.remediations import plan, remediation_of, result, sent_envelopes
+from tests.builders.reports import T0
+from tests.builders.runtime import rewire
 from ticketing.models import Ticket
-
-
-def sent_envelopes(session: Session) -> list[dict[str, Any]]:
-    return [json.loads(s.args[0]["payload"]) for s in pending_tasks(session) if s.task == "cyborg.run_action"]
-
-
-def result(envelope: dict[str, Any], outcome: str = "succeeded", **extra: Any) -> dict[str, Any]:
-    return {
-        "envelope_id": envelope["id"],
-        "hostname": envelope["hostname"],
-        "remediation_id": envelope["remediation_id"],
-        "step": envelope["step"],
-        "action": envelope["action"],
-        "outcome": outcome,
-        "error": None if outcome == "succeeded" else "it broke",
-        "changed": {},
-        "verified": {},
-        "commands": [{"argv": ["simulated", envelope["action"], "{}"], "exit_status": 0, "output": "ok"}],
-        **extra,
-    }
-
-
-def plan(session: Session, actions: list[str], escalation: list[list[str]] = (), **safety: Any):  # type: ignore[no-untyped-def,assignment]
-    rs = ruleset(rule(actions, escalation=escalation, **safety))
-    hosts(session, 1)
-    [rid] = fire(session, "h0", rs)
-    return rs, session.get_one(Remediation, rid)
 
 
 def test_a_host_step_is_signed_sent_and_waits_for_its_host(
@@ -147,7 +122,7 @@ def test_a_host_that_does_not_come_back_is_power_cycled_then_handed_to_a_person(
     virtual = standalone_host("h0")
     virtual.down = True
     booted: list[str] = []
-    handoff.install(CentralCyborg(settings, bmc=SimulatedBmc({"h0": virtual}, on_boot=booted.append)))
+    rewire(session, cyborg=CentralCyborg(settings, bmc=SimulatedBmc({"h0": virtual}, on_boot=booted.append)))
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     step = remediation.steps[0]
     [envelope] = sent_envelopes(session)
@@ -194,7 +169,7 @@ def test_power_cycle_and_reimage_go_through_the_bmc(
     from checker.sim.standalone import standalone_host
 
     virtual = standalone_host("h0", faults=["soft_lockups"])
-    handoff.install(CentralCyborg(settings, bmc=SimulatedBmc({"h0": virtual})))
+    rewire(session, cyborg=CentralCyborg(settings, bmc=SimulatedBmc({"h0": virtual})))
     rs, remediation = plan(session, ["power_cycle", "reimage"], settle=0)
     planning.approve(session, remediation.id, actor="test", ruleset=rs, now=T0)  # reimage is destructive
     runner.advance(session, remediation.id, ruleset=rs, now=T0)

@@ -18,7 +18,8 @@ from cyborg.envelope import KeyMaterialError, Refused, Signer, generate_keypair,
 from cyborg.host.executor import REFUSAL_TASK, RESULT_TASK, STARTED_TASK
 from cyborg.host.journal import JOURNAL_FILE, Journal
 from remediator.actions import ACTIONS as CONTRACT
-from tests.cyborg.helpers import NOW, envelope, sim_executor
+from tests.builders.envelopes import NOW, envelope
+from tests.cyborg.helpers import sim_executor
 
 
 @pytest.fixture
@@ -278,8 +279,9 @@ def test_keys_on_disk(tmp_path: Path) -> None:
 
 
 def test_the_host_reads_its_key_without_cryptography_and_takes_only_an_ed25519_one(tmp_path: Path) -> None:
-    """The agent loads `cryptography` (about 9 MiB) with its first envelope, not at start; the key file
-    is read by its fixed encoding, and anything but an Ed25519 public key is refused as before."""
+    """The agent never loads `cryptography` (about 7.5 MiB; it checks signatures in a child process,
+    test_envelope_child); the key file is read by its fixed encoding, and anything but an Ed25519 public
+    key is refused as before."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
 

@@ -18,12 +18,12 @@ from core.models import AuditEntry
 from core.settings import Settings
 from cyborg.central import CentralCyborg
 from cyborg.drivers.bmc import SimulatedBmc
-from remediator import deadlines, handoff, host_results, runner, stopping
+from remediator import deadlines, host_results, runner, stopping
 from remediator.models import Host, Remediation, RemediationState, StepState
 from remediator.rules import RuleSet
-from tests.cyborg.test_handoff import plan, result, sent_envelopes
-from tests.factories import T0
-from tests.test_safety import remediation_of
+from tests.builders.remediations import plan, remediation_of, result, sent_envelopes
+from tests.builders.reports import T0
+from tests.builders.runtime import rewire
 
 
 def sent(session: Session, actions: list[str], *, started: bool = True) -> tuple[RuleSet, Remediation, list[str]]:
@@ -39,10 +39,11 @@ def sent(session: Session, actions: list[str], *, started: bool = True) -> tuple
     return rs, remediation, []
 
 
-def with_bmc(settings: Settings, cycled: list[str]) -> None:
+def with_bmc(session: Session, settings: Settings, cycled: list[str]) -> None:
     from checker.sim.standalone import standalone_host
 
-    handoff.install(CentralCyborg(settings, bmc=SimulatedBmc({"h0": standalone_host("h0")}, on_boot=cycled.append)))
+    bmc = SimulatedBmc({"h0": standalone_host("h0")}, on_boot=cycled.append)
+    rewire(session, cyborg=CentralCyborg(settings, bmc=bmc))
 
 
 def reboots_into(session: Session, remediation: Remediation, boot: str | None) -> None:
@@ -54,7 +55,7 @@ def test_a_reboot_whose_result_was_lost_is_done_by_the_hosts_reports(
     session: Session, cyborg_installed: dict[str, Any], settings: Settings
 ) -> None:
     rs, remediation, cycled = sent(session, ["reboot", "tune_error_reporting"])
-    with_bmc(settings, cycled)
+    with_bmc(session, settings, cycled)
     step = remediation.steps[0]
     assert step.result["boot_id_sent"] == "boot-1"
     assert step.deadline is not None
@@ -84,7 +85,7 @@ def test_a_reboot_whose_start_notice_was_lost_too_is_done_by_the_reports(
     """The killed worker may hold the start notice as well: without the evidence the step would fail as
     never started and the plan's next rung (here a reinstall) would run on a host that rebooted fine."""
     rs, remediation, cycled = sent(session, ["reboot"], started=False)
-    with_bmc(settings, cycled)
+    with_bmc(session, settings, cycled)
     step = remediation.steps[0]
     assert step.accepted_at is None
     assert step.deadline is not None
@@ -98,7 +99,7 @@ def test_a_host_still_in_the_boot_the_step_was_sent_in_is_power_cycled(
     session: Session, cyborg_installed: dict[str, Any], settings: Settings
 ) -> None:
     rs, remediation, cycled = sent(session, ["reboot"])
-    with_bmc(settings, cycled)
+    with_bmc(session, settings, cycled)
     step = remediation.steps[0]
     assert step.deadline is not None
     assert deadlines.check_deadlines(session, rs, step.deadline + dt.timedelta(seconds=1)) == 1

@@ -14,7 +14,8 @@ from cyborg.drivers.cpus import ISOLATED, NOHZ_FULL, ONLINE, SELF_STATUS, online
 from cyborg.drivers.linux import LinuxDriver
 from cyborg.envelope import Signer
 from remediator.actions import ACTIONS as CONTRACT
-from tests.cyborg.helpers import RecordedSystem, envelope, sim_executor
+from tests.builders.envelopes import envelope
+from tests.cyborg.helpers import RecordedSystem, sim_executor
 
 SOCKETS = {cpu: cpu // 4 for cpu in range(8)}  # two sockets of four CPUs
 

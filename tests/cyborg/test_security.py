@@ -37,15 +37,16 @@ from cyborg.host import journal as journal_module
 from cyborg.host.agent import executor_for_agent
 from cyborg.host.executor import REFUSAL_TASK, RESULT_TASK, STARTED_TASK, CeleryReporter, HostExecutor
 from cyborg.host.journal import JOURNAL_FILE, Journal, JournalEntry
-from remediator import deadlines, handoff, host_results, runner
+from remediator import deadlines, host_results, runner
 from remediator.hostauth import HostKeys
 from remediator.models import Remediation, RemediationState, StepState
 from remediator.tasks import open_host_message
+from tests.builders.envelopes import NOW, envelope
+from tests.builders.remediations import plan, remediation_of, result, sent_envelopes
+from tests.builders.reports import T0
+from tests.builders.runtime import rewire
 from tests.conftest import samples_dir
-from tests.cyborg.helpers import NOW, RecordedSystem, Reports, envelope, sim_executor
-from tests.cyborg.test_handoff import plan, result, sent_envelopes
-from tests.factories import T0
-from tests.test_safety import remediation_of
+from tests.cyborg.helpers import RecordedSystem, Reports, sim_executor
 
 
 @pytest.fixture
@@ -276,7 +277,7 @@ def test_a_step_the_host_never_started_is_escalated_not_power_cycled(
 
     virtual = standalone_host("h0")
     cycled: list[str] = []
-    handoff.install(CentralCyborg(settings, bmc=SimulatedBmc({"h0": virtual}, on_boot=cycled.append)))
+    rewire(session, cyborg=CentralCyborg(settings, bmc=SimulatedBmc({"h0": virtual}, on_boot=cycled.append)))
     rs, remediation = plan(session, ["reboot"], escalation=[["ticket"]])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     step = remediation.steps[0]

@@ -23,6 +23,7 @@ from cyborg.envelope import Signer, generate_keypair
 from remediator import planning
 from remediator.models import Host, Remediation, RemediationState, StepState
 from remediator.rules import Step, load_ruleset
+from tests.builders.runtime import wired
 from tests.conftest import truncate_all
 from tests.processes import FleetfixProcess, base_env, wait_until
 from ticketing.models import Ticket
@@ -100,7 +101,7 @@ def plan(url: str, redis_url: str, tmp_path: Path, steps: list[Step]) -> int:
     ruleset = load_ruleset([tmp_path / "pack.yaml"])
     rule = ruleset.get("cyborg-test")
     assert rule is not None
-    database = Database(url)
+    database = wired(Database(url))
     try:
         with database.session() as session:
             host = session.scalars(select(Host).where(Host.hostname == "sim-1")).one_or_none()
@@ -228,7 +229,7 @@ def test_an_abort_stops_the_plan_between_steps(
     with start_agent(redis_url, tmp_path, keys, FLEETFIX_AGENT_SIMULATE_TIME_SCALE="1.5") as agent:
         rid = plan(it_db, redis_url, tmp_path, [Step(action="reboot"), Step(action="tune_error_reporting")])
         wait_until(lambda: applied(tmp_path) == ["reboot"], 30, "the reboot to start", agent)
-        database = Database(it_db)
+        database = wired(Database(it_db))
         with database.session() as session:
             stopped = stopping.stop(session, rid, actor="user:ops", reason="change freeze", now=utcnow())
         database.dispose()
@@ -253,7 +254,7 @@ def test_forged_and_expired_envelopes_are_refused_on_the_host_and_reported(
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from cyborg.envelope import load_signer
-    from tests.cyborg.helpers import envelope
+    from tests.builders.envelopes import envelope
 
     with start_agent(redis_url, tmp_path, keys) as agent:
         app = create_celery(redis_url)
@@ -286,7 +287,7 @@ def test_with_signatures_required_a_host_signed_plan_runs_and_an_unsigned_result
     from core.auth import issue_token
     from core.models import Role
 
-    database = Database(it_db)
+    database = wired(Database(it_db))
     with database.session() as session:
         _, token = issue_token(session, name="sim-1 agent", role=Role.viewer, hostname="sim-1")
     database.dispose()

@@ -19,14 +19,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from bench.samples import insert_zen2_mce_records, listing_to_files, ours, read_ttar, sample, signed64
 from checker.schemas import Report
 from cyborg.actions import ACTIONS as CYBORG_ACTIONS
 from cyborg.central import resolve_params
 from remediator.models import Remediation
-from tests.checker.helpers import listing_to_files, ours, read_ttar, sample
-from tests.checker.snapshots import insert_zen2_mce_records, signed64
-from tests.checker.test_collector_rasdaemon_mce import _INSERT as MCE_INSERT
-from tests.checker.test_collector_rasdaemon_mce import icelake_row, skylake_l2_row
+from tests.builders.rasdaemon import MCE_INSERT, icelake_row, skylake_l2_row
 from tests.decisions.harness import Expect, SnapHost
 from ticketing.models import Ticket
 
@@ -270,8 +268,8 @@ def polling_long(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
 
 # -- machine checks ---------------------------------------------------------------------------
 # Rows in rasdaemon's mce_record schema, modelled on the corpus's decoded machine checks (the Ice
-# Lake memory-controller event, the Skylake-SP bank-11 cache error; tests/checker/
-# test_collector_rasdaemon_mce.py says how). The corpus has no L1 record: `core_l1_row` is the
+# Lake memory-controller event, the Skylake-SP bank-11 cache error; tests/builders/rasdaemon.py
+# says how). The corpus has no L1 record: `core_l1_row` is the
 # Skylake row as a core's own instruction cache logs it (MCACOD 0x0151: L1, instruction fetch).
 
 CORE_L1_STATUS = 0x9000004000010151  # valid, enabled, corrected; L1 instruction-fetch error
@@ -1227,21 +1225,21 @@ def silence(power: str | None, answers: bool) -> Callable[[Any, SnapHost], None]
     """The host's agent stops; the scheduler's check finds it silent and a worker looks from outside."""
 
     def then(session: Any, host: SnapHost) -> None:
-        from core.settings import get_settings
         from cyborg.central import SCHEDULER_ACTIONS, CentralCyborg
-        from remediator import handoff, tasks
+        from remediator import tasks
+        from tests.builders.runtime import rewire, runtime_of
 
         session.commit()
-        saved = handoff._installed
+        runtime = runtime_of(session)
         outside = CentralCyborg(
-            get_settings(), bmc=OutsideBmc(power), reach=OutsidePing(answers), actions=SCHEDULER_ACTIONS
+            runtime.settings, bmc=OutsideBmc(power), reach=OutsidePing(answers), actions=SCHEDULER_ACTIONS
         )
-        handoff._installed = outside
+        rewire(runtime.database, cyborg=outside)
         try:
             assert tasks.mark_unreachable() == 1  # its last report was at the scenario's start, long ago
             tasks.probe_silent_host(host.hostname)
         finally:
-            handoff._installed = saved
+            rewire(runtime.database, cyborg=runtime.remediator.cyborg)
         session.expire_all()
 
     return then

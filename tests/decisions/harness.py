@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bench.samples import EDAC_ROOT, SnapshotBuilder, kmsg_records, listing_to_files, sample, scan_open_json
 from checker.collectors.context import CollectorState
 from checker.cycle import run_cycle
 from checker.schemas import Report
@@ -28,8 +29,6 @@ from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import RUNNABLE_REMEDIATION_STATES, Decision, Host, Remediation
 from remediator.rules import RuleSet, load_ruleset
-from tests.checker.helpers import listing_to_files, sample
-from tests.checker.snapshots import EDAC_ROOT, SnapshotBuilder, kmsg_records, scan_open_json
 from ticketing.models import Ticket
 
 RULES: RuleSet = load_ruleset([])

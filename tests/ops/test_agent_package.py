@@ -28,9 +28,9 @@ import redis
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from bench.samples import rich_snapshot
 from checker.schemas import CollectorStatus, Report
 from core.queue import INGEST_STREAM
-from tests.checker.snapshots import rich_snapshot
 from tests.conftest import REDIS_URL, REPO, RUN_ID
 from tests.processes import base_env, wait_until
 

@@ -21,8 +21,9 @@ from core.queue import INGEST_STREAM, check_broker, create_celery
 from remediator.models import Host
 from remediator.rules import RuleRegistry
 from remediator.stream import StreamIngester
+from tests.builders.reports import edac_report
+from tests.builders.runtime import wired
 from tests.conftest import truncate_all
-from tests.factories import edac_report
 from tests.processes import free_port, wait_until
 
 
@@ -92,7 +93,7 @@ def test_the_ingester_reads_a_tls_broker(
 ) -> None:
     url, tls = tls_redis
     truncate_all(integration_pg_url)
-    database = Database(integration_pg_url)
+    database = wired(Database(integration_pg_url))
     try:
         client = redis.Redis.from_url(url, ssl_ca_certs=tls["ca_certs"])
         client.delete(INGEST_STREAM)

@@ -19,12 +19,13 @@ from core.db import Database
 from core.queue import CENTRAL_QUEUES, create_celery, host_signature, queue_depths
 from remediator.models import Host
 from remediator.models import Report as ReportRow
+from tests.builders.runtime import wired
 from tests.conftest import truncate_all
 from tests.processes import FleetfixProcess, base_env, wait_until
 
 
 def reports_of(url: str, hostname: str) -> int:
-    database = Database(url)
+    database = wired(Database(url))
     try:
         with database.sessionmaker() as session:
             return int(

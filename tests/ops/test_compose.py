@@ -30,6 +30,7 @@ from sqlalchemy import select
 from api.cli import app as cli
 from core.db import Database
 from remediator.models import Host
+from tests.builders.runtime import wired
 from tests.conftest import REPO, RUN_ID, _create_database, _drop_database
 from tests.processes import FleetfixProcess, base_env, free_port, wait_until
 
@@ -306,7 +307,7 @@ def box(tmp_path: Path, compose_db: str, redis_url: str, second_redis: str) -> I
 
 
 def hosts_reported(url: str) -> set[str]:
-    database = Database(url)
+    database = wired(Database(url))
     try:
         with database.sessionmaker() as session:
             return set(session.scalars(select(Host.hostname).where(Host.last_report_at.is_not(None))))
@@ -337,7 +338,7 @@ def test_every_service_command_runs_and_becomes_ready(box: Box, compose_db: str)
     from remediator import operations
 
     create_celery(box.urls["redis://redis:6379/0"], datacenter_brokers={"sjc2": box.urls["redis://redis-sjc2:6379/0"]})
-    database = Database(compose_db)
+    database = wired(Database(compose_db))
     try:
         with database.session() as session:
             operations.set_report_interval(session, "sjc2-sim-001", 3600, actor="test", reason="compose test")

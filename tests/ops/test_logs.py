@@ -17,6 +17,7 @@ import pytest
 
 from core.logs import FOREIGN_EVENT, JsonFormatter, TextFormatter, is_event_name, mask_credentials
 from tests.conftest import REPO
+from tests.ops.helpers import event_of
 
 PACKAGES = ("core", "checker", "remediator", "cyborg", "ticketing", "api")
 LEVELS = {"debug", "info", "warning", "error", "exception", "critical"}
@@ -65,18 +66,6 @@ def test_exceptions_are_kept_in_the_line() -> None:
 @pytest.mark.parametrize("name", ["Remediator.x.y", "remediator.planned", "remediator remediation planned", "a..b"])
 def test_names_that_are_not_events(name: str) -> None:
     assert not is_event_name(name)
-
-
-def event_of(call: ast.Call) -> str | None:
-    """The event name a logging call passes, with f-string parts standing in as `x`; None if not literal."""
-    if not call.args:
-        return None
-    first = call.args[0]
-    if isinstance(first, ast.Constant) and isinstance(first.value, str):
-        return first.value
-    if isinstance(first, ast.JoinedStr):
-        return "".join(part.value if isinstance(part, ast.Constant) else "x" for part in first.values)
-    return None
 
 
 def test_every_log_call_names_a_stable_event() -> None:

@@ -21,7 +21,8 @@ from remediator import runner
 from remediator.ingest import ingest_batch
 from remediator.models import RuleState
 from remediator.rules import load_ruleset
-from tests.factories import payload, storm_reports
+from tests.builders.reports import payload, storm_reports
+from tests.builders.runtime import rewire, runtime_of, unconnected
 
 RULES = load_ruleset([])
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -44,7 +45,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 @pytest.fixture
 def client(db: Database) -> Iterator[TestClient]:
-    with TestClient(create_app(load_settings(), db, None)) as test_client:
+    with TestClient(create_app(runtime_of(db))) as test_client:
         yield test_client
 
 
@@ -84,7 +85,7 @@ def test_an_open_breaker_shows(client: TestClient, db: Database) -> None:
 
 def test_an_unreachable_database_is_a_gauge_and_not_ready() -> None:
     dead = Database("postgresql+psycopg://nobody@127.0.0.1:1/none")
-    with TestClient(create_app(load_settings(), dead, None)) as client:
+    with TestClient(create_app(unconnected(dead))) as client:
         assert value(scrape(client), "fleetfix_database_up") == 0
         assert client.get("/healthz").json() == {"status": "ok"}
         ready = client.get("/readyz")
@@ -105,7 +106,7 @@ def test_queue_depths_come_from_every_broker(db: Database, broker_settings: Sett
             producer.send_task("ticketing.notify_nothing", queue=NOTIFY_QUEUE)
     finally:
         create_celery("memory://")
-    with TestClient(create_app(broker_settings, db, producer)) as client:
+    with TestClient(create_app(rewire(db, settings=broker_settings, celery=producer))) as client:
         samples = scrape(client)
         assert value(samples, "fleetfix_broker_up", broker="central") == 1
         assert value(samples, "fleetfix_queue_messages", broker="central", queue="notify") == 3

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from checker.schemas import RasAerEvent, RasdaemonState
 from remediator.signals import SignalValue
-from tests.remediator.builders import Deriver, at, event, kernel_log, of, report
+from tests.builders.observations import Deriver, at, event, kernel_log, of, report
 
 PORT = "0000:80:1b.4"
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from bench.samples import sample
 from checker.parsers.identity import parse_cpuinfo
 from checker.schemas import EdacController, EdacState, NicFirmware
 from remediator.baselines import parse_baselines
 from remediator.derive import HostFacts
 from remediator.errata import AMD_298, ERRATA, Erratum
-from tests.checker.helpers import sample
-from tests.remediator.builders import (
+from tests.builders.observations import (
     OPTERON,
     Deriver,
     at,

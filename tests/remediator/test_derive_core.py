@@ -25,7 +25,7 @@ from checker.sim import SimulatedFleet
 from remediator.derive import HostFacts, derive
 from remediator.derive.kernel import BUCKETS
 from remediator.derive.memory import MAX_GAPS, load_memory
-from tests.remediator.builders import (
+from tests.builders.observations import (
     BASELINES,
     HOST,
     T0,

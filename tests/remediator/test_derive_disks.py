@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from bench.samples import sample
 from checker.parsers.smart import parse_smartctl_json
 from checker.parsers.smart_text import parse_smartctl_text
 from checker.schemas import DiskHealth
 from remediator.derive.disks import disk_keys
 from remediator.signals import SignalValue
-from tests.checker.helpers import sample
-from tests.remediator.builders import Deriver, at, by_subject, disk, of, report
+from tests.builders.observations import Deriver, at, by_subject, disk, of, report
 
 GROWTH = ("smart_reallocated_growth", "smart_pending_growth", "smart_grown_defects_growth", "nvme_media_errors_growth")
 

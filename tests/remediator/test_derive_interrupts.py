@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.samples import SnapshotBuilder, listing_to_files, ours, sample
 from checker.collectors.identity import collect as collectors_identity
 from checker.collectors.interrupts import collect as collectors_irq
 from checker.collectors.isolated_workload import collect as workload_collect
@@ -12,9 +13,7 @@ from checker.parsers.interrupts import parse_interrupts
 from checker.schemas import MAX_ISOLATED_PROCESSES, Interrupts, IsolatedProcess, IsolatedWorkload
 from remediator.derive.interrupts import MAX_CPU_LIST_CHARS, MAX_GAP_S, MAX_TLB_PROCESSES, cpu_columns, cpu_list
 from remediator.signals import SignalValue
-from tests.checker.helpers import listing_to_files, ours, sample
-from tests.checker.snapshots import SnapshotBuilder
-from tests.remediator.builders import Deriver, at, by_subject, identity, interrupts, of, report
+from tests.builders.observations import Deriver, at, by_subject, identity, interrupts, of, report
 
 ISOLATED = identity(isolated=[2, 3], nohz_full=[2, 3])
 

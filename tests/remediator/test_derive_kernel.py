@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
+from bench.samples import sample
 from checker.parsers.kernel_events import parse_kernel_log
 from checker.schemas import KernelEventKind
 from remediator.derive.kernel import BUCKETS, DAY_S, window_of
 from remediator.signals import SignalValue
-from tests.checker.helpers import sample
-from tests.remediator.builders import T0, Deriver, at, by_subject, event, kernel_log, of, report
+from tests.builders.observations import T0, Deriver, at, by_subject, event, kernel_log, of, report
 
 
 def counts(signals: list[SignalValue]) -> dict[str, float]:

@@ -18,7 +18,7 @@ from remediator.derive import derive, derive_late
 from remediator.derive.gaps import fill
 from remediator.derive.memory import load_memory
 from remediator.signals import SignalValue
-from tests.remediator.builders import (
+from tests.builders.observations import (
     BASELINES,
     HOST,
     at,

@@ -14,7 +14,7 @@ from typing import Any
 
 from checker.schemas import CollectorRun, MceRecord, Report
 from remediator.derive import derive, derive_late
-from tests.remediator.builders import BASELINES, HOST, at, of, report
+from tests.builders.observations import BASELINES, HOST, at, of, report
 
 
 def record(when: dt.datetime, *, corrected: bool, text: str) -> MceRecord:

@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.samples import ZEN2_MCE_ADDR, ZEN2_MCE_ROWS, SnapshotBuilder, insert_zen2_mce_records, sample, signed64
 from checker.collectors.context import CollectorState
 from checker.parsers.mce import parse_mcelog
 from checker.parsers.rasdaemon import parse_mce_record_rows
@@ -18,9 +19,7 @@ from checker.schemas import CollectorRun, MceRecord, Observations, RasdaemonStat
 from remediator.derive import derive
 from remediator.derive.mce import cache_level, cpu_subject, memory_channel
 from remediator.derive.memory import MAX_MCE_KEYS
-from tests.checker.helpers import sample
-from tests.checker.snapshots import ZEN2_MCE_ADDR, ZEN2_MCE_ROWS, SnapshotBuilder, insert_zen2_mce_records, signed64
-from tests.remediator.builders import BASELINES, HOST, Deriver, at, by_subject, of, report
+from tests.builders.observations import BASELINES, HOST, Deriver, at, by_subject, of, report
 
 # Our own mce_record rows (rasdaemon's columns), each modelled on a real decoded machine check of the
 # corpus; registers stored signed, as rasdaemon's sqlite3_bind_int64 leaves them.

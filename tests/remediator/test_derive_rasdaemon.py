@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from checker.parsers.mce import parse_ras_mc_ctl_errors
 from checker.schemas import RasdaemonState
-from tests.remediator.builders import Deriver, at, by_subject, of, ras_event, rasdaemon, report
+from tests.builders.observations import Deriver, at, by_subject, of, ras_event, rasdaemon, report
 
 LABEL = "CPU_SrcID#0_MC#0_Chan#2_DIMM#0"
 

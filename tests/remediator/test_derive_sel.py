@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 
+from bench.samples import sample
 from checker.parsers.ipmi import parse_sel_info
 from checker.parsers.ipmi_sel import parse_sel
 from checker.schemas import SelEntry, SelState
 from remediator.derive.sel import FIRST_SIGHT_LOOKBACK_S, SEL_FULL_PERCENT, sensor_of
 from remediator.signals import SignalValue
-from tests.checker.helpers import sample
-from tests.remediator.builders import T0, Deriver, at, by_subject, of, report, sel_entry, sel_state
+from tests.builders.observations import T0, Deriver, at, by_subject, of, report, sel_entry, sel_state
 
 FAILURES = ("psu_failure", "psu_input_lost", "power_unit_fault", "fan_failure", "sel_memory_ecc")
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from bench.samples import sample
 from checker.parsers.ipmi import parse_sdr
 from checker.schemas import SensorReading
-from tests.checker.helpers import sample
-from tests.remediator.builders import Deriver, at, by_subject, of, report
+from tests.builders.observations import Deriver, at, by_subject, of, report
 
 
 def sensors(path: str) -> list[SensorReading]:

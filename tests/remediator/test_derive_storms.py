@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 
+from bench.samples import sample
 from checker.parsers.kernel_events import parse_kernel_log
 from checker.schemas import EdacController, EdacDimm, EdacState, KernelLogState, MceRecord, Report
 from remediator.derive.storms import storm_signals
 from remediator.signals import SignalValue
-from tests.checker.helpers import sample
-from tests.remediator.builders import Deriver, at, of, report
+from tests.builders.observations import Deriver, at, of, report
 
 # The real i7core burst: 4+2+6+1+1+1+1 CEs on CPU#0Channel#2_DIMM#0 within eight seconds.
 BURST = "kernel-log/kern-log-i7core-edac-ce-burst-cpu0-channel2.log"

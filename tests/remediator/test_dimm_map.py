@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from bench.samples import sample
 from checker.parsers.dmi import parse_dmidecode_memory
 from checker.schemas import DimmInventory, EdacDimm, RasMemoryEvent
 from checker.sim import HARDWARE_CLASSES
@@ -34,7 +35,6 @@ from remediator.dimms import (
     locate_ras_event,
     parse_label_maps,
 )
-from tests.checker.helpers import sample
 
 FIXTURES = Path(__file__).with_name("fixtures")
 MAPS = load_label_maps()

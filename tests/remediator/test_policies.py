@@ -6,7 +6,6 @@ The reasons are the decision log's words, compared byte for byte: the pages, the
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -14,33 +13,15 @@ from sqlalchemy.orm import Session
 
 from remediator import planning, policies, safety
 from remediator.evaluate import Firing
-from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Decision, Host, HostState, Remediation, RemediationState, RuleMode, RuleState
 from remediator.policies import FiringContext, Stop
-from remediator.rules import Breaker, Condition, PackSafety, Rollout, Rule, RuleSafety, RuleSet, Rung, Step
+from remediator.rules import Breaker, PackSafety, Rollout, Rule, RuleSafety, RuleSet, Rung, Step
 from remediator.signals import SignalValue
+from tests.builders.policies import EVIDENCE, host, rule
+from tests.builders.reports import LABEL, T0
 from tests.conftest import REPO
-from tests.factories import LABEL, T0
 from ticketing.schemas import TicketRequest
 from ticketing.service import open_ticket
-
-EVIDENCE = {"signal": {"subject": LABEL, "value": 100.0, "kind": "dimm_ce_rate", "detail": {}}}
-
-
-def rule(plan: Sequence[str] = ("reboot",), *, rule_id: str = "test-rule", **fields: Any) -> Rule:
-    return Rule(
-        id=rule_id,
-        description="test",
-        when=Condition(signal="dimm_ce_rate", value=10),
-        plan=[Step(action=a) for a in plan],
-        **{"safety": RuleSafety(cooldown=0, settle=0), **fields},
-    )
-
-
-def host(session: Session, name: str = "h0", **inventory: Any) -> Host:
-    fields = {"datacenter": "dc1", "rack": "r1", "cluster": "c1", **inventory}
-    apply_inventory(session, [HostInventory(hostname=name, **fields)], actor="test")
-    return session.scalars(select(Host).where(Host.hostname == name)).one()
 
 
 def remediation(
@@ -173,7 +154,7 @@ def test_a_report_made_before_the_fix_finished_is_not_a_returned_fault(session: 
     fix was failed as 'fault returned while verifying' and handed to a technician. For a step the host ran
     without restarting, the report's time and the step's end are both the host's clock; a report from before
     the end is skipped (recorded with the remediation's id), one after it escalates."""
-    from tests.remediator.builders import report
+    from tests.builders.observations import report
 
     h0 = host(session)
     tune = rule(["tune_error_reporting"])
@@ -199,7 +180,7 @@ def test_a_report_made_before_the_fix_finished_is_not_a_returned_fault(session: 
 def test_a_central_only_end_time_never_skips(session: Session) -> None:
     """A step that ended on the central clock only (no host stamp in its result) is never compared with a
     report's host-clock time: ingest backlog or skew would hide reports made after the fix."""
-    from tests.remediator.builders import report
+    from tests.builders.observations import report
 
     h0 = host(session)
     tune = rule(["tune_error_reporting"])
@@ -227,7 +208,7 @@ def test_a_host_stamp_far_from_the_central_end_is_not_trusted(session: Session) 
     """A host clock stepped (an RTC ahead before NTP) stamps the step's end far from when it was stored:
     beyond MAX_CLOCK_SKEW it is not trusted, and the firing counts."""
     from remediator.payloads import MAX_CLOCK_SKEW
-    from tests.remediator.builders import report
+    from tests.builders.observations import report
 
     h0 = host(session)
     tune = rule(["repair_irq_affinity"])
@@ -252,7 +233,7 @@ def test_a_report_from_the_new_boot_is_after_the_reboot_whatever_its_time(sessio
     """The agent reports from the new boot before its worker stamps the reboot's result (resume() runs at
     worker_ready), and a clock may step at boot: a report from the boot the reboot verified is after the fix,
     even stamped before the result's end; with no boot id to tell by, the firing counts too."""
-    from tests.remediator.builders import report
+    from tests.builders.observations import report
 
     h0 = host(session)
     reboot = rule(["reboot"])
@@ -279,7 +260,7 @@ def test_a_report_from_the_old_boot_is_skipped(session: Session) -> None:
     """A reinstall records the boot it left (`boot_id_before`) and the one its host came back in
     (`reports_from`): a late report from the old boot is skipped, whatever its time; one from the new boot, or
     from a boot after it, counts."""
-    from tests.remediator.builders import report
+    from tests.builders.observations import report
 
     h0 = host(session)
     reimage = rule(["reimage"])
@@ -462,7 +443,7 @@ def test_a_host_step_that_did_not_restart_is_told_by_time_not_by_its_boot(sessio
     restart the host leaves it in that boot, so every later report comes from it too: judged by boot id, each
     would be 'before the fix' and a fault that came back while verifying would never count. A non-restarting
     action is told by the host's clock; a report from the same boot made after the fix escalates."""
-    from tests.remediator.builders import report
+    from tests.builders.observations import report
 
     h0 = host(session)
     repair = rule(["repair_irq_affinity"])

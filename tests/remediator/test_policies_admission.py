@@ -17,8 +17,8 @@ from remediator import planning, safety
 from remediator.models import Control, Host, MaintenanceWindow, Remediation, RemediationState
 from remediator.rules import PackSafety, Rule, RuleSafety, RuleSet, Step
 from remediator.safety import AdmissionContext, OnRefusal
-from tests.factories import T0
-from tests.remediator.test_policies import EVIDENCE, host, rule
+from tests.builders.policies import EVIDENCE, host, rule
+from tests.builders.reports import T0
 
 
 def detected(session: Session, on: Host, plan: Sequence[str], of: Rule | None = None) -> Remediation:

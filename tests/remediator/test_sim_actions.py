@@ -11,8 +11,7 @@ from checker.sim import SimulatedFleet, VirtualHost
 from checker.sim.events import faulty_core
 from checker.sim.hardware import EDAC_POLL_TUNED_MSEC, OPTERON_PATCHED_KERNEL, OPTERON_STOCK_KERNEL
 from remediator.signals import SignalValue
-from tests.remediator.builders import T0, of
-from tests.remediator.test_sim_fleet import Watch, clean_fleet, host_for
+from tests.builders.observations import T0, Watch, clean_fleet, host_for, of
 
 
 class Session:

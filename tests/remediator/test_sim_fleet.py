@@ -11,11 +11,9 @@ import pytest
 
 from checker.schemas import Report
 from checker.sim import FAULT_KINDS, SimulatedFleet, VirtualHost
-from checker.sim.events import valid_for
 from checker.sim.hardware import EDAC_POLL_DEFAULT_MSEC, OPTERON_PATCHED_KERNEL
-from remediator.derive import HostFacts
-from remediator.signals import PreviousCounter, SignalValue, counters_of, rate_signals
-from tests.remediator.builders import T0, Deriver, of
+from remediator.signals import SignalValue
+from tests.builders.observations import T0, Watch, clean_fleet, host_for, of
 
 # The signal that shows each fault (kind, subject substring or "" for any).
 EXPECTED: dict[str, list[tuple[str, str]]] = {
@@ -60,32 +58,6 @@ def shows(kind: str, subject_part: str, signal: SignalValue) -> bool:
     if kind == "edac_poll_interval":
         return signal.kind == kind and signal.value * 1000 != EDAC_POLL_DEFAULT_MSEC
     return signal.kind == kind and subject_part in signal.subject
-
-
-class Watch:
-    """derive() plus the EDAC counter rates the service computes, over a host's consecutive reports."""
-
-    def __init__(self, host: VirtualHost) -> None:
-        self.derive = Deriver(HostFacts(host.hostname, host.hardware.name, host.datacenter))
-        self.previous: dict[str, PreviousCounter] = {}
-
-    def __call__(self, report: Report) -> list[SignalValue]:
-        signals = self.derive(report)
-        counters = counters_of(report)
-        signals += rate_signals(counters, self.previous, now=report.captured_at, boot_id=report.host.boot_id)
-        for counter in counters:
-            self.previous[counter.key] = PreviousCounter(counter.value, report.captured_at, report.host.boot_id)
-        return signals
-
-
-def clean_fleet(size: int = 15, seed: int = 11) -> SimulatedFleet:
-    fleet = SimulatedFleet(size, seed=seed, fault_fraction=0)
-    assert not any(h.faults for h in fleet.hosts)
-    return fleet
-
-
-def host_for(fleet: SimulatedFleet, kind: str) -> VirtualHost:
-    return next(h for h in fleet.hosts if valid_for(h, kind))
 
 
 def run(host: VirtualHost, minutes: range, watch: Watch | None = None) -> tuple[list[Report], list[SignalValue]]:

@@ -13,10 +13,10 @@ from api.app import create_app
 from core.auth import issue_token
 from core.db import Database
 from core.models import AuditEntry, Role
-from core.settings import load_settings
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Host, HostState
-from tests.factories import LABEL, edac_report, storm_reports
+from tests.builders.reports import LABEL, edac_report, storm_reports
+from tests.builders.runtime import runtime_of
 from ticketing import service as tickets
 from ticketing.models import Ticket
 from ticketing.schemas import TicketRequest
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("remediator_reacts")  # as `fleetfix api` s
 
 @pytest.fixture
 def client(db: Database) -> Iterator[TestClient]:
-    with TestClient(create_app(load_settings(), db, None)) as test_client:
+    with TestClient(create_app(runtime_of(db))) as test_client:
         yield test_client
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from core.db import Database, make_engine
 from core.queue import create_celery
 from core.settings import SettingsError, load_settings
+from tests.builders.runtime import wired
 from tests.conftest import truncate_all
 from tests.processes import FleetfixProcess, base_env, free_port, wait_until
 from ticketing import service as tickets
@@ -202,7 +203,7 @@ def test_the_worker_rides_out_a_jira_outage(it_db: str, redis_url: str, tmp_path
         worker.wait_for_output("ready.")
         previous_app = current_app._get_current_object()
         create_celery(redis_url)  # the changes below send their sync task through Redis on commit
-        database = Database(it_db)
+        database = wired(Database(it_db))
         try:
             with database.session() as session:
                 ticket_id = open_one(session)

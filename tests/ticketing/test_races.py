@@ -24,8 +24,9 @@ from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Host, HostState
 from remediator.rules import load_ruleset
 from remediator.signals import SignalValue
+from tests.builders.reports import LABEL
+from tests.builders.runtime import wired
 from tests.conftest import truncate_all
-from tests.factories import LABEL
 from ticketing import service as tickets
 from ticketing.models import Repair, Ticket, TicketState
 from ticketing.schemas import Replacement, Resolution, TicketRequest
@@ -38,7 +39,7 @@ SETTLE = dt.timedelta(minutes=30)
 @pytest.fixture
 def database(integration_pg_url: str, celery_app: object) -> Iterator[Database]:
     truncate_all(integration_pg_url)
-    built = Database(integration_pg_url)
+    built = wired(Database(integration_pg_url))
     yield built
     built.dispose()
 

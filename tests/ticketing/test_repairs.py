@@ -1,5 +1,5 @@
 """One file on purpose: every test takes the same host through reports, its ticket and its repair with
-the helpers at its top.
+the helpers of tests/builders/repairs.py.
 
 The remediator's side of tickets: the evidence bundle, detections reaching their ticket,
 verification after a repair, and the fault coming back.
@@ -20,92 +20,41 @@ from checker.schemas import (
     DiskHealth,
     KernelEvent,
     KernelLogState,
-    Report,
     SelEntry,
     SelState,
 )
 from checker.sim.standalone import standalone_host
 from core.db import utcnow
 from core.dispatch import pending_tasks
-from core.settings import get_settings
-from remediator import ingest, repairs, runner
+from core.settings import load_settings
+from remediator import repairs
 from remediator.evaluate import Firing
 from remediator.evidence import part_evidence
-from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Decision, Host, HostState, Remediation, RemediationState, RemediationStep, StepState
-from remediator.rules import load_ruleset
 from remediator.signals import SignalValue
 from remediator.tasks import mark_unreachable, probe_silent_host
-from tests.factories import LABEL, edac_report
+from tests.builders.repairs import (
+    RULES,
+    SETTLE,
+    at,
+    healthy,
+    host_state,
+    located,
+    repaired,
+    send,
+    storm,
+    ticketed,
+)
+from tests.builders.reports import LABEL, edac_report
 from ticketing import service as tickets
-from ticketing.models import Repair, Ticket, TicketState
-from ticketing.schemas import Replacement, Resolution, TicketOpen
+from ticketing.models import Repair, TicketState
+from ticketing.schemas import TicketOpen
 
 pytestmark = pytest.mark.usefixtures("remediator_reacts")  # a resolve starts verification, as in production
-RULES = load_ruleset([])
-BASE = utcnow().replace(microsecond=0) - dt.timedelta(hours=6)
-SETTLE = dt.timedelta(seconds=get_settings().ticket_settle_s)
 EDAC_LINE = (
     "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#2_DIMM#0 (channel:2 slot:0 page:0x3f2a1 "
     "offset:0x0 grain:32 syndrome:0x0 - area:DRAM err_code:0001:0090 socket:0 ha:0 channel_mask:4 rank:0)"
 )
-
-
-def at(minutes: float) -> dt.datetime:
-    return BASE + dt.timedelta(minutes=minutes)
-
-
-def located(session: Session, hostname: str = "web-1") -> Host:
-    apply_inventory(
-        session,
-        [
-            HostInventory(
-                hostname=hostname,
-                hardware_class="compute-skx-2s",
-                datacenter="ams1",
-                row="R12",
-                rack="R12-07",
-                slot="U21",
-            )
-        ],
-        actor="test",
-    )
-    return session.scalars(select(Host).where(Host.hostname == hostname)).one()
-
-
-def send(session: Session, *reports: Report) -> list[int]:
-    return ingest.ingest(session, list(reports), ruleset=RULES).remediations
-
-
-def storm(hostname: str, start: float, *, ce0: int = 0, boot: str = "boot-1") -> list[Report]:
-    """Three reports a minute apart at 50 CE/s on LABEL: the dimm-ce-storm rule fires on the third."""
-    return [edac_report(hostname, ce=ce0 + 3000 * i, at=at(start + i), boot_id=boot, label=LABEL) for i in range(3)]
-
-
-def ticketed(session: Session, hostname: str = "web-1") -> Ticket:
-    """A host with a CE storm, handed to a technician by the remediator."""
-    located(session, hostname)
-    [remediation_id] = send(session, *storm(hostname, 0))
-    assert runner.advance(session, remediation_id, ruleset=RULES) == RemediationState.running  # drained
-    assert runner.advance(session, remediation_id, ruleset=RULES) == RemediationState.escalated
-    return session.scalars(select(Ticket).where(Ticket.hostname == hostname)).one()
-
-
-def repaired(session: Session, ticket: Ticket, when: dt.datetime) -> None:
-    tickets.claim(session, ticket, actor="user:alice", now=when)
-    resolution = Resolution(
-        replacements=[Replacement(old_serial="1A2B3C4D", new_serial="77AA88BB")], note="replaced DIMM A1"
-    )
-    tickets.resolve(session, tickets.lock_ticket(session, ticket.id), resolution, actor="user:alice", now=when)
-
-
-def healthy(hostname: str, start: float, end: float, *, boot: str = "boot-2") -> list[Report]:
-    """Reports once a minute with no errors after the repair (a new boot: the counters start again)."""
-    return [edac_report(hostname, ce=0, at=at(start + i), boot_id=boot) for i in range(int(end - start) + 1)]
-
-
-def host_state(session: Session, hostname: str = "web-1") -> HostState:
-    return session.scalars(select(Host.state).where(Host.hostname == hostname)).one()
 
 
 def test_the_evidence_bundle_says_where_what_why_and_what_was_tried(session: Session) -> None:
@@ -317,7 +266,7 @@ def test_a_host_that_stays_silent_after_the_repair_fails_verification(session: S
     ticket = ticketed(session)
     repaired(session, ticket, at(60))
     host = session.scalars(select(Host).where(Host.hostname == "web-1")).one()
-    grace = dt.timedelta(seconds=host.report_interval_s * get_settings().stale_after_intervals)
+    grace = dt.timedelta(seconds=host.report_interval_s * load_settings().stale_after_intervals)
     still_waiting = at(60) + SETTLE
     assert repairs.settle_repairs(session, now=still_waiting)["reopened"] == 0
     assert repairs.settle_repairs(session, now=still_waiting + grace)["reopened"] == 1

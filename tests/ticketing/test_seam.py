@@ -1,5 +1,5 @@
 """The seam between ticketing and the remediator: every change of a ticket is a call of
-ticketing.lifecycle (or opening), announced to the reactions installed at start-up; the remediator's
+ticketing.lifecycle (or opening), announced to the reactions the process's root handed in; the remediator's
 reaction (verification after a resolve, the host released after a cancel) runs in the changing
 transaction and rolls back with it; the fault returning reopens the ticket through the lifecycle.
 
@@ -17,18 +17,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.app import create_app
-from api.runtime import wire_repairs
+from api.runtime import repair_reactions
 from core.auth import issue_token
 from core.db import Database
 from core.dispatch import pending_tasks
 from core.models import Role
-from core.settings import load_settings
 from remediator import repairs
 from remediator.models import Host, HostState
+from tests.builders.repairs import SETTLE, at, healthy, host_state, located, repaired, send, storm, ticketed
+from tests.builders.reports import LABEL, edac_report
+from tests.builders.runtime import rewire
+from tests.builders.tickets import open_dimm_ticket
 from tests.conftest import REPO
-from tests.factories import LABEL, edac_report
-from tests.ticketing.test_repairs import SETTLE, at, healthy, host_state, located, repaired, send, storm, ticketed
-from tests.web.helpers import open_dimm_ticket
 from ticketing import lifecycle, queries
 from ticketing.models import Repair, TicketState
 from ticketing.schemas import TicketOpen
@@ -38,7 +38,7 @@ CHANGES = {"claim", "start", "comment", "resolve", "cancel", "assign"}
 
 
 @pytest.fixture
-def announced() -> Iterator[list[lifecycle.LifecycleEvent]]:
+def announced(db: Database) -> list[lifecycle.LifecycleEvent]:
     """Every lifecycle event, in order. Added before the remediator's reaction, so a change it makes in
     reaction to another (verifying after resolved) is seen after that one, as the history has them."""
     seen: list[lifecycle.LifecycleEvent] = []
@@ -46,13 +46,8 @@ def announced() -> Iterator[list[lifecycle.LifecycleEvent]]:
     def remember(session: Session, event: lifecycle.LifecycleEvent) -> None:
         seen.append(event)
 
-    lifecycle.add_reaction(remember)
-    wire_repairs()
-    try:
-        yield seen
-    finally:
-        lifecycle.remove_reaction(repairs.on_ticket_change)
-        lifecycle.remove_reaction(remember)
+    rewire(db, reactions=lifecycle.Reactions((remember, *repair_reactions())))
+    return seen
 
 
 def test_every_change_of_state_is_a_lifecycle_event_with_the_remediators_reactions(
@@ -105,14 +100,11 @@ def test_without_the_reaction_a_resolved_ticket_waits_for_the_settle_task(sessio
     assert [s for s in pending_tasks(session) if s.task == "checker.run_check_now"]
 
 
-def test_wiring_twice_reacts_once(session: Session) -> None:
+def test_wiring_twice_reacts_once(db: Database, session: Session) -> None:
     ticket = ticketed(session)
-    wire_repairs()
-    wire_repairs()
-    try:
-        repaired(session, ticket, at(60))  # a second reaction would find the ticket verifying: a Conflict
-    finally:
-        lifecycle.remove_reaction(repairs.on_ticket_change)
+    rewire(db, reactions=repair_reactions())
+    rewire(db, reactions=repair_reactions())  # a root built again replaces the wiring, never adds to it
+    repaired(session, ticket, at(60))  # a second reaction would find the ticket verifying: a Conflict
     assert [e.kind for e in ticket.events][-2:] == ["resolved", "verifying"]
 
 
@@ -121,12 +113,9 @@ def test_wiring_twice_reacts_once(session: Session) -> None:
 
 @pytest.fixture
 def client(db: Database) -> Iterator[TestClient]:
-    wire_repairs()
-    try:
-        with TestClient(create_app(load_settings(), db, None), raise_server_exceptions=False) as test_client:
-            yield test_client
-    finally:
-        lifecycle.remove_reaction(repairs.on_ticket_change)
+    runtime = rewire(db, reactions=repair_reactions())
+    with TestClient(create_app(runtime), raise_server_exceptions=False) as test_client:
+        yield test_client
 
 
 def bearer(db: Database, role: Role) -> dict[str, str]:

@@ -9,10 +9,10 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from core.db import Database
-from core.settings import load_settings
+from tests.builders.runtime import runtime_of
 
 
 @pytest.fixture
 def client(db: Database) -> Iterator[TestClient]:
-    with TestClient(create_app(load_settings(), db, None)) as test_client:
+    with TestClient(create_app(runtime_of(db))) as test_client:
         yield test_client

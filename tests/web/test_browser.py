@@ -21,10 +21,12 @@ from core.auth import issue_token
 from core.db import Database
 from core.models import Role
 from remediator import repairs
+from tests.builders.people import make_user
+from tests.builders.reports import edac_report, payload
+from tests.builders.runtime import wired
+from tests.builders.tickets import open_dimm_ticket
 from tests.conftest import truncate_all
-from tests.factories import edac_report, payload
 from tests.processes import FleetfixProcess, base_env, free_port, wait_until
-from tests.web.helpers import make_user, open_dimm_ticket
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -46,7 +48,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 def database(integration_pg_url: str, celery_app: object) -> Iterator[Database]:
     truncate_all(integration_pg_url)
-    database = Database(integration_pg_url)
+    database = wired(Database(integration_pg_url))
     yield database
     database.dispose()
 

@@ -11,7 +11,8 @@ from markupsafe import escape
 from core.db import Database
 from core.models import Role
 from remediator.models import Host, HostState, Signal
-from tests.web.helpers import open_dimm_ticket, signed_in
+from tests.builders.tickets import open_dimm_ticket
+from tests.web.helpers import signed_in
 from ticketing import service as tickets
 from ticketing.schemas import TicketRequest
 

@@ -11,8 +11,10 @@ from api.app import create_app
 from core.db import Database
 from core.models import AuditEntry, Role
 from core.settings import load_settings
-from tests.api.helpers import bearer
-from tests.web.helpers import csrf_token, make_user, open_dimm_ticket, signed_in
+from tests.builders.people import bearer, make_user
+from tests.builders.runtime import rewire, runtime_of
+from tests.builders.tickets import open_dimm_ticket
+from tests.web.helpers import csrf_token, signed_in
 
 
 def test_a_stranger_is_sent_to_sign_in_and_comes_back(client: TestClient, db: Database) -> None:
@@ -53,7 +55,7 @@ def test_wrong_password_is_refused_without_saying_which_part_was_wrong(client: T
 def test_session_cookie_is_httponly_samesite_lax_and_secure_behind_https(db: Database) -> None:
     password = make_user(db, "alice", Role.viewer)
     for public_url, secure in (("", False), ("https://fleetfix.example.net", True)):
-        app = create_app(load_settings(public_url=public_url), db, None)
+        app = create_app(rewire(db, settings=load_settings(public_url=public_url)))
         with TestClient(app, base_url="https://testserver" if secure else "http://testserver") as client:
             token = csrf_token(client)
             response = client.post(
@@ -159,9 +161,9 @@ def test_the_api_refuses_a_cookie_without_the_token_but_takes_bearer_tokens(clie
     assert with_header.status_code == 200
     assert with_header.json()["paused"] is True
 
-    with TestClient(create_app(load_settings(), db, None), headers=bearer(db, Role.operator)) as tool:
+    with TestClient(create_app(runtime_of(db)), headers=bearer(db, Role.operator)) as tool:
         resumed = tool.put("/api/v1/controls/pause", json={"paused": False, "reason": "a tool"})
         assert resumed.status_code == 200
         assert tool.put("/api/v1/controls/pause", json={"paused": False, "reason": ""}).status_code == 422
-    anonymous = TestClient(create_app(load_settings(), db, None))
+    anonymous = TestClient(create_app(runtime_of(db)))
     assert anonymous.put("/api/v1/controls/pause", json=body).status_code == 401

@@ -12,7 +12,8 @@ from sqlalchemy import select
 from core.auth import FREE_FAILURES, LOCK_AFTER, LoginThrottled, sign_in
 from core.db import Database
 from core.models import AuditEntry, Role
-from tests.web.helpers import csrf_token, make_user
+from tests.builders.people import make_user
+from tests.web.helpers import csrf_token
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 

@@ -10,7 +10,8 @@ from sqlalchemy import select
 from core.db import Database
 from core.models import AuditEntry, Role
 from remediator.models import Host, HostState, Remediation, RemediationState, RemediationStep, RuleState
-from tests.web.helpers import open_dimm_ticket, signed_in
+from tests.builders.tickets import open_dimm_ticket
+from tests.web.helpers import signed_in
 
 
 def test_dashboard_counts_hosts_by_state_and_shows_what_is_going_on(client: TestClient, db: Database) -> None:

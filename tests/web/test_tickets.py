@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from api.runtime import wire_repairs
+from api.runtime import repair_reactions
 from checker.schemas import DimmInventory
 from core.db import Database
 from core.errors import Conflict
 from core.models import Role
 from remediator import repairs
-from tests.web.helpers import login, make_user, open_dimm_ticket, signed_in
+from tests.builders.people import make_user
+from tests.builders.runtime import rewire
+from tests.builders.tickets import open_dimm_ticket
+from tests.web.helpers import login, signed_in
 from ticketing import service as tickets
 from ticketing.models import Repair, Ticket, TicketState
 from ticketing.schemas import TicketRequest
@@ -25,13 +27,9 @@ ROWS = re.compile(r'<tr id="ticket-row-(\d+)"')
 
 
 @pytest.fixture(autouse=True)
-def remediator_reacts() -> Iterator[None]:
+def remediator_reacts(db: Database) -> None:
     """As `fleetfix api` starts: a resolve starts verification (tests/ticketing/conftest.py)."""
-    wire_repairs()
-    try:
-        yield
-    finally:
-        tickets.remove_reaction(repairs.on_ticket_change)
+    rewire(db, reactions=repair_reactions())
 
 
 def version_on(page: str) -> str:

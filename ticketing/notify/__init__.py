@@ -5,6 +5,6 @@ same transaction; a periodic task groups them per channel and
 delivers one Block Kit message per group through slack_sdk.
 """
 
-from ticketing.notify.events import configure, register_subject
+from ticketing.notify.events import Subjects, audit_listeners
 
-__all__ = ["configure", "register_subject"]
+__all__ = ["Subjects", "audit_listeners"]

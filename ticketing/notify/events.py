@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from sqlalchemy import Executable, String, cast, select
 from sqlalchemy.orm import Session
 
-from core import audit
+from core.audit import AuditListener
+from core.db import service_of
 from core.models import AuditEntry
 from core.settings import Settings
 from core.vocabulary import AlertKind, AlertSeverity
@@ -58,27 +59,35 @@ class Subject:
 SubjectQuery = Callable[[list[str]], Executable]
 """Builds a SELECT of (object_id as text, hostname, datacenter[, ticket priority]) rows for some object ids."""
 
-_subject_queries: dict[str, SubjectQuery] = {
-    "ticket": lambda ids: select(cast(Ticket.id, String), Ticket.hostname, Ticket.datacenter, Ticket.priority).where(
+
+def _ticket_subjects(ids: list[str]) -> Executable:
+    return select(cast(Ticket.id, String), Ticket.hostname, Ticket.datacenter, Ticket.priority).where(
         Ticket.id.in_([int(i) for i in ids if i.isdigit()])
-    ),
-}
+    )
 
 
-def register_subject(object_type: str, query: SubjectQuery) -> None:
-    """Teach alerts where objects of another stage live (ticketing may not import the other stages;
-    api.runtime hands their look-ups in)."""
-    _subject_queries[object_type] = query
+class Subjects:
+    """Where the objects alerts are about live, by object type: tickets here; the other stages' (hosts,
+    remediations) handed in by the process's root (ticketing may not import them), which gives the
+    result to its Database (`Database.provide(Subjects, ...)`)."""
+
+    def __init__(self, queries: dict[str, SubjectQuery] | None = None) -> None:
+        self.queries: dict[str, SubjectQuery] = {"ticket": _ticket_subjects, **(queries or {})}
+
+    def get(self, object_type: str) -> SubjectQuery | None:
+        return self.queries.get(object_type)
 
 
 def locate(session: Session, refs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Subject]:
-    """The subjects of (object_type, object_id) pairs, one query per type; unknown ones are left out."""
+    """The subjects of (object_type, object_id) pairs, one query per type; unknown ones are left out
+    (as are all but tickets in a session whose runtime handed no Subjects in)."""
+    subjects = service_of(session, Subjects) or Subjects()
     wanted: dict[str, set[str]] = {}
     for object_type, object_id in refs:
         wanted.setdefault(object_type, set()).add(object_id)
     found: dict[tuple[str, str], Subject] = {}
     for object_type, ids in wanted.items():
-        query = _subject_queries.get(object_type)
+        query = subjects.get(object_type)
         if query is None:
             continue
         for row in session.execute(query(sorted(ids))):
@@ -114,9 +123,6 @@ def record_alert(session: Session, entry: AuditEntry) -> None:
     )
 
 
-def configure(settings: Settings) -> None:
-    """Turn the outbox on (alerts enabled) or off for this process."""
-    if settings.alerts_mode == "off":
-        audit.remove_listener(record_alert)
-    else:
-        audit.add_listener(record_alert)
+def audit_listeners(settings: Settings) -> tuple[AuditListener, ...]:
+    """The outbox's audit listener while alerts are on; none while they are off (the root installs them)."""
+    return () if settings.alerts_mode == "off" else (record_alert,)

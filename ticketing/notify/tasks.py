@@ -10,32 +10,22 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from core.db import get_database, utcnow
+from core.db import utcnow
 from core.dispatch import send_after_commit
 from core.queue import NOTIFY_QUEUE
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from ticketing.notify import service
-from ticketing.notify.slack import Redactor, Sender, sender_for
-
-_senders: dict[int, tuple[Sender, Redactor]] = {}
+from ticketing.runtime import Ticketing
 
 
-def _sender(settings: Settings) -> tuple[Sender, Redactor]:
-    # one client per settings object (the process's), not one per message
-    key = id(settings)
-    if key not in _senders:
-        _senders.clear()
-        _senders[key] = sender_for(settings)
-    return _senders[key]
-
-
-@shared_task(name="ticketing.notify.flush", queue=NOTIFY_QUEUE)
-def flush_alerts() -> int:
+@shared_task(name="ticketing.notify.flush", queue=NOTIFY_QUEUE, bind=True)
+def flush_alerts(self: Task) -> int:
     """Group the pending alerts into messages and send the new ones."""
-    settings = get_settings()
+    ticketing = Ticketing.of(self.app)
+    settings = ticketing.settings
     if settings.alerts_mode == "off":
         return 0
-    with get_database().session() as session:
+    with ticketing.database.session() as session:
         result = service.flush(session, settings, utcnow())
         for delivery_id in result.to_send:
             send_after_commit(session, deliver_alert.s(delivery_id).set(queue=NOTIFY_QUEUE))
@@ -45,9 +35,9 @@ def flush_alerts() -> int:
 @shared_task(name="ticketing.notify.deliver", queue=NOTIFY_QUEUE, bind=True, max_retries=None)
 def deliver_alert(self: Task, delivery_id: int) -> str:
     """Post one message; on a 429, a 5xx or an unreachable Slack, retry later without holding the worker."""
-    settings = get_settings()
-    sender, redactor = _sender(settings)
-    outcome = service.deliver(get_database(), delivery_id, settings, sender, redactor)
+    ticketing = Ticketing.of(self.app)
+    sender, redactor = ticketing.sender
+    outcome = service.deliver(ticketing.database, delivery_id, ticketing.settings, sender, redactor)
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in)
     return outcome.state

@@ -1,0 +1,153 @@
+"""The default rule pack, driven by reports: every simulated fault reaches the rule meant
+for it and plans the expected first action; a healthy fleet plans nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from checker.sim import FAULT_KINDS, SimulatedFleet, VirtualHost
+from core.db import Database
+from remediator.ingest import ingest
+from remediator.inventory import HostInventory, apply_inventory
+from remediator.models import Host, Remediation
+from remediator.rules import load_ruleset
+
+START = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
+STEP = dt.timedelta(minutes=10)
+RULES = load_ruleset([])
+
+EXPECTED: dict[str, tuple[set[str], str]] = {
+    "dimm_ce_storm": ({"dimm-ce-storm"}, "drain"),
+    "dimm_ce_moderate": ({"dimm-ce-ppr"}, "hard_ppr"),
+    "dimm_ue": ({"dimm-uncorrectable", "sel-memory-uncorrectable"}, "drain"),
+    # the storm is the DIMM's evidence: it goes (never "turn CMCI off")
+    "cmci_storm": ({"cmci-storm", "dimm-ce-storm"}, "drain"),
+    "edac_poll_slow": ({"edac-polling-latched-slow"}, "tune_error_reporting"),
+    "firmware_old_bios": ({"firmware-below-baseline"}, "reflash_firmware"),
+    "firmware_old_bmc": ({"firmware-below-baseline"}, "reflash_firmware"),
+    "errata_unpatched": ({"errata-unpatched-kernel"}, "install_kernel"),
+    "smart_failing": ({"disk-smart-failing"}, "ticket"),
+    "smart_realloc_growing": ({"disk-reallocated-growing", "disk-grown-defects-growing"}, "ticket"),
+    "nvme_critical_warning": ({"nvme-critical-warning", "nvme-spare-low", "nvme-media-errors-growing"}, "ticket"),
+    "nvme_temperature": ({"nvme-temperature"}, "ticket"),
+    "psu_failure": ({"psu-failure"}, "ticket"),
+    "psu_input_lost": ({"psu-input-lost"}, "ticket"),
+    "fan_failure": ({"fan-failure"}, "ticket"),
+    "soft_lockups": ({"soft-lockups"}, "reboot"),
+    "panic": ({"kernel-panic"}, "ticket"),  # it already rebooted: a person looks at the panic
+    "isolated_irqs": ({"isolated-core-irqs", "irq-affinity-isolated"}, "repair_irq_affinity"),
+    "isolated_tlb": ({"isolated-core-tlb-shootdowns"}, "ticket"),  # the workload's owner, not IRQ affinity
+    "cxl_demotion_disabled": ({"cxl-demotion-disabled"}, "enable_demotion"),
+    "cxl_interleave_default": ({"cxl-interleave-default"}, "set_interleave_weights"),
+    "sel_full": ({"sel-full", "sel-flood"}, ""),
+    "cpu_core_errors": (
+        {"mce-cpu-core-corrected"},
+        "offline_cpu",
+    ),  # that core out, the CPU ticketed  # cleared if history filled it, ticketed if a sensor flooded it
+}
+SILENT = {"unreachable", "powered_off", "agent_dead"}
+
+
+def test_every_fault_kind_has_an_expectation() -> None:
+    assert set(EXPECTED) | SILENT == set(FAULT_KINDS)
+
+
+def faulty_host(kind: str) -> tuple[SimulatedFleet, VirtualHost]:
+    fleet = SimulatedFleet(40, seed=5, fault_fraction=0.0)
+    if kind == "edac_poll_slow":  # every host has the setting; it matters where the EDAC driver polls
+        fleet.hosts.sort(key=lambda h: h.hardware.edac_driver != "ie31200_edac")
+    for host in fleet.hosts:
+        try:
+            fault = fleet.fault(kind)  # type: ignore[arg-type]
+            if kind == "dimm_ce_moderate":
+                fault.ce_per_s = 0.5
+            host.inject(fault)
+        except ValueError:
+            continue
+        fleet.hosts = [host]
+        return fleet, host
+    raise AssertionError(f"no simulated host can have {kind}")
+
+
+def register(session: Session, fleet: SimulatedFleet) -> None:
+    apply_inventory(session, [HostInventory(**row) for row in fleet.inventory()], actor="test")
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_fault_reaches_its_rule(session: Session, kind: str) -> None:
+    fleet, host = faulty_host(kind)
+    register(session, fleet)
+    rules, first_action = EXPECTED[kind]
+    remediation = None
+    for step in range(60):  # ten hours of ten-minute reports at most
+        ingest(session, fleet.reports(START + step * STEP, interval_s=600), ruleset=RULES)
+        row = session.scalars(select(Host).where(Host.hostname == host.hostname)).one()
+        remediation = session.scalars(select(Remediation).where(Remediation.host_id == row.id)).first()
+        if remediation is not None:
+            break
+    assert remediation is not None, f"{kind} planned nothing in ten hours"
+    assert remediation.rule_id in rules
+    if kind == "sel_full":  # the variant decides: clear a log of history, ticket a flood's source
+        flooded = host.faults[0].variant == "flood"
+        assert (remediation.rule_id, remediation.steps[0].action) == (
+            ("sel-flood", "ticket") if flooded else ("sel-full", "clear_sel")
+        )
+    else:
+        assert remediation.steps[0].action == first_action
+
+
+@pytest.fixture
+def simulated_outside(db: Database) -> dict[str, VirtualHost]:
+    """The central side looks at silent hosts through the simulated fleet's BMCs and pings."""
+    from cyborg.central import CentralCyborg
+    from cyborg.drivers.bmc import SimulatedBmc
+    from cyborg.drivers.reach import SimulatedReach
+    from tests.builders.runtime import rewire, runtime_of
+
+    hosts: dict[str, VirtualHost] = {}
+    settings = runtime_of(db).settings
+    rewire(db, cyborg=CentralCyborg(settings, bmc=SimulatedBmc(hosts), reach=SimulatedReach(hosts)))
+    return hosts
+
+
+@pytest.mark.parametrize(
+    ("kind", "rule", "first_action"),
+    [
+        ("unreachable", "host-hung", "power_cycle"),  # the BMC says on, no ping answer: hung
+        ("powered_off", "host-powered-off", "power_cycle"),  # the BMC says off: power it on
+        ("agent_dead", "agent-silent", "restart_agent"),  # the host answers: never a power cycle
+    ],
+)
+def test_a_silent_host_is_looked_at_from_outside_first(
+    session: Session, db: object, simulated_outside: dict[str, VirtualHost], kind: str, rule: str, first_action: str
+) -> None:
+    from remediator import tasks
+
+    fleet, host = faulty_host(kind)
+    simulated_outside[host.hostname] = host
+    register(session, fleet)
+    recent = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    host.clear({kind})  # it reported once, an hour ago, then went silent
+    ingest(session, fleet.reports(recent, interval_s=60), ruleset=RULES)
+    host.inject(fleet.fault(kind))  # type: ignore[arg-type]
+    session.commit()
+    assert tasks.mark_unreachable() == 1
+    assert tasks.probe_silent_host(host.hostname) == {"unreachable": "hung"}.get(kind, kind.replace("dead", "silent"))
+    session.expire_all()
+    row = session.scalars(select(Host).where(Host.hostname == host.hostname)).one()
+    remediation = session.scalars(select(Remediation).where(Remediation.host_id == row.id)).one()
+    assert (remediation.rule_id, remediation.steps[0].action) == (rule, first_action)
+    assert remediation.evidence["signal"]["detail"]["verdict"] in ("hung", "powered_off", "agent_silent")
+
+
+def test_a_healthy_fleet_plans_nothing(session: Session) -> None:
+    fleet = SimulatedFleet(120, seed=11, fault_fraction=0.0)
+    register(session, fleet)
+    for step in range(24):  # four hours
+        result = ingest(session, fleet.reports(START + step * STEP, interval_s=600), ruleset=RULES)
+        assert result.remediations == [], step
+    assert session.scalars(select(Remediation)).all() == []
