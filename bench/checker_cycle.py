@@ -4,13 +4,16 @@
    snapshot answers every command), CPU and wall time; ceiling: just reading the snapshot's files.
 2. The resident memory of a real `fleetfix-agent run` process on Redis (redis://127.0.0.1:6379/14 by
    default), configured as in production (the action public key, a host token), after its first
-   report and again after it verified one action envelope; ceiling: a bare Celery worker on the
-   same broker (started as `celery worker` does, and as the agent does, without Celery's command
-   line); floor: a bare Python interpreter, and one that imported Celery.
+   report, again after it verified one action envelope (meant for another host: refused), and again
+   after it ran one of its own (a dry run of set_interleave_weights: nothing on the host changes);
+   ceiling: a bare Celery worker on the same broker (started as `celery worker` does, and as the
+   agent does, without Celery's command line); floor: a bare Python interpreter, and one that
+   imported Celery.
 3. Kernel-log classification throughput over a 100,000-line log; ceilings: a bare
    `if "EDAC" in line` loop over the same lines, and one `re` scan of the same text.
 
 Usage: FLEETFIX_TEST_SAMPLES=../shared/fixtures .venv/bin/python bench/checker_cycle.py [--redis URL]
+       [--part cycle|memory|classify ...] (default: all three)
 It prints figures; it asserts nothing.
 """
 
@@ -117,8 +120,9 @@ def idle_rss(code: str) -> int:
 
 
 def wait_for_log(log_path: Path, proc: subprocess.Popen[bytes], text: str, timeout: float = 60) -> None:
+    """Until `text` (a regular expression) is in the process's output, and a second more."""
     deadline = time.monotonic() + timeout
-    while text not in log_path.read_text(errors="replace"):
+    while not re.search(text, log_path.read_text(errors="replace")):
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"no {text!r} from {proc.args!r}:\n{log_path.read_text(errors='replace')[-2000:]}")
         time.sleep(0.2)
@@ -155,19 +159,23 @@ BARE_WORKER_NO_CLI = (
 )
 
 
-def send_envelope(redis_url: str, private_key: Path, hostname: str) -> None:
-    """A signed envelope meant for another host: the agent verifies it, then refuses it (wrong_host)."""
+def send_envelope(
+    redis_url: str, private_key: Path, hostname: str, *, meant_for: str, action: str, params: dict[str, object]
+) -> uuid.UUID:
+    """A signed dry-run envelope on `hostname`'s queue: one `meant_for` another host is verified, then
+    refused (wrong_host); one meant for it runs, changing nothing (dry run)."""
     from core.queue import create_celery, host_signature
     from cyborg.envelope import Envelope, load_signer
 
     now = dt.datetime.now(dt.UTC)
     envelope = Envelope(
-        id=uuid.uuid4(), hostname="another-host", remediation_id=1, step=0, attempt=1, action="clear_sel",
-        params={}, timeout_s=60, issued_at=now, expires_at=now + dt.timedelta(minutes=5),
+        id=uuid.uuid4(), hostname=meant_for, remediation_id=1, step=0, attempt=1, action=action,
+        params=params, timeout_s=60, dry_run=True, issued_at=now, expires_at=now + dt.timedelta(minutes=5),
     )  # fmt: skip
     app = create_celery(redis_url, name="bench-sender", make_current=False)
     message = load_signer(private_key).sign(envelope).model_dump()
     host_signature(app, hostname, "cyborg.run_action", args=[message]).apply_async()
+    return envelope.id
 
 
 def bench_agent_rss(work: Path, redis_url: str) -> None:
@@ -188,23 +196,34 @@ def bench_agent_rss(work: Path, redis_url: str) -> None:
     argv = [sys.executable, "-m", "checker.agent", "run", "--hostname", "bench-agent"]  # `fleetfix-agent run`
     argv += ["--state-dir", str(work / "state")]
     log_path = work / "agent.log"
+    key = work / "action.pem"
     try:
         with started(log_path, argv, env, "checker.report.sent") as proc:
             agent = rss_kb(proc.pid)
-            send_envelope(redis_url, work / "action.pem", "bench-agent")
+            send_envelope(redis_url, key, "bench-agent", meant_for="another-host", action="clear_sel", params={})
             wait_for_log(log_path, proc, "cyborg.envelope.refused")
             after_envelope = rss_kb(proc.pid)
+            weights = {"weights": {"0": 5}}  # node 0's interleave weight; written by no dry run
+            ran = send_envelope(
+                redis_url, key, "bench-agent", meant_for="bench-agent", action="set_interleave_weights", params=weights
+            )
+            # Its outcome here (a kernel before 6.9 fails its precondition) does not matter: the whole path ran.
+            wait_for_log(log_path, proc, rf"cyborg\.action\.(?!started)\w+ .*envelope={ran}")
+            after_action = rss_kb(proc.pid)
     finally:
-        # What it sent (its report, the refusal) has no consumer here.
+        # What it sent (its report, the refusal, the dry run's start and result) has no consumer here.
         redis.Redis.from_url(redis_url).delete(INGEST_STREAM, "ingest", REMEDIATE_QUEUE)
     bare_worker = worker_rss(work / "bare.log", [sys.executable, "-c", BARE_WORKER, redis_url], env, "ready.")
     bare_no_cli = worker_rss(work / "bare2.log", [sys.executable, "-c", BARE_WORKER_NO_CLI, redis_url], env, "ready.")
     bare = idle_rss("pass")
     celery = idle_rss("import celery, kombu, redis, pydantic")
+    outcome = re.search(rf"cyborg\.action\.(?!started)(\w+) .*envelope={ran}", log_path.read_text(errors="replace"))
     print(f"agent resident memory (`fleetfix-agent run` on {redis_url}, action key and host token set):")
+    print(f"  (the dry run {outcome.group(1) if outcome else '?'} here)")
     for label, value in (
         ("fleetfix-agent, after its first report", agent),
         ("fleetfix-agent, after verifying one action envelope", after_envelope),
+        ("fleetfix-agent, after running one of its own (dry run)", after_action),
     ):
         print(f"  {label:<64} {value / 1024:6.1f} MiB  ({value / bare_worker:.2f}x the ceiling, "
               f"{value / bare_no_cli:.2f}x the worker without its CLI)")  # fmt: skip
@@ -274,22 +293,36 @@ def bench_classification() -> None:
     classify_rate("only the kernel-log samples' lines, cycled (a host in an error storm)", dmesg_text(hardware))
 
 
+PARTS = ("cycle", "memory", "classify")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/14", help="Broker for the agent RSS figure.")
     parser.add_argument("--runs", type=int, default=200, help="Cycles to time.")
+    parser.add_argument(
+        "--part",
+        action="append",
+        choices=PARTS,
+        help="Only this part (repeatable): the check cycle, the agent's memory, kernel-log classification.",
+    )
     args = parser.parse_args()
+    parts = args.part or list(PARTS)
     python = (
         os.path.relpath(sys.executable, Path.cwd()) if sys.executable.startswith(str(Path.cwd())) else sys.executable
     )
     print(f"# command: FLEETFIX_TEST_SAMPLES={os.environ['FLEETFIX_TEST_SAMPLES']} {python} "
           f"{' '.join([os.path.relpath(sys.argv[0]), *sys.argv[1:]])}")  # fmt: skip
-    print(f"# machine: {os.cpu_count()} cpus, python {sys.version.split()[0]}, {os.uname().release}")
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"# machine: {os.cpu_count()} cpus, python {sys.version.split()[0]}, {os.uname().release}, load {load}")
     work = Path(tempfile.mkdtemp(prefix="fleetfix-bench-"))
     try:
-        bench_cycle(work, args.runs)
-        bench_agent_rss(work, args.redis)
-        bench_classification()
+        if "cycle" in parts:
+            bench_cycle(work, args.runs)
+        if "memory" in parts:
+            bench_agent_rss(work, args.redis)
+        if "classify" in parts:
+            bench_classification()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

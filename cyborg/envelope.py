@@ -7,8 +7,12 @@ attempt, the action and its parameters, when it was issued and when it expires, 
 the host journals so a replay is recognised. Ed25519 as in RFC 8032, through `cryptography`.
 
 A host reads its public key at start without `cryptography` (the key file's encoding is fixed,
-RFC 8410) and loads the library when the first envelope comes: most agents verify none for weeks,
-and the library is about 9 MiB of an agent's resident memory (docs/agent.md, "Figures").
+RFC 8410) and verifies each envelope in a short-lived child process of its own interpreter that
+loads the library (`Verifier(..., in_child=True)`, what load_verifier gives): the library is about
+7.5 MiB of resident memory an agent would otherwise hold for good after its first envelope, and
+envelopes are rare (docs/agent.md, "Figures"). The child's answer is its exit status, 0 for a
+signature that holds and 10 for one that does not; anything else (it could not start, crashed,
+hung) refuses the envelope as `unverifiable`, never accepts it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import hashlib
 import json
 import os
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,8 +41,24 @@ CLOCK_SKEW_S = 120
 
 RefusalCode = Literal[
     "malformed", "bad_signature", "unknown_key", "no_key", "wrong_host", "expired", "not_yet_valid", "not_allowed",
-    "bad_params", "replayed", "no_journal", "in_flight",
+    "bad_params", "replayed", "no_journal", "in_flight", "unverifiable",
 ]  # fmt: skip
+
+_SIGNATURE_FAILS = 10  # not 1, which is also what an uncaught exception in the child exits with
+VERIFY_TIMEOUT_S = 30
+"""How long the child process that checks a signature may take (it takes a few hundredths of a second)."""
+
+_CHILD_VERIFIER = f"""
+import sys
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+data = sys.stdin.buffer.read()
+try:
+    Ed25519PublicKey.from_public_bytes(data[:32]).verify(data[32:96], data[96:])
+except InvalidSignature:
+    sys.exit({_SIGNATURE_FAILS})
+sys.exit(0)
+"""
 
 
 class Envelope(BaseModel):
@@ -124,14 +146,19 @@ class Signer:
 class Verifier:
     """Checks envelopes against the central public key, given as its 32 raw bytes."""
 
-    def __init__(self, raw_public_key: bytes) -> None:
+    def __init__(self, raw_public_key: bytes, *, in_child: bool = False) -> None:
         if len(raw_public_key) != 32:
             raise ValueError(f"an Ed25519 public key is 32 bytes, not {len(raw_public_key)}")
         self.raw_public_key = raw_public_key
         self.key_id = key_id(raw_public_key)
+        self.in_child = in_child
         self._public_key: Ed25519PublicKey | None = None
 
     def _verify(self, signature: bytes, payload: bytes) -> bool:
+        if len(signature) != 64:  # an Ed25519 signature is 64 bytes; the child reads it by that length
+            return False
+        if self.in_child:
+            return _verify_in_child(self.raw_public_key, signature, payload)
         from cryptography.exceptions import InvalidSignature
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -173,6 +200,27 @@ class Verifier:
                 "not_yet_valid", f"issued in the future ({envelope.issued_at.isoformat()})", envelope, verified=True
             )
         return envelope
+
+
+def _verify_in_child(raw_public_key: bytes, signature: bytes, payload: bytes) -> bool:
+    """The signature checked by `cryptography` in a child process of this interpreter (`-I`: no
+    environment, no user site, no current directory on its path). Raises Refused('unverifiable') when
+    the child gives no answer."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-c", _CHILD_VERIFIER],
+            input=raw_public_key + signature + payload,
+            capture_output=True,
+            timeout=VERIFY_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise Refused("unverifiable", f"the signature could not be checked: {error}") from None
+    if done.returncode in (0, _SIGNATURE_FAILS):
+        return done.returncode == 0
+    said = done.stderr.decode(errors="replace").strip().splitlines()
+    reason = said[-1] if said else f"exit status {done.returncode}"
+    raise Refused("unverifiable", f"the signature could not be checked: {reason[:200]}")
 
 
 def _claimed(payload: str) -> Envelope | None:
@@ -232,4 +280,4 @@ def load_verifier(path: Path) -> Verifier:
         raise KeyMaterialError(f"{path}: not a PEM public key: {error}") from None
     if len(der) != len(ED25519_SPKI_PREFIX) + 32 or not der.startswith(ED25519_SPKI_PREFIX):
         raise KeyMaterialError(f"{path}: not an Ed25519 public key")
-    return Verifier(der[len(ED25519_SPKI_PREFIX) :])
+    return Verifier(der[len(ED25519_SPKI_PREFIX) :], in_child=True)
