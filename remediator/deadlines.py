@@ -7,9 +7,10 @@ ended while it was out (preempted) no longer waits once it is due; one stopped w
 its host's hold at its deadline, or at a reinstall's first report (remediator.stopping). Then, per
 step (docs/cyborg.md):
 
-- a host action that restarts the host, whose host has reported from another boot since the step was
-  sent, is done at its deadline though its result never came (a worker killed holding it): the restart
-  happened, and verification tells the rest;
+- a reboot whose host has reported from another boot than the one it started the step in (or was in
+  when the step was sent) is done at its deadline though its result never came (a worker killed holding
+  it): the restart is the whole fix; another restarting action in that case goes to a person (a ticket),
+  not a power cycle: the host came back, and nothing says the action took;
 - a reinstall whose host reported under a new boot id is done (its boot device set back to disk);
 - a host action the host never said it started fails and escalates, as an expired envelope does:
   the plan's next rung decides (nothing ran there that a power cycle could finish);
@@ -43,6 +44,12 @@ from remediator.models import (
 )
 from remediator.rules import RuleSet, Step
 from remediator.runner import complete_step
+
+DONE_BY_A_RESTART = frozenset({"reboot"})
+"""Host actions a new boot proves done when their result is lost: the restart is the whole fix. Not
+install_kernel, reflash_firmware or hard_ppr: a host that restarted for another reason (a crash, a person,
+a hard PPR's firmware-first stalls tripping the watchdog) has a new boot and none of their effect, and
+reporting left firmware-first after a hard PPR cut short would hide the errors verification looks for."""
 
 
 def due(now: dt.datetime) -> Select[int]:
@@ -94,10 +101,20 @@ def _check_step(
         return 1
     if step.deadline is None or now < step.deadline:
         return 0
-    if step.awaiting == Awaiting.host and _restarted_since_sent(host, step, result):
-        missing = _result_missing(session, remediation, step, host, result)
-        complete_step(step, {**result, **missing, "outcome": "succeeded"}, now)
-        planning.queue_run(session, remediation)
+    if step.awaiting == Awaiting.host and (came_back := _came_back_in(host, step, result)) is not None:
+        missing = _result_missing(session, remediation, step, host, result, came_back)
+        if step.action in DONE_BY_A_RESTART:
+            complete_step(step, {**result, **missing, "outcome": "succeeded"}, now)
+            planning.queue_run(session, remediation)
+            return 1
+        # up in another boot, but nothing says the kernel, firmware or PPR took: a person checks; no power
+        # cycle of a host that came back
+        _fail(step, {**result, **missing}, f"no result from {host.hostname} by {step.deadline.isoformat()}", now)
+        reason = (
+            f"no result for {step.action} (step {step.index}); {host.hostname} restarted since (boot {came_back}):"
+            f" check whether {step.action} took"
+        )
+        escalate_to_ticket(session, remediation, reason, ruleset, now)
         return 1
     if step.awaiting == Awaiting.host and step.accepted_at is None:
         # The host never said it started: nothing ran there that a power cycle could finish. The
@@ -155,9 +172,10 @@ def _check_held(session: Session, remediation: Remediation, step: RemediationSte
         if reported:
             step.result["reports_from"] = host.boot_id
         released = reported
-    elif restarted := _restarted_since_sent(host, step, result):
-        step.result = {**result, **_result_missing(session, remediation, step, host, result)}
-        released = True
+    elif (came_back := _came_back_in(host, step, result)) is not None:
+        step.result = {**result, **_result_missing(session, remediation, step, host, result, came_back)}
+        restarted = True
+        released = step.action in DONE_BY_A_RESTART  # the others: nothing verifies a stopped plan's step
     else:
         # never started by the host: its envelope expired long before this deadline and the host refuses an
         # expired one, so nothing runs there (a lost start notice is the one case this misreads)
@@ -166,6 +184,11 @@ def _check_held(session: Session, remediation: Remediation, step: RemediationSte
         reason = f"{host.hostname} reported from its new image after a stop (step {step.index})"
     elif released and restarted:
         reason = f"{host.hostname} restarted for step {step.index} ({step.action}) after a stop: its result never came"
+    elif restarted:
+        reason = (
+            f"no result for step {step.index} ({step.action}) after a stop; {host.hostname} restarted since:"
+            f" check whether {step.action} took"
+        )
     elif released:
         reason = f"{host.hostname} never started step {step.index} ({step.action}) after a stop: let go"
     else:
@@ -175,28 +198,36 @@ def _check_held(session: Session, remediation: Remediation, step: RemediationSte
     return 1
 
 
-def _restarted_since_sent(host: Host, step: RemediationStep, result: dict[str, Any]) -> bool:
-    """A host action that restarts the host, not power cycled by this sweep, whose host has since reported
-    from a boot other than the one it reported from when the step was sent: the restart happened. Told by
-    boot id alone (the host stamps its reports with its own clock). What else the action did (a kernel
-    installed, firmware applied) is for verification to tell, as it is after any step."""
+def _came_back_in(host: Host, step: RemediationStep, result: dict[str, Any]) -> str | None:
+    """The boot a host that restarts for its action has reported from since, when it is not the one the
+    host said it started the step in (`boot_id_started`, from its start notice) or, without that notice,
+    the one it reported from when the step was sent: None when there is none, or when this sweep's own
+    power cycle restarted the host. Told by boot id alone (the host stamps its reports with its own clock)."""
     spec = ACTIONS.get(step.action)
-    sent_in = result.get("boot_id_sent")
     if spec is None or spec.site != "host" or not spec.restarts or step.power_cycled_at is not None:
-        return False
-    return isinstance(sent_in, str) and host.boot_id is not None and host.boot_id != sent_in
+        return None
+    before = result.get("boot_id_started") or result.get("boot_id_sent")
+    if not isinstance(before, str) or host.boot_id is None or host.boot_id == before:
+        return None
+    return host.boot_id
 
 
 def _result_missing(
-    session: Session, remediation: Remediation, step: RemediationStep, host: Host, result: dict[str, Any]
+    session: Session,
+    remediation: Remediation,
+    step: RemediationStep,
+    host: Host,
+    result: dict[str, Any],
+    came_back: str,
 ) -> dict[str, Any]:
     """The host's result never came (a worker killed while it held the message keeps it from every other
-    worker until the broker's visibility timeout, an hour on Redis), but its reports show the restart: what
-    the step's result gets, and the audit that says so. The result, if it comes, is kept as `late_report`."""
+    worker until the broker's visibility timeout, an hour on Redis), but its reports show it restarted:
+    what the step's result gets (the boot it left, so a late report from that boot is told apart as made
+    before), and the audit that says so. The result, if it comes, is kept as `late_report`."""
+    left = result.get("boot_id_started") or result.get("boot_id_sent")
     missing = (
         f"no result from {host.hostname} by {step.deadline.isoformat() if step.deadline else 'its deadline'};"
-        f" it has reported from boot {host.boot_id} since the step was sent in boot {result.get('boot_id_sent')}:"
-        " the restart happened, and what else the action did is for verification to tell"
+        f" it has reported from boot {came_back} since it was in boot {left} for this step"
     )
     audit.record(
         session,
@@ -212,7 +243,7 @@ def _result_missing(
             "envelope_id": result.get("envelope_id"),
         },
     )
-    return {"reports_from": host.boot_id, "result_missing": missing}
+    return {"boot_id_before": left, "reports_from": came_back, "result_missing": missing}
 
 
 def _from_new_image(host: Host, result: dict[str, Any]) -> bool:

@@ -113,6 +113,9 @@ def record_host_started(
     timeout = int(step.result.get("timeout_s", 900))
     step.accepted_at = now
     step.deadline = now + dt.timedelta(seconds=timeout) + deadline_grace(timeout)
+    if isinstance(boot := report.get("boot_id"), str):
+        # the boot it started in: a restart the step made shows as another (remediator.deadlines)
+        step.result = {**step.result, "boot_id_started": boot}
     return "started"
 
 

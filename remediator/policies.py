@@ -228,17 +228,19 @@ def boot_verified(result: dict[str, Any]) -> str | None:
 
 def restarted_host(action: str, result: dict[str, Any]) -> bool:
     """Whether the step restarted the host: a central action that restarts it (power cycle, reinstall), or a
-    host action that can restart it whose result says it did (a restart under way or completed across one,
-    a verified or first-report boot). The boot a host action ran in (`boot_id_before`, in every host result)
-    says nothing by itself: a fix that did not restart the host leaves every later report in that boot."""
+    host action that can restart it whose result says it did (completed across a restart, or came back in a
+    boot, verified or first reported, other than the one it left). The boot a host action ran in
+    (`boot_id_before`, in every host result) says nothing by itself: a fix that did not restart the host
+    leaves every later report in that boot."""
     spec = CYBORG_ACTIONS.get(action)
     if spec is None or not spec.restarts:
         return False
     if spec.site == "central":
         return True
     changed = result.get("changed")
-    said = isinstance(changed, dict) and bool(changed.get("restarting") or changed.get("completed_across_restart"))
-    return said or boot_verified(result) is not None
+    across = isinstance(changed, dict) and bool(changed.get("completed_across_restart"))
+    came_back = boot_verified(result)  # a dry run says `restarting` and restarts nothing: it has none
+    return across or (came_back is not None and came_back != result.get("boot_id_before"))
 
 
 def fix_finished_at(remediation: Remediation) -> dt.datetime | None:

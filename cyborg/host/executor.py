@@ -113,6 +113,7 @@ class HostExecutor:
                         "step": entry.step,
                         "action": entry.action,
                         "accepted_at": entry.accepted_at,
+                        "boot_id": entry.boot_id_before,  # the boot it starts in
                     },
                 )
             elif entry.state == "finished":

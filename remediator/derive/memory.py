@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 MEMORY_VERSION: Literal[1] = 1
 
@@ -81,6 +81,16 @@ class MceMemory(_Section):
     ue_keys: list[str] = Field(
         default_factory=list, max_length=MAX_MCE_KEYS, description="As `keys`, for uncorrected records."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_track_before(cls, data: Any) -> Any:
+        """Memory kept before uncorrected records had a track of their own has one `since` and one set of
+        `keys` for both (and no `ue_keys`, which is always kept since): the uncorrected track starts from
+        them, so a record counted then is not counted again (a key of one class never matches the other)."""
+        if isinstance(data, dict) and data.get("logged") and "ue_keys" not in data:
+            return {**data, "ue_since": data.get("since"), "ue_keys": data.get("keys", [])}
+        return data
 
 
 MAX_GAPS = 16  # per id space: the newest are kept

@@ -66,3 +66,21 @@ def test_an_uncorrected_record_older_than_its_own_hour_is_history() -> None:
     old = newest - dt.timedelta(hours=2)
     late = derive_late(mcelog(at(3.5), [record(old, corrected=False, text="long ago")]), memory)
     assert of(late.signals, "mce_memory_uncorrected") == []
+
+
+def test_memory_kept_before_the_tracks_were_split_keeps_its_uncorrected_records_counted() -> None:
+    """Memory from before has one `since` and one set of keys for both classes, and no `ue_keys`: the
+    uncorrected track starts from them. An agent that lost its mcelog cursor reads its log from the start
+    again; an uncorrected record counted then is not counted twice (it would drain the host and ask for a
+    DIMM, perhaps one already swapped)."""
+    seen = at(2) - dt.timedelta(seconds=30)
+    ue = record(seen, corrected=False, text="counted before")
+    first = derive(mcelog(at(1), [record(at(1), corrected=True, text="first")]), {}, HOST, baselines=BASELINES)
+    counted = derive(mcelog(at(2), [ue]), json.loads(json.dumps(first.memory)), HOST, baselines=BASELINES)
+    assert of(counted.signals, "mce_memory_uncorrected")[0].value == 1
+    old = json.loads(json.dumps(counted.memory))
+    mce = old["mce"]
+    mce["keys"] = sorted({*mce.pop("keys", []), *mce.pop("ue_keys", [])})  # as the memory was kept before
+    mce["since"] = mce.pop("ue_since", mce.get("since"))
+    reread = derive(mcelog(at(3), [record(at(1), corrected=True, text="first"), ue]), old, HOST, baselines=BASELINES)
+    assert of(reread.signals, "mce_memory_uncorrected") == []

@@ -463,3 +463,46 @@ def test_a_host_step_that_did_not_restart_is_told_by_time_not_by_its_boot(sessio
     before = firing(session, h0, repair)
     before.report = report(T0 + dt.timedelta(minutes=9), boot="boot-1")
     assert skips(session, before, verifying) is not None
+
+
+def test_a_dry_run_of_a_restarting_action_is_told_by_time(session: Session) -> None:
+    """A dry run of a reboot says `restarting` and restarts nothing (no verified boot): judged by boot id,
+    every later report would be 'before the fix' and a fault that came back would never count."""
+    from tests.builders.observations import report
+
+    h0 = host(session)
+    reboot = rule(["reboot"])
+    verifying = remediation(session, h0, reboot, RemediationState.verifying)
+    [step] = verifying.steps
+    step.finished_at = T0 + dt.timedelta(minutes=10)
+    step.result = {
+        "outcome": "succeeded",
+        "changed": {"via": "reboot", "restarting": True},
+        "verified": {},
+        "boot_id_before": "boot-1",
+        "finished_at": (T0 + dt.timedelta(minutes=10)).isoformat(),
+    }
+    session.flush()
+    after = firing(session, h0, reboot)
+    after.report = report(T0 + dt.timedelta(minutes=20), boot="boot-1")
+    assert skips(session, after, verifying) is None
+
+
+def test_a_reboot_credited_by_the_hosts_reports_skips_a_late_report_from_the_boot_it_left(session: Session) -> None:
+    """remediator.deadlines completes a reboot whose result was lost on a report from another boot; it keeps
+    the boot the host left, so a report from that boot stored late is not a returned fault."""
+    from tests.builders.observations import report
+
+    h0 = host(session)
+    reboot = rule(["reboot"])
+    verifying = remediation(session, h0, reboot, RemediationState.verifying)
+    [step] = verifying.steps
+    step.finished_at = T0 + dt.timedelta(minutes=10)
+    step.result = {"outcome": "succeeded", "boot_id_before": "boot-1", "reports_from": "boot-2", "result_missing": "…"}
+    session.flush()
+    old = firing(session, h0, reboot)
+    old.report = report(T0 + dt.timedelta(minutes=20), boot="boot-1")
+    assert skips(session, old, verifying) is not None
+    new = firing(session, h0, reboot)
+    new.report = report(T0 + dt.timedelta(minutes=20), boot="boot-2")
+    assert skips(session, new, verifying) is None
