@@ -25,9 +25,9 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 
 NOT_MODELLED = (
-    "PostgreSQL, Redis, the client and the reports' sender run unpinned on every core (both APIs share "
-    "them); a limit enforced as a CFS quota (without the static CPU manager policy); the proxy and network "
-    "in front; floods sent to the replica's own address"
+    "PostgreSQL and Redis run unpinned on every core (both APIs share them; the client and the reports' "
+    "sender share the main API's core); a limit enforced as a CFS quota (without the static CPU manager "
+    "policy); the proxy and network in front; floods sent to the replica's own address"
 )
 """What pinning the two APIs does not reproduce of deploy/kubernetes/api-intake.yaml (docs/reliability.md, "Load")."""
 

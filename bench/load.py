@@ -24,7 +24,8 @@ oversized body answered (413, or 401); those the API refuses before reading with
 on a port of its own takes every report (the warm-up, a-max, a-c), as agents' FLEETFIX_AGENT_FALLBACK_URL
 would point at it; the ceilings, readers and floods go to the main API. Each is pinned to cores of its
 own (sched_setaffinity: the replica the last core, the API the rest) as an emulation of the CPU a pod's
-limit gives it; PostgreSQL, Redis and the client are not pinned (bench/_load_topology.py).
+limit gives it; the client and the reports' sender share the main API's cores (the load comes from
+elsewhere), PostgreSQL and Redis are not pinned (bench/_load_topology.py).
 """
 
 from __future__ import annotations
@@ -342,6 +343,11 @@ def main() -> None:
         if args.setting:
             print(f"api settings: {' '.join(args.setting)}")
         api, intake = start_apis(args, env, workdir, apis)
+        if intake is not None and api.cores:
+            # The load comes from elsewhere (agents, browsers): the client and the reports' sender, forked
+            # from it later, stay off the replica's core, as they would be off its node.
+            os.sched_setaffinity(0, api.cores)
+            print(f"  the client and the reports' sender pinned to cpu {describe(api.cores)}, with the api")
         run = Run(args, seeded, api, intake, name)
         asyncio.run(run.main())
         if intake is not None:
