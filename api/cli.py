@@ -16,9 +16,10 @@ from typing import Annotated
 import typer
 
 from api.cli_users import tokens_app, users_app
+from api.settings import CentralSettings, load_central_settings
 from checker.agent import cli as agent_cli
 from core.logs import mask_credentials
-from core.settings import Settings, SettingsError, load_settings
+from core.settings import SettingsError
 
 app = typer.Typer(
     name="fleetfix",
@@ -44,9 +45,9 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _settings(**overrides: object) -> Settings:
+def _settings(**overrides: object) -> CentralSettings:
     try:
-        settings = load_settings(**overrides)
+        settings = load_central_settings(**overrides)
     except SettingsError as error:
         raise _fail(f"bad setting: {error}") from None
     from core.logs import setup_logging
@@ -55,7 +56,7 @@ def _settings(**overrides: object) -> Settings:
     return settings
 
 
-def _central(settings: Settings, datacenter: str | None = None) -> Settings:
+def _central(settings: CentralSettings, datacenter: str | None = None) -> CentralSettings:
     """Settings of a central process: on its datacenter's broker if one is named, metrics shared on the box."""
     if datacenter is not None:
         if datacenter not in settings.datacenter_brokers:
@@ -69,7 +70,7 @@ def _central(settings: Settings, datacenter: str | None = None) -> Settings:
     return settings
 
 
-def _serve_metrics(settings: Settings) -> None:
+def _serve_metrics(settings: CentralSettings) -> None:
     if settings.metrics_port:
         from core import metrics
 

@@ -23,11 +23,12 @@ from celery.worker import WorkController
 from api.app import create_app
 from api.bootstrap import bootstrap_admin
 from api.runtime import build_central, central_celery
+from api.settings import CentralSettings
 from api.web.demo import demo_accounts
 from checker.sim import SimulatedFleet
 from core.queue import CENTRAL_QUEUES, INGEST_QUEUE, host_queue
-from core.settings import Settings
 from cyborg.central import Cyborg
+from cyborg.central.settings import CyborgSettings
 from migrations import upgrade
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.tasks import INGEST_BATCH
@@ -115,7 +116,7 @@ class FleetSimulator:
 
 
 def simulated_hosts(
-    settings: Settings, app: Celery, fleet: SimulatedFleet, lock: threading.RLock
+    settings: CyborgSettings, app: Celery, fleet: SimulatedFleet, lock: threading.RLock
 ) -> tuple[Cyborg, tuple[str, ...]]:
     """Cyborg on every virtual host: an executor with the simulated driver (holding the central key's
     public half, as a real agent would), handed to `app`, and the central executor with the fleet's
@@ -148,7 +149,7 @@ def simulated_hosts(
     return central, tuple(host_queue(h.hostname) for h in fleet.hosts)
 
 
-def run_up(settings: Settings, *, simulate: int = 0, sim_interval: float = 5.0, seed: int = 1) -> None:
+def run_up(settings: CentralSettings, *, simulate: int = 0, sim_interval: float = 5.0, seed: int = 1) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)  # the signing key of a simulated fleet is made there
     app = central_celery(settings)
     # The demo shows what fleetfix decides: half the hosts faulty, every kind of fault once first.

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from celery import Celery
 
+from api.settings import CentralSettings
 from core.audit import AuditListeners
 from core.db import Database
 from core.queue import create_celery, provide
-from core.settings import Settings
 from cyborg.central import SCHEDULER_ACTIONS, CentralCyborg, Cyborg
 from remediator.rules import RuleRegistry
 from remediator.runtime import Remediator
@@ -32,7 +32,7 @@ CENTRAL_TASK_MODULES = ("remediator.tasks", "ticketing.notify.tasks", "ticketing
 class CentralRuntime:
     """What one central process runs with."""
 
-    settings: Settings
+    settings: CentralSettings
     database: Database
     celery: Celery
     remediator: Remediator
@@ -42,7 +42,7 @@ class CentralRuntime:
         self.database.dispose()
 
 
-def central_celery(settings: Settings) -> Celery:
+def central_celery(settings: CentralSettings) -> Celery:
     """The central Celery app, with the central tasks and their beat schedule (no runtime yet)."""
     app = create_celery(
         settings.broker_url,
@@ -63,7 +63,7 @@ def central_celery(settings: Settings) -> Celery:
 
 
 def build_central(
-    settings: Settings,
+    settings: CentralSettings,
     *,
     database: Database | None = None,
     celery: Celery | None = None,

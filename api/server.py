@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from api.app import create_app
 from api.runtime import build_central
-from core.settings import load_settings
+from api.settings import load_central_settings
 
-app = create_app(build_central(load_settings()))
+app = create_app(build_central(load_central_settings()))

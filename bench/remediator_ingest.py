@@ -39,12 +39,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from api.runtime import build_central  # noqa: E402
+from api.settings import load_central_settings  # noqa: E402
 from bench._databases import create_database, drop_database, issue_host_tokens  # noqa: E402
 from checker.sim import SimulatedFleet  # noqa: E402
 from core.db import Database  # noqa: E402
 from core.process import tune_gc  # noqa: E402
 from core.queue import INGEST_QUEUE, INGEST_STREAM, create_celery  # noqa: E402
-from core.settings import load_settings  # noqa: E402
 from core.signing import report_key, sign_report  # noqa: E402
 from migrations import upgrade  # noqa: E402
 from remediator.ingest import ingest  # noqa: E402
@@ -125,7 +125,9 @@ def service_throughput(url: str, fleet: SimulatedFleet, rounds: int, start: dt.d
     database = Database(url, pool_size=2)
     ruleset = load_ruleset([])
     # the service's runtime around that database (planning reads the remediator's settings off the session)
-    build_central(load_settings(), database=database, celery=create_celery("memory://", include=("remediator.tasks",)))
+    build_central(
+        load_central_settings(), database=database, celery=create_celery("memory://", include=("remediator.tasks",))
+    )
     # rounds 0 and 1 register the hosts and their first changes; they are not timed
     for warmup in range(2):
         reports, _ = parse_reports(round_texts(fleet, start + dt.timedelta(minutes=warmup)))

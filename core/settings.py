@@ -1,7 +1,12 @@
-"""One file for now: every FLEETFIX_* variable is a field of the one Settings class; splitting it by
-stage is a change of its own.
+"""Service settings: FLEETFIX_* environment variables over an optional TOML file.
 
-Service settings: FLEETFIX_* environment variables over an optional TOML file.
+`Settings` is the shared section: what every process reads (database, broker and its TLS, data
+directory, logging, environment, the signing secret, the API, metrics) and what the host agent needs
+(report interval, hostname). Each stage declares its own section as a subclass of it, in the stage
+(remediator/settings.py, ticketing/settings.py, cyborg/central/settings.py), so a stage's setting is
+changed there; a process's root loads the sections it runs with in one class (api/settings.py for the
+central processes, this one alone for the agent) through `load_settings`, which refuses every FLEETFIX_*
+name that class does not declare.
 
 The defaults are the embedded mode (SQLite in the data directory, an in-process
 broker, the UI on 127.0.0.1:8000); pointing the two URLs at PostgreSQL and Redis
@@ -11,10 +16,11 @@ is the production mode with no code change.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,13 +28,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from core.vocabulary import (
-    MIN_PASSWORD_LENGTH,
-    REPORT_INTERVAL_MAX_S,
-    REPORT_INTERVAL_MIN_S,
-    AlertKind,
-    AlertSeverity,
-)
+from core.vocabulary import MIN_PASSWORD_LENGTH, REPORT_INTERVAL_MAX_S, REPORT_INTERVAL_MIN_S
 
 ENV_PREFIX = "FLEETFIX_"
 CONFIG_FILE_ENV = "FLEETFIX_CONFIG"
@@ -41,23 +41,10 @@ class SettingsError(Exception):
     """A setting has a bad value; the message names the variable."""
 
 
-class AlertRoute(BaseModel):
-    """Where Slack alerts of some datacenters, severities and kinds go (docs/alerts.md); the first match wins."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    channel: str = Field(
-        min_length=1,
-        max_length=80,
-        description="Bot mode: the channel posted to. Webhook mode: its name in logs (the webhook fixes the channel).",
-    )
-    datacenters: list[str] = Field(default_factory=lambda: ["*"], description="Glob patterns (ams*); * matches all.")
-    severities: list[AlertSeverity] = Field(default_factory=lambda: list(AlertSeverity))
-    kinds: list[AlertKind] = Field(default_factory=lambda: list(AlertKind))
-    webhook_url: SecretStr | None = Field(None, description="Webhook mode: this route's incoming webhook.")
-
-
 class Settings(BaseSettings):
+    """The shared section. A stage's section subclasses it (and so reads the shared fields it needs, such as
+    `environment`); a root's class subclasses the sections it loads."""
+
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
         extra="forbid",
@@ -103,16 +90,6 @@ class Settings(BaseSettings):
         le=REPORT_INTERVAL_MAX_S,
         description="How often agents run the check cycle and report, in seconds.",
     )
-    stale_after_intervals: int = Field(
-        3, ge=2, le=100, description="A host with no report for this many intervals is unreachable."
-    )
-    require_signed_reports: bool | None = Field(
-        None,
-        description=(
-            "Refuse reports (and cyborg's results, starts and refusals) from the broker that no host credential "
-            "signed. Empty: on in production, off in development."
-        ),
-    )
     api_shared_concurrency: int = Field(
         4,
         ge=1,
@@ -144,16 +121,6 @@ class Settings(BaseSettings):
         description="Largest body of POST /api/v1/reports/batch: 16 reports at the agent's 1 MB bound, "
         "about 1,100 at a typical 14 KB.",
     )
-    report_retention_days: int = Field(
-        30,
-        ge=1,
-        le=3650,
-        description="Raw reports and signals older than this many days are pruned (hourly, by the scheduler).",
-    )
-    rules_paths: list[Path] = Field(
-        default_factory=list,
-        description="Rule-pack YAML files or directories loaded after the built-in default pack.",
-    )
     hostname: str = Field(
         "",
         description="This host's name for the agent (host.<hostname> queue). Empty: the system hostname.",
@@ -167,36 +134,6 @@ class Settings(BaseSettings):
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
     log_format: Literal["json", "text"] = Field("text", description="json for structured logs in production.")
-    alerts_mode: Literal["off", "webhook", "bot"] = Field(
-        "off",
-        description=(
-            "Slack alerts: off, webhook (incoming webhooks: SLACK_WEBHOOK_URL and routes' own) or bot "
-            "(chat.postMessage with SLACK_BOT_TOKEN)."
-        ),
-    )
-    alerts_window_s: int = Field(
-        30, ge=5, le=3600, description="Alerts of one kind for one channel within this window become one message."
-    )
-    alerts_routes: list[AlertRoute] = Field(
-        default_factory=list,
-        description=(
-            'Routes by datacenter, severity and kind, JSON: [{"datacenters": ["ams*"], "severities": ["critical"], '
-            '"channel": "#ams-oncall"}]; the first match wins, else SLACK_CHANNEL (docs/alerts.md).'
-        ),
-    )
-    slack_webhook_url: SecretStr = Field(
-        SecretStr(""),
-        description="Webhook mode: the incoming webhook for alerts no route takes. Never logged or shown.",
-    )
-    slack_bot_token: SecretStr = Field(
-        SecretStr(""), description="Bot mode: the bot token (xoxb-…). Never logged or shown."
-    )
-    slack_channel: str = Field(
-        "", description="Where alerts no route takes go (bot mode: required; webhook mode: its name in logs)."
-    )
-    slack_api_url: str = Field(
-        "https://slack.com/api/", description="Bot mode: the Slack Web API base URL (a proxy, or a local receiver)."
-    )
     datacenter_brokers: dict[str, str] = Field(
         default_factory=dict,
         description=(
@@ -225,97 +162,6 @@ class Settings(BaseSettings):
         le=65535,
         description="worker, ingester and scheduler also serve /metrics on this port (0: only the API serves it).",
     )
-
-    ticket_settle_s: int = Field(
-        1800,
-        ge=0,
-        le=7 * 86400,
-        description=(
-            "After a technician resolves a ticket, the host must keep reporting this long without the fault "
-            "before the ticket closes and the host goes back in service."
-        ),
-    )
-    ticket_reopen_window_s: int = Field(
-        30 * 86400,
-        ge=0,
-        le=365 * 86400,
-        description="The same fault on the same host and part within this long after closing reopens the ticket.",
-    )
-    ticket_tracker: Literal["local", "jira"] = Field(
-        "local", description="Where tickets are mirrored: local (fleetfix only) or jira (JIRA_* settings)."
-    )
-    jira_url: str = Field("", description="Jira base URL, e.g. https://example.atlassian.net (REST API v2).")
-    jira_project: str = Field("", description="Jira project key the issues are created in, e.g. OPS.")
-    jira_user: str = Field(
-        "", description="Jira user (Cloud: the account e-mail, basic auth). Empty: the token is a bearer token."
-    )
-    jira_api_token: SecretStr = Field(
-        SecretStr(""), description="Jira API token or personal access token. Never logged or shown by the API."
-    )
-    jira_issue_type: str = Field("Task", description="Issue type of the issues fleetfix creates.")
-    jira_transitions: dict[str, str] = Field(
-        default_factory=dict,
-        description=(
-            'Ticket state to the Jira transition (or target status) name, JSON: {"resolved": "Done"}. '
-            "Unset states use Jira's default workflow names (docs/tickets.md)."
-        ),
-    )
-
-    # -- cyborg: actions on hosts (docs/cyborg.md) --
-    action_key_file: Path | None = Field(
-        None,
-        description=(
-            "Ed25519 private key (PEM) that signs host action envelopes (`fleetfix keys generate`); agents hold "
-            "its public key. Empty: DATA_DIR/action-signing-key.pem, created on first use in development."
-        ),
-    )
-    action_expires_s: int = Field(
-        300,
-        ge=30,
-        le=86400,
-        description=(
-            "An action envelope no host started within this many seconds is refused by the host (short: an "
-            "aborted envelope whose revoke did not reach the host cannot start long after)."
-        ),
-    )
-    bmc_address_template: str = Field(
-        "",
-        description=(
-            "A host's BMC address for out-of-band power control (cold power cycle, reimage), e.g. "
-            "{hostname}-ipmi.mgmt. A host's `bmc_address` label wins. Empty: only hosts with that label."
-        ),
-    )
-    bmc_username: str = Field("", description="IPMI user on the BMCs.")
-    bmc_password_file: Path | None = Field(
-        None, description="File holding the BMC password; ipmitool reads it with -f (never on a command line)."
-    )
-    scheduler_hooks: dict[str, dict[str, str | list[str]]] = Field(
-        default_factory=dict,
-        description=(
-            'Drain/undrain/restart_agent hooks by cluster (* for any), JSON: {"*": {"drain": '
-            '["/usr/local/bin/sched", "drain", "{hostname}"], "undrain": "https://sched.example/undrain", '
-            '"restart_agent": ["ssh", "{hostname}", "systemctl", "restart", "fleetfix-agent"]}}: an argv template, '
-            "or a URL that is POSTed JSON. Unset: drain and undrain are recorded no-ops; an agent restart fails "
-            "(and a ticket follows)."
-        ),
-    )
-
-    @field_validator("scheduler_hooks")
-    @classmethod
-    def _hook_shapes(cls, value: dict[str, dict[str, str | list[str]]]) -> dict[str, dict[str, str | list[str]]]:
-        for cluster, hooks in value.items():
-            for name, hook in hooks.items():
-                if name not in ("drain", "undrain", "restart_agent"):
-                    raise ValueError(f"{cluster}: {name!r} is not a hook (drain, undrain, restart_agent)")
-                if isinstance(hook, str) and not hook.startswith(("http://", "https://")):
-                    raise ValueError(f"{cluster}.{name}: a string hook is an http(s) URL; a command is an argv list")
-                if isinstance(hook, list) and not (hook and all(isinstance(part, str) and part for part in hook)):
-                    raise ValueError(f"{cluster}.{name}: an argv list of non-empty strings")
-        return value
-
-    @property
-    def effective_action_key_file(self) -> Path:
-        return self.action_key_file or self.data_dir / "action-signing-key.pem"
 
     @field_validator("database_url")
     @classmethod
@@ -359,49 +205,6 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _jira_settings(self) -> Settings:
-        if self.ticket_tracker == "jira":
-            for name in ("jira_url", "jira_project", "jira_api_token"):
-                value = getattr(self, name)
-                if not (value.get_secret_value() if isinstance(value, SecretStr) else value):
-                    raise ValueError(f"{ENV_PREFIX}{name.upper()} is required when {ENV_PREFIX}TICKET_TRACKER=jira")
-            if not self.jira_url.startswith(("http://", "https://")):
-                raise ValueError(f"{ENV_PREFIX}JIRA_URL must be an http:// or https:// URL")
-        return self
-
-    @model_validator(mode="after")
-    def _alert_destinations(self) -> Settings:
-        if self.alerts_mode == "off":
-            return self
-        hooks = {
-            f"ALERTS_ROUTES[{i}].webhook_url": (route.channel, route.webhook_url.get_secret_value())
-            for i, route in enumerate(self.alerts_routes)
-            if route.webhook_url is not None
-        }
-        if self.alerts_mode == "webhook":
-            if not self.slack_webhook_url.get_secret_value():
-                raise ValueError(f"{ENV_PREFIX}SLACK_WEBHOOK_URL is required when {ENV_PREFIX}ALERTS_MODE=webhook")
-            urls = {name: url for name, (_, url) in hooks.items()}
-            urls["SLACK_WEBHOOK_URL"] = self.slack_webhook_url.get_secret_value()
-            for name, (channel, _url) in hooks.items():
-                if len({u for c, u in hooks.values() if c == channel}) > 1:
-                    raise ValueError(f"{ENV_PREFIX}{name}: channel {channel!r} has two different webhooks")
-        else:
-            if not (self.slack_bot_token.get_secret_value() and self.slack_channel):
-                raise ValueError(
-                    f"{ENV_PREFIX}SLACK_BOT_TOKEN and {ENV_PREFIX}SLACK_CHANNEL are required when "
-                    f"{ENV_PREFIX}ALERTS_MODE=bot"
-                )
-            for name in hooks:
-                raise ValueError(f"{ENV_PREFIX}{name}: bot mode posts with SLACK_BOT_TOKEN, not webhooks")
-            urls = {"SLACK_API_URL": self.slack_api_url}
-        schemes = ("https://",) if self.environment == "production" else ("https://", "http://")
-        for name, url in urls.items():
-            if not url.startswith(schemes):
-                raise ValueError(f"{ENV_PREFIX}{name} must be an {' or '.join(schemes)} URL")
-        return self
-
-    @model_validator(mode="after")
     def _production_secrets(self) -> Settings:
         if self.environment == "production":
             if self.secret_key == PLACEHOLDER_SECRET or len(self.secret_key) < 32:
@@ -432,12 +235,6 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.data_dir / 'fleetfix.db').resolve()}"
 
     @property
-    def signed_reports_required(self) -> bool:
-        if self.require_signed_reports is not None:
-            return self.require_signed_reports
-        return self.environment == "production"
-
-    @property
     def effective_public_url(self) -> str:
         return self.public_url.rstrip("/") or f"http://{self.api_host}:{self.api_port}"
 
@@ -466,39 +263,61 @@ class Settings(BaseSettings):
         return self.broker_url.startswith("memory://")
 
 
-SECRET_SETTINGS = frozenset(
-    {"secret_key", "webhook_url", *(n for n, f in Settings.model_fields.items() if f.annotation is SecretStr)}
-)
-"""Values an error message never repeats (the settings and route fields that hold credentials)."""
+S = TypeVar("S", bound=Settings)
 
 
-def _redacted(value: object, secret: bool = False) -> object:
+def known_names(model: type[Settings]) -> frozenset[str]:
+    """The FLEETFIX_* names a settings class reads (with FLEETFIX_CONFIG): load_settings refuses any other."""
+    return frozenset({f"{ENV_PREFIX}{name.upper()}" for name in model.model_fields} | {CONFIG_FILE_ENV})
+
+
+def _types_in(annotation: object) -> Iterator[object]:
+    yield annotation
+    for arg in get_args(annotation):
+        yield from _types_in(arg)
+
+
+def secret_names(model: type[BaseModel]) -> frozenset[str]:
+    """Fields whose values an error message never repeats: the secret key, and every field of the settings or of
+    the models they hold (an alert route's webhook) that is a SecretStr."""
+    names = {"secret_key"}
+    for name, field in model.model_fields.items():
+        for kind in _types_in(field.annotation):
+            if kind is SecretStr:
+                names.add(name)
+            elif isinstance(kind, type) and issubclass(kind, BaseModel):
+                names |= secret_names(kind)
+    return frozenset(names)
+
+
+def _redacted(value: object, secrets: frozenset[str], secret: bool = False) -> object:
     if secret:
         return "**********"
     if isinstance(value, dict):
-        return {key: _redacted(item, key in SECRET_SETTINGS) for key, item in value.items()}
+        return {key: _redacted(item, secrets, key in secrets) for key, item in value.items()}
     if isinstance(value, list):
-        return [_redacted(item) for item in value]
+        return [_redacted(item, secrets) for item in value]
     return value
 
 
-def _describe(error: ValidationError) -> str:
+def _describe(error: ValidationError, secrets: frozenset[str]) -> str:
     lines = []
     for item in error.errors():
         field = str(item["loc"][0]) if item["loc"] else ""
         name = f"{ENV_PREFIX}{field.upper()}" if field else "settings"
         name += "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in item["loc"][1:])
-        shown = _redacted(item.get("input"), any(part in SECRET_SETTINGS for part in item["loc"]))
+        shown = _redacted(item.get("input"), secrets, any(part in secrets for part in item["loc"]))
         lines.append(f"{name}: {item['msg']} (got {shown!r})")
     return "; ".join(lines)
 
 
-def load_settings(**overrides: object) -> Settings:
-    """Build settings from the environment and FLEETFIX_CONFIG, or raise SettingsError."""
+def load_settings(model: type[S], /, **overrides: object) -> S:
+    """Build `model` (the shared section alone, or a root's sections in one class) from the environment and
+    FLEETFIX_CONFIG, or raise SettingsError. A FLEETFIX_* name that none of its sections declares is refused."""
     config_file = os.environ.get(CONFIG_FILE_ENV)
     if config_file and not Path(config_file).is_file():
         raise SettingsError(f"{CONFIG_FILE_ENV}: no such file {config_file!r}")
-    known = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields} | {CONFIG_FILE_ENV}
+    known = known_names(model)
     unknown = sorted(
         key
         for key in os.environ
@@ -507,8 +326,8 @@ def load_settings(**overrides: object) -> Settings:
     if unknown:
         raise SettingsError(f"{unknown[0]}: unknown setting (known: {', '.join(sorted(known))})")
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return model(**overrides)  # type: ignore[arg-type]
     except ValidationError as error:
-        raise SettingsError(_describe(error)) from error
+        raise SettingsError(_describe(error, secret_names(model))) from error
     except ValueError as error:  # a malformed TOML file
         raise SettingsError(f"{CONFIG_FILE_ENV} {config_file!r}: {error}") from error

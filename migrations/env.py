@@ -32,9 +32,9 @@ def _include_name(name: str | None, type_: str, _parent: object) -> bool:
 def _url() -> str:
     url = config.attributes.get("database_url") or config.get_main_option("sqlalchemy.url")
     if not url:
-        from core.settings import load_settings
+        from api.settings import load_central_settings  # a bare `alembic` run: the central processes' settings
 
-        url = load_settings().effective_database_url
+        url = load_central_settings().effective_database_url
     return str(url)
 
 

@@ -15,15 +15,15 @@ from sqlalchemy.orm import Session
 
 from core.db import Database, service_of
 from core.queue import service
-from core.settings import Settings
 from cyborg.central import Cyborg
 from remediator.hostauth import HostKeys
 from remediator.rules import RuleRegistry
+from remediator.settings import RemediatorSettings
 
 
 @dataclass(frozen=True, eq=False)
 class Remediator:
-    settings: Settings
+    settings: RemediatorSettings
     database: Database
     rules: RuleRegistry
     cyborg: Cyborg
@@ -33,7 +33,7 @@ class Remediator:
 
     @classmethod
     def build(
-        cls, settings: Settings, database: Database, cyborg: Cyborg, *, rules: RuleRegistry | None = None
+        cls, settings: RemediatorSettings, database: Database, cyborg: Cyborg, *, rules: RuleRegistry | None = None
     ) -> Remediator:
         return cls(
             settings=settings,

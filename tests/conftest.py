@@ -31,9 +31,9 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+from api.settings import CentralSettings
 from core.db import Base, Database, make_engine
 from core.queue import create_celery
-from core.settings import Settings
 from migrations import upgrade
 
 PG_ADMIN_URL = os.environ.get("FLEETFIX_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -202,13 +202,13 @@ def samples_dir() -> Path:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def settings(tmp_path: Path) -> CentralSettings:
     """Settings of the test's own (the action signing key in its temporary directory)."""
-    return Settings(data_dir=tmp_path, scheduler_hooks={})
+    return CentralSettings(data_dir=tmp_path, scheduler_hooks={})
 
 
 @pytest.fixture
-def cyborg_installed(settings: Settings, db: Database) -> dict[str, Any]:
+def cyborg_installed(settings: CentralSettings, db: Database) -> dict[str, Any]:
     """The test's runtime as a worker's root builds it: cyborg's executor runs every action; a test may
     script actions into the dict it returns."""
     from cyborg.central import CentralCyborg

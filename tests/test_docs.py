@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import yaml
 
 from api.cli import app as cli
-from core.settings import Settings
+from api.settings import SECTIONS, CentralSettings
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()
@@ -15,8 +16,25 @@ README = (REPO / "README.md").read_text()
 
 def test_readme_configuration_table_lists_every_setting() -> None:
     documented = set(re.findall(r"^\| `(FLEETFIX_[A-Z_]+)` \|", README, flags=re.M))
-    actual = {f"FLEETFIX_{name.upper()}" for name in Settings.model_fields}
+    actual = {f"FLEETFIX_{name.upper()}" for name in CentralSettings.model_fields}
     assert documented == actual
+
+
+def test_readme_configuration_tables_follow_the_settings_sections() -> None:
+    """One table per section, headed by the file that declares it, listing that section's settings."""
+    configuration = README[README.index("## Configuration") : README.index("## Production")]
+    parts = re.split(r"^### .*?\(`([a-z_/]+\.py)`\).*$", configuration, flags=re.M)
+    tables = {
+        parts[i]: set(re.findall(r"^\| `(FLEETFIX_[A-Z_]+)` \|", parts[i + 1], flags=re.M))
+        for i in range(1, len(parts), 2)
+    }
+    sections = {
+        section.__module__.replace(".", "/") + ".py": {
+            f"FLEETFIX_{name.upper()}" for name in inspect.get_annotations(section)
+        }
+        for section in SECTIONS
+    }
+    assert tables == sections
 
 
 def test_readme_names_every_command() -> None:

@@ -13,23 +13,23 @@ from typing import Any
 
 from core.db import Database
 from core.queue import service
-from core.settings import Settings
 from ticketing.backends import Tracker, make_tracker
 from ticketing.lifecycle import Reactions
 from ticketing.notify.events import Subjects
 from ticketing.notify.slack import Redactor, Sender, sender_for
+from ticketing.settings import TicketingSettings
 
 
 @dataclass(eq=False)
 class Ticketing:
-    settings: Settings
+    settings: TicketingSettings
     database: Database
     subjects: Subjects = field(default_factory=Subjects)
     reactions: Reactions = field(default_factory=Reactions)
     tracker_factory: Any = make_tracker
-    """Settings -> Tracker; called once, when the first sync needs the tracker (after a worker forked)."""
+    """TicketingSettings -> Tracker; called once, when the first sync needs the tracker (after a worker forked)."""
     sender_factory: Any = sender_for
-    """Settings -> (Sender, Redactor); called once, when the first alert is delivered."""
+    """TicketingSettings -> (Sender, Redactor); called once, when the first alert is delivered."""
     _tracker: Tracker | None = field(default=None, init=False, repr=False)
     _sender: tuple[Sender, Redactor] | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)

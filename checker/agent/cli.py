@@ -34,7 +34,7 @@ def _fail(ctx: typer.Context, message: str, code: int = 2) -> typer.Exit:
 
 def _settings(ctx: typer.Context) -> Settings:
     try:
-        settings = load_settings()
+        settings = load_settings(Settings)  # the shared section: the agent reads no stage's
     except SettingsError as error:
         raise _fail(ctx, f"bad setting: {error}") from None
     from core.logs import setup_logging

@@ -20,10 +20,10 @@ from typing import Any
 from celery import Celery, current_app
 
 from core.queue import host_signature
-from core.settings import Settings
 from cyborg.actions import ACTIONS, ActionRefused, CyborgAction, timeout_of
 from cyborg.central.interfaces import Done, HandedOver, HostSend, Order, Sighting, StepFailed, Target
 from cyborg.central.issuing import SigningKeyMissing, issue, message_expires_s, resolve_params, signer_for
+from cyborg.central.settings import CyborgSettings
 from cyborg.commands import ActionContext, ActionFailed, LiveSystem, System
 from cyborg.drivers import hooks
 from cyborg.drivers.bmc import Bmc, IpmitoolBmc
@@ -50,7 +50,7 @@ class CentralCyborg:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: CyborgSettings,
         *,
         bmc: Bmc | None = None,
         reach: Reach | None = None,

@@ -12,8 +12,8 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from core.settings import Settings
 from cyborg.actions import BOOKKEEPING_PARAMS, ActionRefused, CyborgAction, timeout_of
+from cyborg.central.settings import CyborgSettings
 from cyborg.envelope import Envelope, SignedMessage, Signer, generate_keypair, load_signer
 
 DELIVERY_GRACE_S = 3600
@@ -31,7 +31,7 @@ class SigningKeyMissing(Exception):
     """No action signing key where the settings say; the message names the file and the command."""
 
 
-def signer_for(settings: Settings) -> Signer:
+def signer_for(settings: CyborgSettings) -> Signer:
     """The action signing key, read from its file (a CentralCyborg keeps the one it read). In development a
     missing default key is created (with its .pub beside it)."""
     path = settings.effective_action_key_file

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from api.bootstrap import bootstrap_admin
 from api.cli import app
+from api.settings import load_central_settings
 from core.auth import authenticate_user, principal_for_token
 from core.db import Database
 from core.models import AuditEntry, Role
-from core.settings import load_settings
 from migrations import upgrade
 
 
@@ -101,7 +101,7 @@ def test_users_and_tokens_from_the_command_line(data_dir: Path) -> None:
 
 
 def test_first_start_creates_an_admin_and_prints_its_secrets_once(data_dir: Path) -> None:
-    settings = load_settings()
+    settings = load_central_settings()
     db = database(data_dir)
     printed: list[str] = []
     try:
@@ -130,7 +130,7 @@ def test_a_configured_admin_password_is_used_and_not_printed(data_dir: Path, mon
     db = database(data_dir)
     printed: list[str] = []
     try:
-        bootstrap_admin(db, load_settings(), printed.append)
+        bootstrap_admin(db, load_central_settings(), printed.append)
         assert not (data_dir / "admin-password").exists()
         assert "chosen by the operator" not in "".join(printed)
         with db.session() as session:
@@ -141,4 +141,4 @@ def test_a_configured_admin_password_is_used_and_not_printed(data_dir: Path, mon
     from core.settings import SettingsError
 
     with pytest.raises(SettingsError, match=r"FLEETFIX_ADMIN_PASSWORD: .*at least 12 characters"):
-        load_settings()
+        load_central_settings()

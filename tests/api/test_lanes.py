@@ -10,7 +10,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from api.lanes import SharedLane, in_lane
-from core.settings import load_settings
+from api.settings import load_central_settings
 
 
 def test_only_intake_and_probes_skip_the_lane() -> None:
@@ -36,7 +36,7 @@ def test_a_full_lane_holds_readers_but_not_intake_and_sheds_past_its_queue() -> 
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": scope["path"].encode()})
 
-    settings = load_settings().model_copy(update={"api_shared_concurrency": 2, "api_shared_queue": 1})
+    settings = load_central_settings().model_copy(update={"api_shared_concurrency": 2, "api_shared_queue": 1})
     lane = SharedLane(app, settings)
 
     async def run() -> list[Any]:
@@ -71,7 +71,7 @@ def test_the_lane_serves_at_most_its_size_at_once(size: int) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    settings = load_settings().model_copy(update={"api_shared_concurrency": size, "api_shared_queue": 100})
+    settings = load_central_settings().model_copy(update={"api_shared_concurrency": size, "api_shared_queue": 100})
     lane = SharedLane(app, settings)
 
     async def run() -> None:

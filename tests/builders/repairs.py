@@ -9,9 +9,9 @@ import datetime as dt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from api.settings import load_central_settings
 from checker.schemas import Report
 from core.db import utcnow
-from core.settings import load_settings
 from remediator import ingest, runner
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Host, HostState, RemediationState
@@ -23,7 +23,7 @@ from ticketing.schemas import Replacement, Resolution
 
 RULES = load_ruleset([])
 BASE = utcnow().replace(microsecond=0) - dt.timedelta(hours=6)
-SETTLE = dt.timedelta(seconds=load_settings().ticket_settle_s)
+SETTLE = dt.timedelta(seconds=load_central_settings().ticket_settle_s)
 
 
 def at(minutes: float) -> dt.datetime:

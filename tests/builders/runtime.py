@@ -15,9 +15,9 @@ from celery import current_app
 from sqlalchemy.orm import Session
 
 from api.runtime import CentralRuntime, build_central
+from api.settings import CentralSettings, load_central_settings
 from core.db import Database, service_of
 from core.queue import create_celery
-from core.settings import Settings, load_settings
 from cyborg.central import Cyborg
 from remediator.rules import RuleRegistry
 from ticketing.lifecycle import Reactions
@@ -33,7 +33,7 @@ def central(
     database: Database,
     celery: Any = None,
     *,
-    settings: Settings | None = None,
+    settings: CentralSettings | None = None,
     cyborg: Cyborg | None = None,
     rules: RuleRegistry | None = None,
     reactions: Reactions | None = None,
@@ -42,7 +42,7 @@ def central(
     """A central runtime around `database`, on `celery` (default: the current app, the test run's in-process one
     unless the test made another current)."""
     runtime = build_central(
-        settings if settings is not None else load_settings(),
+        settings if settings is not None else load_central_settings(),
         database=database,
         celery=celery if celery is not None else current_app._get_current_object(),
         cyborg=cyborg,
@@ -70,7 +70,7 @@ def runtime_of(where: Database | Session) -> CentralRuntime:
 def rewire(
     where: Database | Session,
     *,
-    settings: Settings | None = None,
+    settings: CentralSettings | None = None,
     celery: Any = None,
     cyborg: Cyborg | None = None,
     rules: RuleRegistry | None = None,
@@ -95,7 +95,7 @@ def unconnected(database: Database | None = None) -> CentralRuntime:
     """A runtime on an app that is no process's current one, and a database that is never opened (a test that
     only reads the app's routes) or the one given (one that cannot be reached)."""
     return build_central(
-        load_settings(),
+        load_central_settings(),
         database=database if database is not None else Database("sqlite://"),
         celery=create_celery("memory://", make_current=False),
         rules=default_rules(),

@@ -12,10 +12,10 @@ from sqlalchemy.orm import Session
 
 from api.app import create_app
 from api.runtime import CentralRuntime, build_central
+from api.settings import CentralSettings
 from core.audit import AuditListeners
 from core.db import Database, service_of
 from core.queue import create_celery, find
-from core.settings import Settings
 from cyborg.central import CentralCyborg
 from cyborg.host.runtime import HostExecutors
 from remediator.runtime import Remediator
@@ -45,7 +45,7 @@ def test_no_module_of_the_project_keeps_a_global_statement() -> None:
 
 def runtime(tmp_path: Path, name: str, **settings: object) -> CentralRuntime:
     """A runtime as a process's root builds it, on a database and an in-process app of its own."""
-    configured = Settings(data_dir=tmp_path / name, **settings)  # type: ignore[arg-type]
+    configured = CentralSettings(data_dir=tmp_path / name, **settings)  # type: ignore[arg-type]
     configured.data_dir.mkdir()
     return build_central(
         configured,
@@ -107,7 +107,7 @@ def test_a_routes_app_reaches_its_own_runtime(tmp_path: Path) -> None:
 
 
 def test_a_worker_carries_out_every_action_and_the_api_only_the_schedulers_hooks(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path)
+    settings = CentralSettings(data_dir=tmp_path)
     database = Database(f"sqlite:///{tmp_path / 'fleetfix.db'}")
     try:
         worker = build_central(

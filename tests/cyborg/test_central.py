@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from celery import Signature
 
-from core.settings import Settings
 from cyborg.central import SCHEDULER_ACTIONS, CentralCyborg, Done, HandedOver, Order, StepFailed, Target, signer_for
+from cyborg.central.settings import CyborgSettings
 from cyborg.commands import ActionContext, ActionFailed
 from cyborg.drivers.bmc import IpmitoolBmc, SimulatedBmc
 from cyborg.drivers.reach import SimulatedReach
@@ -26,8 +26,8 @@ def order(action: str, *, target: Target = HOST, step: int | None = 0, **params:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path, scheduler_hooks={})
+def settings(tmp_path: Path) -> CyborgSettings:
+    return CyborgSettings(data_dir=tmp_path, scheduler_hooks={})
 
 
 def ipmitool(power: str = "on", rc: int = 0) -> tuple[IpmitoolBmc, RecordedSystem]:
@@ -37,7 +37,7 @@ def ipmitool(power: str = "on", rc: int = 0) -> tuple[IpmitoolBmc, RecordedSyste
 
 
 def test_a_host_action_is_signed_and_given_to_send_and_waits_for_its_host(
-    settings: Settings, caplog: pytest.LogCaptureFixture
+    settings: CyborgSettings, caplog: pytest.LogCaptureFixture
 ) -> None:
     sent: list[Signature] = []
     with caplog.at_level(logging.INFO):
@@ -58,7 +58,7 @@ def test_a_host_action_is_signed_and_given_to_send_and_waits_for_its_host(
     assert logged.name == "cyborg.central.executor"
 
 
-def test_what_a_process_without_a_worker_runs(settings: Settings) -> None:
+def test_what_a_process_without_a_worker_runs(settings: CyborgSettings) -> None:
     hooks_only = CentralCyborg(settings, actions=SCHEDULER_ACTIONS)
     assert [hooks_only.runs(a) for a in ("drain", "undrain", "reboot", "power_cycle", "ticket")] == [
         True,
@@ -72,12 +72,12 @@ def test_what_a_process_without_a_worker_runs(settings: Settings) -> None:
     assert hooks_only.execute(order("drain", step=None)) == Done({"skipped": "no drain hook configured for cluster c1"})
 
 
-def test_a_host_action_needs_a_step_and_a_way_to_its_queue(settings: Settings) -> None:
+def test_a_host_action_needs_a_step_and_a_way_to_its_queue(settings: CyborgSettings) -> None:
     with pytest.raises(StepFailed, match="needs a step and a way to queue it"):
         CentralCyborg(settings).execute(order("reboot"))
 
 
-def test_a_failed_bmc_command_fails_the_step_with_its_log(settings: Settings) -> None:
+def test_a_failed_bmc_command_fails_the_step_with_its_log(settings: CyborgSettings) -> None:
     bmc, _ = ipmitool(rc=1)
     with pytest.raises(StepFailed, match="power cycle through the BMC") as failed:
         CentralCyborg(settings, bmc=bmc).execute(order("power_cycle"))
@@ -85,7 +85,7 @@ def test_a_failed_bmc_command_fails_the_step_with_its_log(settings: Settings) ->
 
 
 def test_a_silent_host_is_power_cycled_only_when_that_can_help(
-    settings: Settings, caplog: pytest.LogCaptureFixture
+    settings: CyborgSettings, caplog: pytest.LogCaptureFixture
 ) -> None:
     bmc, system = ipmitool("on")
     executor = CentralCyborg(settings, bmc=bmc)
@@ -107,7 +107,7 @@ def test_a_silent_host_is_power_cycled_only_when_that_can_help(
     assert executor.bmc_address(unaddressed) == "h2-ipmi.mgmt"
 
 
-def test_the_simulated_fleets_bmc_reaches_every_host_without_an_address(settings: Settings) -> None:
+def test_the_simulated_fleets_bmc_reaches_every_host_without_an_address(settings: CyborgSettings) -> None:
     from checker.sim.standalone import standalone_host
 
     fleet = {"h2": standalone_host("h2")}
@@ -117,7 +117,7 @@ def test_the_simulated_fleets_bmc_reaches_every_host_without_an_address(settings
     assert executor.revive(order("reboot", target=Target("h2"))) is not None  # no address, and yet it can
 
 
-def test_a_reinstall_that_cannot_reset_its_boot_device_says_so(settings: Settings) -> None:
+def test_a_reinstall_that_cannot_reset_its_boot_device_says_so(settings: CyborgSettings) -> None:
     class StuckOnPxe:
         name = "stuck"
         system = None

@@ -20,9 +20,10 @@ import typer.main
 import yaml
 
 from api.cli import app as cli
+from api.settings import CentralSettings
 from checker.agent.cli import app as agent_cli
 from checker.agent.config import load_agent_config
-from core.settings import Settings, SettingsError, load_settings
+from core.settings import Settings, SettingsError, known_names, load_settings
 from tests.conftest import REPO
 
 DEPLOY = REPO / "deploy"
@@ -90,7 +91,7 @@ def test_the_agent_config_file_loads_as_the_agent_reads_it(tmp_path: Path, monke
             value = value.replace("CHANGE-ME", "x" * 40)
         monkeypatch.setenv(name, value.replace("/etc/fleetfix/", f"{tmp_path}/"))
     assert placeholders == ["FLEETFIX_BROKER_URL", "FLEETFIX_SECRET_KEY"]
-    settings = load_settings()
+    settings = load_settings(Settings)  # the shared section: what the agent reads
     assert settings.environment == "production"
     assert settings.broker_url.startswith("rediss://")
     assert settings.broker_tls == {"ca_certs": str(tmp_path / "broker-ca.pem")}
@@ -103,7 +104,7 @@ def test_the_example_secret_key_is_refused_until_it_is_changed(monkeypatch: pyte
     monkeypatch.setenv("FLEETFIX_BROKER_URL", "redis://127.0.0.1:6379/0")
     monkeypatch.setenv("FLEETFIX_SECRET_KEY", "CHANGE-ME")
     with pytest.raises(SettingsError, match="FLEETFIX_SECRET_KEY"):
-        load_settings()
+        load_settings(Settings)
 
 
 def manifests() -> list[dict[str, Any]]:
@@ -121,7 +122,7 @@ def test_kubernetes_manifests_run_real_commands_unprivileged() -> None:
     assert {("Deployment", "fleetfix-ingester"), ("Deployment", "fleetfix-scheduler")} <= kinds
     commands = typer.main.get_command(cli).commands  # type: ignore[attr-defined]
     config = next(d for d in docs if d["kind"] == "ConfigMap")
-    known = {f"FLEETFIX_{name.upper()}" for name in Settings.model_fields}
+    known = known_names(CentralSettings)
     assert set(config["data"]) <= known, set(config["data"]) - known
     run = {}
     for doc in docs:

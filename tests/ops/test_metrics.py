@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.app import create_app
+from api.settings import CentralSettings, load_central_settings
 from core.db import Database
 from core.queue import NOTIFY_QUEUE, create_celery
-from core.settings import Settings, load_settings
 from remediator import runner
 from remediator.ingest import ingest_batch
 from remediator.models import RuleState
@@ -95,11 +95,11 @@ def test_an_unreachable_database_is_a_gauge_and_not_ready() -> None:
 
 
 @pytest.fixture
-def broker_settings(redis_url: str) -> Settings:
-    return load_settings(broker_url=redis_url, datacenter_brokers={"fra3": "redis://127.0.0.1:1/0"})
+def broker_settings(redis_url: str) -> CentralSettings:
+    return load_central_settings(broker_url=redis_url, datacenter_brokers={"fra3": "redis://127.0.0.1:1/0"})
 
 
-def test_queue_depths_come_from_every_broker(db: Database, broker_settings: Settings, redis_url: str) -> None:
+def test_queue_depths_come_from_every_broker(db: Database, broker_settings: CentralSettings, redis_url: str) -> None:
     producer = create_celery(redis_url)
     try:
         for _ in range(3):

@@ -12,8 +12,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from core.db import Database
-from core.settings import Settings
 from cyborg.central import CentralCyborg, Target
+from cyborg.central.settings import CyborgSettings
 from cyborg.commands import ActionContext, ActionFailed
 from cyborg.drivers.bmc import IpmitoolBmc
 from cyborg.drivers.reach import LiveReach
@@ -117,11 +117,11 @@ class FakeReach:
 
 
 def test_a_bmc_that_does_not_answer_leaves_the_power_unknown() -> None:
-    outside = CentralCyborg(Settings(), bmc=FakeBmc(None), reach=FakeReach(False))
+    outside = CentralCyborg(CyborgSettings(), bmc=FakeBmc(None), reach=FakeReach(False))
     seen = probe(Target("h1", labels={"address": "h1.example", "bmc_address": "h1-ipmi"}), outside)
     assert (seen.power, seen.ping, seen.verdict) == ("unknown", "no_answer", "unconfirmed")
     assert seen.notes == ["BMC: the BMC did not answer"]
-    answering = CentralCyborg(Settings(), bmc=FakeBmc("on"), reach=FakeReach(True))
+    answering = CentralCyborg(CyborgSettings(), bmc=FakeBmc("on"), reach=FakeReach(True))
     missing = probe(Target("h1", labels={"address": "h1.example"}), answering)  # no BMC address known
     assert missing.power == "unknown"
     assert missing.verdict == "agent_silent"
@@ -131,7 +131,7 @@ def test_a_bmc_that_does_not_answer_leaves_the_power_unknown() -> None:
 @pytest.fixture
 def outside(db: Database) -> CentralCyborg:
     """The worker's view of the outside (its BMC and pings), set per test in the test's runtime."""
-    worker = CentralCyborg(Settings(), bmc=FakeBmc("on"), reach=FakeReach(False))
+    worker = CentralCyborg(CyborgSettings(), bmc=FakeBmc("on"), reach=FakeReach(False))
     rewire(db, cyborg=worker)
     return worker
 

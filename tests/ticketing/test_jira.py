@@ -12,9 +12,10 @@ from celery import current_app
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from api.settings import load_central_settings
 from core.db import Database, make_engine
 from core.queue import create_celery
-from core.settings import SettingsError, load_settings
+from core.settings import SettingsError
 from tests.builders.runtime import wired
 from tests.conftest import truncate_all
 from tests.processes import FleetfixProcess, base_env, free_port, wait_until
@@ -172,10 +173,10 @@ def test_jira_settings_are_required_together(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("FLEETFIX_TICKET_TRACKER", "jira")
     monkeypatch.setenv("FLEETFIX_JIRA_URL", "https://jira.example.net")
     with pytest.raises(SettingsError, match="FLEETFIX_JIRA_PROJECT is required when FLEETFIX_TICKET_TRACKER=jira"):
-        load_settings()
+        load_central_settings()
     monkeypatch.setenv("FLEETFIX_JIRA_PROJECT", "OPS")
     monkeypatch.setenv("FLEETFIX_JIRA_API_TOKEN", TOKEN)
-    settings = load_settings()
+    settings = load_central_settings()
     assert TOKEN not in repr(settings)
     assert TOKEN not in str(settings.model_dump())
 

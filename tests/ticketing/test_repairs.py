@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from api.settings import load_central_settings
 from checker.schemas import (
     DiskHealth,
     KernelEvent,
@@ -26,7 +27,6 @@ from checker.schemas import (
 from checker.sim.standalone import standalone_host
 from core.db import utcnow
 from core.dispatch import pending_tasks
-from core.settings import load_settings
 from remediator import repairs
 from remediator.evaluate import Firing
 from remediator.evidence import part_evidence
@@ -266,7 +266,7 @@ def test_a_host_that_stays_silent_after_the_repair_fails_verification(session: S
     ticket = ticketed(session)
     repaired(session, ticket, at(60))
     host = session.scalars(select(Host).where(Host.hostname == "web-1")).one()
-    grace = dt.timedelta(seconds=host.report_interval_s * load_settings().stale_after_intervals)
+    grace = dt.timedelta(seconds=host.report_interval_s * load_central_settings().stale_after_intervals)
     still_waiting = at(60) + SETTLE
     assert repairs.settle_repairs(session, now=still_waiting)["reopened"] == 0
     assert repairs.settle_repairs(session, now=still_waiting + grace)["reopened"] == 1

@@ -6,15 +6,15 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+from api.settings import load_central_settings
 from api.web.demo import accounts_file, demo_accounts, technician_name
 from core.db import Database
-from core.settings import load_settings
 from remediator.models import Host
 from tests.web.helpers import login
 
 
 def test_demo_accounts_are_created_once_and_can_sign_in(client: TestClient, db: Database, tmp_path: Path) -> None:
-    settings = load_settings(data_dir=tmp_path)
+    settings = load_central_settings(data_dir=tmp_path)
     with db.session() as session:
         session.add_all([Host(hostname="a-1", datacenter="ams1"), Host(hostname="s-1", datacenter="SJC 2")])
     printed: list[str] = []

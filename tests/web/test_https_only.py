@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from api import cli
 from api.app import create_app
+from api.settings import load_central_settings
 from core.db import Database
 from core.models import Role
-from core.settings import load_settings
 from tests.builders.people import make_user
 from tests.builders.runtime import rewire
 from tests.web.helpers import csrf_token
@@ -54,7 +54,7 @@ def test_the_session_cookie_is_secure_in_production(
     # even if the app is built with a plain-http address (only `fleetfix api` refuses that)
     production(monkeypatch, tmp_path, FLEETFIX_PUBLIC_URL="http://fleetfix.example.net")
     password = make_user(db, "sec-ops", Role.operator)
-    with TestClient(create_app(rewire(db, settings=load_settings())), base_url="https://testserver") as client:
+    with TestClient(create_app(rewire(db, settings=load_central_settings())), base_url="https://testserver") as client:
         token = csrf_token(client)
         response = client.post(
             "/login",

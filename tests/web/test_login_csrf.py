@@ -8,9 +8,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from api.app import create_app
+from api.settings import load_central_settings
 from core.db import Database
 from core.models import AuditEntry, Role
-from core.settings import load_settings
 from tests.builders.people import bearer, make_user
 from tests.builders.runtime import rewire, runtime_of
 from tests.builders.tickets import open_dimm_ticket
@@ -55,7 +55,7 @@ def test_wrong_password_is_refused_without_saying_which_part_was_wrong(client: T
 def test_session_cookie_is_httponly_samesite_lax_and_secure_behind_https(db: Database) -> None:
     password = make_user(db, "alice", Role.viewer)
     for public_url, secure in (("", False), ("https://fleetfix.example.net", True)):
-        app = create_app(rewire(db, settings=load_settings(public_url=public_url)))
+        app = create_app(rewire(db, settings=load_central_settings(public_url=public_url)))
         with TestClient(app, base_url="https://testserver" if secure else "http://testserver") as client:
             token = csrf_token(client)
             response = client.post(

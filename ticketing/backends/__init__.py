@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from core.settings import Settings
+    from ticketing.settings import TicketingSettings
 
 
 class TrackerUnavailable(Exception):
@@ -81,7 +81,7 @@ class LocalTracker:
         return True
 
 
-def make_tracker(settings: Settings) -> Tracker:
+def make_tracker(settings: TicketingSettings) -> Tracker:
     if settings.ticket_tracker == "jira":
         from ticketing.backends.jira import JiraTracker
 

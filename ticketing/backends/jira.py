@@ -24,7 +24,7 @@ import httpx
 from ticketing.backends import ExternalIssue, IssueSnapshot, TrackerRejected, TrackerUnavailable
 
 if TYPE_CHECKING:
-    from core.settings import Settings
+    from ticketing.settings import TicketingSettings
 
 DEFAULT_TRANSITIONS = {
     # ticket state -> the transition name or target status name in Jira's default workflow
@@ -74,7 +74,7 @@ class JiraTracker:
         self._client = httpx.Client(base_url=self.base_url, auth=auth, headers=headers, timeout=timeout)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> JiraTracker:
+    def from_settings(cls, settings: TicketingSettings) -> JiraTracker:
         return cls(
             settings.jira_url,
             project=settings.jira_project,

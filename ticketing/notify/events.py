@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session
 from core.audit import AuditListener
 from core.db import service_of
 from core.models import AuditEntry
-from core.settings import Settings
 from core.vocabulary import AlertKind, AlertSeverity
 from ticketing.models import Ticket
 from ticketing.notify.models import AlertOutbox
+from ticketing.settings import TicketingSettings
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,6 @@ def record_alert(session: Session, entry: AuditEntry) -> None:
     )
 
 
-def audit_listeners(settings: Settings) -> tuple[AuditListener, ...]:
+def audit_listeners(settings: TicketingSettings) -> tuple[AuditListener, ...]:
     """The outbox's audit listener while alerts are on; none while they are off (the root installs them)."""
     return () if settings.alerts_mode == "off" else (record_alert,)

@@ -7,8 +7,8 @@ from fnmatch import fnmatchcase
 
 from pydantic import SecretStr
 
-from core.settings import Settings
 from core.vocabulary import AlertKind, AlertSeverity
+from ticketing.settings import TicketingSettings
 
 DEFAULT_WEBHOOK_CHANNEL = "default"
 
@@ -20,11 +20,11 @@ class Destination:
     """Webhook mode only; SecretStr, so a repr or a log line shows asterisks."""
 
 
-def default_channel(settings: Settings) -> str:
+def default_channel(settings: TicketingSettings) -> str:
     return settings.slack_channel or DEFAULT_WEBHOOK_CHANNEL
 
 
-def route(settings: Settings, kind: AlertKind, severity: AlertSeverity, datacenter: str) -> str:
+def route(settings: TicketingSettings, kind: AlertKind, severity: AlertSeverity, datacenter: str) -> str:
     """The channel of the first route that takes this alert, else the default channel.
 
     An alert about no datacenter (a rule's breaker) is taken only by routes whose
@@ -39,7 +39,7 @@ def route(settings: Settings, kind: AlertKind, severity: AlertSeverity, datacent
     return default_channel(settings)
 
 
-def destination(settings: Settings, channel: str) -> Destination:
+def destination(settings: TicketingSettings, channel: str) -> Destination:
     """How to reach a channel now (settings may have changed since the message was grouped)."""
     if settings.alerts_mode == "webhook":
         for candidate in settings.alerts_routes:

@@ -28,12 +28,12 @@ from sqlalchemy.orm import Session
 
 from core import metrics
 from core.db import Database, serialize_on, utcnow
-from core.settings import Settings
 from core.vocabulary import AlertSeverity
 from ticketing.notify import events, messages, routing
 from ticketing.notify.events import Subject
 from ticketing.notify.models import AlertDelivery, AlertOutbox, DeliveryState
 from ticketing.notify.slack import DeliveryError, Redactor, Sender
+from ticketing.settings import TicketingSettings
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def _absorb(delivery: AlertDelivery, members: list[tuple[AlertOutbox, Subject, A
     delivery.digest = {"examples": examples, "datacenters": datacenters, "kinds": kinds}
 
 
-def flush(session: Session, settings: Settings, now: dt.datetime) -> FlushResult:
+def flush(session: Session, settings: TicketingSettings, now: dt.datetime) -> FlushResult:
     """Group pending alerts into messages (flushes; the caller commits and sends `to_send`)."""
     serialize_on(session, "ticketing.notify.flush")
     rows = session.scalars(
@@ -174,7 +174,7 @@ def backoff_s(attempts: int) -> float:
 def deliver(
     database: Database,
     delivery_id: int,
-    settings: Settings,
+    settings: TicketingSettings,
     sender: Sender,
     redactor: Redactor,
     *,

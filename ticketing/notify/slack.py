@@ -22,8 +22,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.webhook import WebhookClient
 
-from core.settings import Settings
 from ticketing.notify.routing import Destination
+from ticketing.settings import TicketingSettings
 
 SEND_TIMEOUT_S = 5
 """A Slack that does not answer holds a worker this long at most."""
@@ -70,7 +70,7 @@ class Redactor(logging.Filter):
         return True
 
 
-def secrets_of(settings: Settings) -> list[str]:
+def secrets_of(settings: TicketingSettings) -> list[str]:
     values = [settings.slack_webhook_url.get_secret_value(), settings.slack_bot_token.get_secret_value()]
     values += [r.webhook_url.get_secret_value() for r in settings.alerts_routes if r.webhook_url is not None]
     return [v for v in values if v]
@@ -147,7 +147,7 @@ class WebhookSender:
 class BotSender:
     """chat.postMessage with a bot token, to the channel the route names."""
 
-    def __init__(self, settings: Settings, logger: logging.Logger) -> None:
+    def __init__(self, settings: TicketingSettings, logger: logging.Logger) -> None:
         self.client = WebClient(
             token=settings.slack_bot_token.get_secret_value(),
             base_url=settings.slack_api_url,
@@ -168,7 +168,7 @@ class BotSender:
             raise unreachable(error) from None
 
 
-def sender_for(settings: Settings) -> tuple[Sender, Redactor]:
+def sender_for(settings: TicketingSettings) -> tuple[Sender, Redactor]:
     redactor = Redactor(secrets_of(settings))
     logger = sdk_logger(redactor)
     if settings.alerts_mode == "bot":

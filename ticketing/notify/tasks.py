@@ -13,9 +13,9 @@ from celery import Task, shared_task
 from core.db import utcnow
 from core.dispatch import send_after_commit
 from core.queue import NOTIFY_QUEUE
-from core.settings import Settings
 from ticketing.notify import service
 from ticketing.runtime import Ticketing
+from ticketing.settings import TicketingSettings
 
 
 @shared_task(name="ticketing.notify.flush", queue=NOTIFY_QUEUE, bind=True)
@@ -43,7 +43,7 @@ def deliver_alert(self: Task, delivery_id: int) -> str:
     return outcome.state
 
 
-def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+def beat_schedule(settings: TicketingSettings) -> dict[str, dict[str, Any]]:
     """The flush runs once per grouping window (nothing when alerts are off)."""
     if settings.alerts_mode == "off":
         return {}

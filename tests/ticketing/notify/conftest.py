@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from api.settings import CentralSettings
 from core.db import Database, utcnow
-from core.settings import AlertRoute, Settings
 from tests.builders.runtime import rewire
 from ticketing.notify import service
 from ticketing.notify.receiver import SlackReceiver
 from ticketing.notify.slack import sender_for
+from ticketing.settings import AlertRoute
 
 PUBLIC_URL = "https://fleet.example.net"
 WEBHOOK_SECRET = "whsec0FLEETFIXnotforlogs"
@@ -27,7 +28,7 @@ def receiver() -> Iterator[SlackReceiver]:
         yield running
 
 
-def webhook_settings(receiver: SlackReceiver, **overrides: Any) -> Settings:
+def webhook_settings(receiver: SlackReceiver, **overrides: Any) -> CentralSettings:
     """Webhook mode: critical and warning alerts of ams* datacenters to #ams-oncall (its own webhook),
     the rest to #fleet through the default webhook."""
     values: dict[str, Any] = {
@@ -45,10 +46,10 @@ def webhook_settings(receiver: SlackReceiver, **overrides: Any) -> Settings:
         ],
     }
     values.update(overrides)
-    return Settings(**values)
+    return CentralSettings(**values)
 
 
-def bot_settings(receiver: SlackReceiver, **overrides: Any) -> Settings:
+def bot_settings(receiver: SlackReceiver, **overrides: Any) -> CentralSettings:
     values: dict[str, Any] = {
         "alerts_mode": "bot",
         "public_url": PUBLIC_URL,
@@ -58,15 +59,15 @@ def bot_settings(receiver: SlackReceiver, **overrides: Any) -> Settings:
         "alerts_routes": [AlertRoute(channel="#ams-oncall", datacenters=["ams*"], severities=["critical"])],
     }
     values.update(overrides)
-    return Settings(**values)
+    return CentralSettings(**values)
 
 
 @pytest.fixture
-def alerts_on(request: pytest.FixtureRequest) -> Callable[[Settings], Settings]:
+def alerts_on(request: pytest.FixtureRequest) -> Callable[[CentralSettings], CentralSettings]:
     """Turn the outbox on with these settings: the runtime of the test's database (if it has one) built again
     with them, as a process's root builds it; the runtime, and the outbox with it, ends with that database."""
 
-    def enable(settings: Settings) -> Settings:
+    def enable(settings: CentralSettings) -> CentralSettings:
         if "db" in request.fixturenames:
             rewire(request.getfixturevalue("db"), settings=settings)
         return settings
@@ -86,7 +87,9 @@ class SteppingClock:
         return self.now
 
 
-def flush_and_deliver(db: Database, settings: Settings, clock: SteppingClock | None = None) -> list[service.Outcome]:
+def flush_and_deliver(
+    db: Database, settings: CentralSettings, clock: SteppingClock | None = None
+) -> list[service.Outcome]:
     """One flush, then every message it made sent once, as the notify workers would."""
     clock = clock or SteppingClock()
     with db.session() as session:

@@ -15,10 +15,11 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from api.app import create_app
+from api.settings import CentralSettings, load_central_settings
 from core import audit
 from core.db import Database, utcnow
 from core.models import Role
-from core.settings import Settings, SettingsError, load_settings
+from core.settings import SettingsError
 from tests.builders.people import bearer
 from tests.builders.runtime import rewire
 from tests.ticketing.notify.conftest import (
@@ -38,7 +39,7 @@ from ticketing.notify.receiver import SlackReceiver
 from ticketing.notify.slack import sender_for
 from ticketing.schemas import TicketRequest
 
-Enable = Callable[[Settings], Settings]
+Enable = Callable[[CentralSettings], CentralSettings]
 PARTS = itertools.count()
 
 
@@ -57,7 +58,7 @@ def open_ticket(session: Session, datacenter: str = "ams1", priority: int = 1, h
     return ticket.id
 
 
-def two_messages(db: Database, session: Session, settings: Settings, now: dt.datetime) -> tuple[int, int]:
+def two_messages(db: Database, session: Session, settings: CentralSettings, now: dt.datetime) -> tuple[int, int]:
     """Two messages for #fleet: an alert flushed while the channel's first message is being sent
     cannot join it, so it starts the second."""
     open_ticket(session, datacenter="sjc1")
@@ -256,18 +257,18 @@ def test_settings_errors_and_the_api_never_show_them(
     monkeypatch.setenv("FLEETFIX_ALERTS_MODE", "webhook")
     monkeypatch.setenv("FLEETFIX_SLACK_WEBHOOK_URL", f"ftp://{WEBHOOK_SECRET}")
     with pytest.raises(SettingsError, match="FLEETFIX_SLACK_WEBHOOK_URL must be an https:// or http:// URL") as bad:
-        load_settings()
+        load_central_settings()
     shown += str(bad.value)
     monkeypatch.setenv("FLEETFIX_SLACK_WEBHOOK_URL", f"https://{WEBHOOK_SECRET}")
     monkeypatch.setenv("FLEETFIX_ALERTS_ROUTES", f'[{{"channel": "", "webhook_url": "{AMS_WEBHOOK_SECRET}"}}]')
     with pytest.raises(SettingsError, match=r"FLEETFIX_ALERTS_ROUTES\[0\]\.channel") as bad:
-        load_settings()
+        load_central_settings()
     shown += str(bad.value)
     monkeypatch.setenv("FLEETFIX_ALERTS_MODE", "bot")
     monkeypatch.delenv("FLEETFIX_ALERTS_ROUTES")
     monkeypatch.setenv("FLEETFIX_SLACK_BOT_TOKEN", BOT_TOKEN)
     with pytest.raises(SettingsError, match="FLEETFIX_SLACK_BOT_TOKEN and FLEETFIX_SLACK_CHANNEL are required") as bad:
-        load_settings()
+        load_central_settings()
     shown += str(bad.value)
 
     app = create_app(rewire(db, settings=settings))

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from api.settings import CentralSettings
 from core import audit
 from core.db import Database, utcnow
-from core.settings import AlertRoute, Settings
 from core.vocabulary import AlertKind, AlertSeverity
 from remediator import ingest, planning, runner
 from remediator.models import Host, Remediation
@@ -28,9 +28,10 @@ from ticketing.notify.models import AlertDelivery, AlertOutbox, DeliveryState
 from ticketing.notify.receiver import SlackReceiver
 from ticketing.notify.slack import sender_for
 from ticketing.schemas import TicketRequest
+from ticketing.settings import AlertRoute
 
 RULES = load_ruleset([])
-Enable = Callable[[Settings], Settings]
+Enable = Callable[[CentralSettings], CentralSettings]
 
 
 def outbox(session: Session) -> list[AlertOutbox]:

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from api.settings import CentralSettings
 from core.db import Database, utcnow
-from core.settings import Settings
 from core.vocabulary import AlertKind
 from tests.ticketing.notify.conftest import PUBLIC_URL, flush_and_deliver, webhook_settings
 from ticketing import service as tickets
@@ -21,7 +21,7 @@ from ticketing.notify.models import AlertOutbox
 from ticketing.notify.receiver import SlackReceiver
 from ticketing.schemas import Replacement, Resolution, TicketRequest
 
-Enable = Callable[[Settings], Settings]
+Enable = Callable[[CentralSettings], CentralSettings]
 
 
 def test_a_reopened_ticket_alerts_with_the_reason(

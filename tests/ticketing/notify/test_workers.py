@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from api.settings import CentralSettings
 from core.db import Database, make_engine
 from core.queue import INGEST_QUEUE, create_celery
-from core.settings import Settings
 from remediator.models import Remediation, RemediationState
 from tests.builders.reports import payload, storm_reports
 from tests.builders.runtime import central as central_runtime
@@ -25,7 +25,7 @@ from ticketing.notify.models import AlertDelivery, DeliveryState
 from ticketing.notify.receiver import SlackReceiver
 from ticketing.schemas import TicketRequest
 
-Enable = Callable[[Settings], Settings]
+Enable = Callable[[CentralSettings], CentralSettings]
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def test_the_worker_delivers_after_a_5xx_and_a_rate_limit(
     worker, _beat = central
     receiver.fail_next(1, 503, "service_unavailable")
     receiver.fail_next(1, 429, "rate_limited", retry_after=1)
-    settings = alerts_on(Settings(alerts_mode="webhook", slack_webhook_url="http://unused.invalid/"))
+    settings = alerts_on(CentralSettings(alerts_mode="webhook", slack_webhook_url="http://unused.invalid/"))
     database = Database(it_db)
     central_runtime(database, settings=settings)  # this process's outbox is on, as a worker's root turns it on
     with database.session() as session:

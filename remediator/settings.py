@@ -1,0 +1,60 @@
+"""The remediator's section of the settings: unreachable hosts, signed reports, retention, rule packs, and the
+repair policy its reactions to tickets apply (the settle period, the reopen window).
+
+A subclass of the shared section (core.settings), so it reads `environment` too; the central root loads it
+with the other stages' sections in one class (api/settings.py). The variables keep their FLEETFIX_ names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from core.settings import Settings
+
+
+class RemediatorSettings(Settings):
+    stale_after_intervals: int = Field(
+        3, ge=2, le=100, description="A host with no report for this many intervals is unreachable."
+    )
+    require_signed_reports: bool | None = Field(
+        None,
+        description=(
+            "Refuse reports (and cyborg's results, starts and refusals) from the broker that no host credential "
+            "signed. Empty: on in production, off in development."
+        ),
+    )
+    report_retention_days: int = Field(
+        30,
+        ge=1,
+        le=3650,
+        description="Raw reports and signals older than this many days are pruned (hourly, by the scheduler).",
+    )
+    rules_paths: list[Path] = Field(
+        default_factory=list,
+        description="Rule-pack YAML files or directories loaded after the built-in default pack.",
+    )
+    # The repair policy: ticketing records a ticket's changes; when a repair is verified and when a
+    # returning fault reopens a ticket is the remediator's call (remediator.repairs), so they live here.
+    ticket_settle_s: int = Field(
+        1800,
+        ge=0,
+        le=7 * 86400,
+        description=(
+            "After a technician resolves a ticket, the host must keep reporting this long without the fault "
+            "before the ticket closes and the host goes back in service."
+        ),
+    )
+    ticket_reopen_window_s: int = Field(
+        30 * 86400,
+        ge=0,
+        le=365 * 86400,
+        description="The same fault on the same host and part within this long after closing reopens the ticket.",
+    )
+
+    @property
+    def signed_reports_required(self) -> bool:
+        if self.require_signed_reports is not None:
+            return self.require_signed_reports
+        return self.environment == "production"
