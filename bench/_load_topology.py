@@ -11,6 +11,7 @@ started.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import socket
@@ -157,3 +158,31 @@ def cores_busy() -> list[float]:
 
 def describe(cores: set[int]) -> str:
     return ",".join(str(c) for c in sorted(cores))
+
+
+def start_apis(
+    args: argparse.Namespace, env: dict[str, str], workdir: Path, started: list[ApiProcess]
+) -> tuple[ApiProcess, ApiProcess | None]:
+    """The main API, and with --intake-replica the intake replica, each on cores of its own; each is
+    appended to `started` as soon as it runs, so the caller stops it whatever happens next."""
+    api = ApiProcess("api", args.workers, workdir / "api.log")
+    intake = None
+    if args.intake_replica:
+        api.cores, intake_cores = split_cores()
+        intake = ApiProcess("intake replica", 1, workdir / "api-intake.log", intake_cores)
+    for process in (api, intake):
+        if process is not None:
+            process.start(env)
+            started.append(process)
+    for process in started:
+        process.wait_ready()
+    print(f"fleetfix api --workers {args.workers} (production, PostgreSQL, Redis db {args.redis_db}) on {api.base}")
+    if intake is None:
+        return api, None
+    print(f"intake replica: fleetfix api --workers 1 on {intake.base}; every report goes there, the rest to the api")
+    for process in (api, intake):
+        threads = ", ".join(f"{n} on cpu {cores}" for cores, n in sorted(process.threads_on().items()))
+        print(f"  {process.name} pinned to cpu {describe(process.cores or set())}: threads {threads}")
+    print("  an emulation of the CPU each pod's limit gives it (deploy/kubernetes/api-intake.yaml)")
+    print(f"  not modelled: {NOT_MODELLED}")
+    return api, intake

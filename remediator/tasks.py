@@ -1,6 +1,10 @@
 """Celery tasks of the remediator. Each takes ids or JSON, opens its own session,
 and is idempotent: a redelivered task finds its work done and does nothing twice.
 
+One file on purpose: every task name that agents, hosts, the scheduler and the API send to the
+remediator is declared here, each a thin shell over a function of its stage (the names are a contract
+with agents that have no central code).
+
 A task runs with the remediator its app carries (`Remediator.of(self.app)`: the database, the active
 rules, cyborg's executor, the host keys), which the process's root built (api/runtime.py)."""
 

@@ -379,7 +379,7 @@ def test_the_boot_a_host_action_ran_in_is_kept_with_its_result(
     session: Session, cyborg_installed: dict[str, Any]
 ) -> None:
     """So that a report from that boot, stored after the reboot's result, is told apart as made before the
-    fix (remediator/policies.py) instead of failing it."""
+    fix (remediator/before_fix.py) instead of failing it."""
     rs, remediation = plan(session, ["reboot"], escalation=[["ticket"]])
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     [envelope] = sent_envelopes(session)
