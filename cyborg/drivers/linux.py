@@ -8,7 +8,9 @@ ppr.py, cpus.py).
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,20 @@ DEMOTION = "/sys/kernel/mm/numa/demotion_enabled"
 WEIGHTED_INTERLEAVE = "/sys/kernel/mm/mempolicy/weighted_interleave"
 NODES = "/sys/devices/system/node"
 IRQBALANCE_DEFAULTS = ("/etc/default/irqbalance", "/etc/sysconfig/irqbalance")
+BANNED_CPULIST, BANNED_CPUS = "IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS"
+CPULIST_SINCE = (1, 8)  # irqbalance 1.8.0 added the cpulist; before it only the hex mask is read
+BANNED_LINE = re.compile(rf"^\s*(?:export\s+)?(?:{BANNED_CPULIST}|{BANNED_CPUS})\s*=")
 DRAM_WEIGHT, CXL_WEIGHT = 5, 1  # 5:1 gained 7 % where the default 1:1 lost 44 % (docs/domain: seed 003)
+
+
+def cpu_mask(cpus: Iterable[int]) -> str:
+    """CPUs as the kernel's hex mask, 32-bit groups most significant first, as /proc/irq/N/smp_affinity
+    shows them: {4-7,12-15} -> '0000f0f0', {32} -> '00000001,00000000'."""
+    bits = 0
+    for cpu in cpus:
+        bits |= 1 << cpu
+    groups = max(1, (bits.bit_length() + 31) // 32)
+    return ",".join(f"{(bits >> (32 * group)) & 0xFFFFFFFF:08x}" for group in reversed(range(groups)))
 
 
 class LinuxDriver:
@@ -283,8 +298,21 @@ class LinuxDriver:
             text = self.system.read_text(defaults)
             if text is None:
                 continue
-            lines = [ln for ln in text.splitlines() if not ln.startswith("IRQBALANCE_BANNED_CPULIST=")]
-            ctx.write(defaults, "\n".join([*lines, f"IRQBALANCE_BANNED_CPULIST={banned}"]) + "\n")
+            version = self.irqbalance_version(ctx)
+            wanted = []
+            if version is None or version >= CPULIST_SINCE:
+                wanted.append(f"{BANNED_CPULIST}={banned}")
+            if version is None or version < CPULIST_SINCE:
+                wanted.append(f"{BANNED_CPUS}={cpu_mask(isolated)}")
+            if version is None:
+                ctx.note(
+                    "irqbalance version unknown",
+                    f"neither irqbalance --version nor dpkg-query told it: writing both {BANNED_CPULIST} "
+                    f"(read from 1.8) and {BANNED_CPUS} (read before 1.8), for the same CPUs",
+                )
+            # a stale line of the other variable goes too: 1.8+ still prefers a set IRQBALANCE_BANNED_CPUS
+            lines = [ln for ln in text.splitlines() if not BANNED_LINE.match(ln)]
+            ctx.write(defaults, "\n".join([*lines, *wanted]) + "\n")
             if self.system.which("irqbalance"):
                 ctx.must(["systemctl", "restart", "irqbalance"])
             break
@@ -298,6 +326,21 @@ class LinuxDriver:
             if still:
                 raise ActionFailed(f"IRQs {still} are still allowed on isolated cores {banned}")
         return {"moved": moved, "managed": managed, "housekeeping": housekeeping, "banned": banned}
+
+    def irqbalance_version(self, ctx: ActionContext) -> tuple[int, int] | None:
+        """(major, minor) of the installed irqbalance, or None when it cannot be told."""
+        if self.system.which("irqbalance"):
+            # irqbalance.c: -V prints "irqbalance version 1.9.0" to stdout, then exit(1): the text decides
+            result = ctx.run(["irqbalance", "--version"], timeout_s=10, changes=False)
+            found = re.search(r"irqbalance version (\d+)\.(\d+)", result.stdout)
+            if found:
+                return int(found[1]), int(found[2])
+        if self.system.which("dpkg-query"):  # older builds have no --version; Debian's package says it
+            result = ctx.run(["dpkg-query", "-W", "--showformat=${Version}", "irqbalance"], timeout_s=10, changes=False)
+            found = re.match(r"(?:\d+:)?(\d+)\.(\d+)", result.stdout.strip())  # '1.9.2-1', '1.8.0-1ubuntu0.2'
+            if result.returncode == 0 and found:
+                return int(found[1]), int(found[2])
+        return None
 
     def enable_demotion(self, ctx: ActionContext) -> dict[str, Any]:
         before = self.system.read_text(DEMOTION)

@@ -21,6 +21,7 @@ from cyborg.drivers.linux import (
     OSRELEASE,
     LinuxDriver,
     cpu_list,
+    cpu_mask,
 )
 from cyborg.drivers.ppr import physical_addresses
 from tests.conftest import samples_dir
@@ -200,12 +201,108 @@ def test_irq_affinity_moves_device_irqs_to_housekeeping_cores(tmp_path: Path) ->
         tools={"irqbalance"},
         refuse_writes={"/proc/irq/31/smp_affinity_list"},  # a managed IRQ: the kernel says EIO
     )
+    system.answer(["irqbalance", "--version"], "irqbalance version 1.9.0\n", 1)
     changed, ctx = run(linux(system, tmp_path), "repair_irq_affinity", {})
     assert changed == {"moved": [24], "managed": [31], "housekeeping": "0-3,8-11", "banned": "4-7,12-15"}
     assert ("/proc/irq/24/smp_affinity_list", "0-3,8-11") in system.written
     assert system.files["/etc/default/irqbalance"] == "#IRQBALANCE_ONESHOT=\nIRQBALANCE_BANNED_CPULIST=4-7,12-15\n"
     assert ["systemctl", "restart", "irqbalance"] in argvs(ctx)
     assert cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+
+
+IRQBALANCE_USAGE = (  # what an irqbalance without -V prints (to stdout, exit 1) for --version
+    "irqbalance [--oneshot | -o] [--debug | -d] [--foreground | -f] [--hintpolicy= | -h [exact|subset|ignore]]\n"
+)
+
+
+def irqbalance_host(defaults: str, version: str | None, *, package: str | None = None) -> RecordedSystem:
+    """Isolated CPUs 4-7 and 36-39 of 0-63, no IRQ to move; `version` is what `irqbalance --version` prints."""
+    system = RecordedSystem(
+        files={
+            "/sys/devices/system/cpu/isolated": "4-7,36-39\n",
+            "/sys/devices/system/cpu/online": "0-63\n",
+            "/etc/default/irqbalance": defaults,
+        },
+        dirs={"/proc/irq": ["0", "default_smp_affinity"]},
+        tools={"irqbalance", "systemctl", "dpkg-query"},
+    )
+    # irqbalance.c: `-V` prints "irqbalance version X.Y.Z" to stdout and exits 1
+    system.answer(["irqbalance", "--version"], version if version is not None else IRQBALANCE_USAGE, 1)
+    if package is None:
+        system.answer(["dpkg-query"], "", 1)  # stderr: dpkg-query: no packages found matching irqbalance
+    else:
+        system.answer(["dpkg-query", "-W", "--showformat=${Version}", "irqbalance"], package)
+    return system
+
+
+@pytest.mark.parametrize(
+    ("version", "package", "written"),
+    [
+        ("irqbalance version 1.9.0\n", None, ["IRQBALANCE_BANNED_CPULIST=4-7,36-39"]),
+        ("irqbalance version 1.8.0\n", None, ["IRQBALANCE_BANNED_CPULIST=4-7,36-39"]),
+        ("irqbalance version 1.7.0\n", None, ["IRQBALANCE_BANNED_CPUS=000000f0,000000f0"]),
+        (None, "1.9.2-1", ["IRQBALANCE_BANNED_CPULIST=4-7,36-39"]),  # no -V: Debian's package version
+        (None, "1.5.0-3", ["IRQBALANCE_BANNED_CPUS=000000f0,000000f0"]),
+    ],
+    ids=["1.9-cpulist", "1.8-cpulist", "1.7-mask", "dpkg-1.9-cpulist", "dpkg-1.5-mask"],
+)
+def test_irqbalance_gets_the_variable_its_version_reads(
+    tmp_path: Path, version: str | None, package: str | None, written: list[str]
+) -> None:
+    system = irqbalance_host("#IRQBALANCE_ONESHOT=\n", version, package=package)
+    changed, ctx = run(linux(system, tmp_path), "repair_irq_affinity", {})
+    assert system.files["/etc/default/irqbalance"] == "\n".join(["#IRQBALANCE_ONESHOT=", *written]) + "\n"
+    assert changed["banned"] == "4-7,36-39"
+    assert ["systemctl", "restart", "irqbalance"] in argvs(ctx)
+    assert not any(r.argv == ["irqbalance version unknown"] for r in ctx.log.records)
+
+
+def test_an_irqbalance_of_unknown_version_gets_both_variables_and_the_log_says_so(tmp_path: Path) -> None:
+    system = irqbalance_host("IRQBALANCE_ARGS=\n", None)
+    _, ctx = run(linux(system, tmp_path), "repair_irq_affinity", {})
+    assert system.files["/etc/default/irqbalance"] == (
+        "IRQBALANCE_ARGS=\nIRQBALANCE_BANNED_CPULIST=4-7,36-39\nIRQBALANCE_BANNED_CPUS=000000f0,000000f0\n"
+    )
+    assert argvs(ctx)[:2] == [
+        ["irqbalance", "--version"],
+        ["dpkg-query", "-W", "--showformat=${Version}", "irqbalance"],
+    ]
+    [note] = [r for r in ctx.log.records if r.argv == ["irqbalance version unknown"]]
+    assert "writing both IRQBALANCE_BANNED_CPULIST" in note.output
+
+
+@pytest.mark.parametrize(
+    ("version", "stale", "written"),
+    [
+        ("1.9.0", "IRQBALANCE_BANNED_CPUS=0000ff00", "IRQBALANCE_BANNED_CPULIST=4-7,36-39"),
+        ("1.7.0", "IRQBALANCE_BANNED_CPULIST=8-15", "IRQBALANCE_BANNED_CPUS=000000f0,000000f0"),
+    ],
+    ids=["stale-mask", "stale-cpulist"],
+)
+def test_a_stale_line_of_the_other_variable_is_removed(tmp_path: Path, version: str, stale: str, written: str) -> None:
+    # 1.8 and later still take a set IRQBALANCE_BANNED_CPUS over the cpulist (cputree.c, setup_banned_cpus)
+    system = irqbalance_host(
+        f"#IRQBALANCE_BANNED_CPUS=\n{stale}\nIRQBALANCE_ARGS=\n", f"irqbalance version {version}\n"
+    )
+    run(linux(system, tmp_path), "repair_irq_affinity", {})
+    assert system.files["/etc/default/irqbalance"] == f"#IRQBALANCE_BANNED_CPUS=\nIRQBALANCE_ARGS=\n{written}\n"
+
+
+@pytest.mark.parametrize(
+    ("cpus", "mask"),
+    [
+        (set(), "00000000"),
+        ({0}, "00000001"),
+        ({4, 5, 6, 7, 12, 13, 14, 15}, "0000f0f0"),
+        ({31}, "80000000"),
+        ({32}, "00000001,00000000"),
+        ({31, 32}, "00000001,80000000"),
+        ({64}, "00000001,00000000,00000000"),
+        ({0, 65, 127}, "80000000,00000002,00000000,00000001"),
+    ],
+)
+def test_cpu_mask_groups_32_cpus_per_hex_word_like_smp_affinity(cpus: set[int], mask: str) -> None:
+    assert cpu_mask(cpus) == mask
 
 
 def test_memory_tiers(tmp_path: Path) -> None:
