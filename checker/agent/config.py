@@ -30,6 +30,9 @@ HOST_ACTIONS_DEFAULT = (
     "clear_sel",
 )
 """Cyborg's host actions (cyborg.actions.HOST_ACTIONS; the agent does not import cyborg to say so)."""
+CPUS_UNPINNED = "all"
+"""FLEETFIX_AGENT_CPUS's value that turns pinning off (the agent may run on every CPU, isolated ones too)."""
+CPUS_MEANING = f"a cpu list such as 0-1,64; {CPUS_UNPINNED!r}: not pinned; empty: the housekeeping CPUs"
 
 
 class AgentConfigError(Exception):
@@ -69,7 +72,11 @@ class AgentConfig(BaseSettings):
     )
     cpus: str = Field(
         "",
-        description="Housekeeping CPUs to pin the agent to, as a cpu list ('0-1,64'); empty: not pinned.",
+        description=(
+            "Housekeeping CPUs to pin the agent to, as a cpu list ('0-1,64'). Empty: the online CPUs that are "
+            f"neither isolated nor nohz_full, found at start-up (not pinned when there are none); {CPUS_UNPINNED!r}: "
+            "not pinned."
+        ),
     )
     collector_timeout_s: float = Field(15.0, gt=0, le=600, description="Time budget of each collector per cycle.")
     collector_timeouts: dict[str, float] = Field(
@@ -137,10 +144,15 @@ class AgentConfig(BaseSettings):
     @field_validator("cpus")
     @classmethod
     def _cpu_list(cls, value: str) -> str:
+        value = value.strip()
+        if not value or value == CPUS_UNPINNED:
+            return value
         parsed = parse_cpu_list(value)
         if parsed.problems:
-            raise ValueError(parsed.problems[0])
-        return value.strip()
+            raise ValueError(f"{parsed.problems[0]} ({CPUS_MEANING})")
+        if not parsed.value:
+            raise ValueError(f"names no CPU ({CPUS_MEANING})")
+        return value
 
     @field_validator("collector_timeouts")
     @classmethod
@@ -185,7 +197,15 @@ class AgentConfig(BaseSettings):
 
     @property
     def cpu_set(self) -> set[int]:
+        """The CPUs the setting names; empty when it names none (empty: found at start-up; 'all': not pinned)."""
+        if self.cpus == CPUS_UNPINNED:
+            return set()
         return set(parse_cpu_list(self.cpus).value)
+
+    @property
+    def pinning_off(self) -> bool:
+        """FLEETFIX_AGENT_CPUS=all: the operator wants the agent on every CPU, isolated ones included."""
+        return self.cpus == CPUS_UNPINNED
 
 
 def load_agent_config(**overrides: object) -> AgentConfig:

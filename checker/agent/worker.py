@@ -3,7 +3,8 @@
 It consumes the host's own queue (host.<hostname>) for actions, and runs the check cycle every
 interval in a background thread that sleeps between cycles (no polling), sending each report to
 the central `ingest` queue by task name (the agent never imports central code). Collector cursors
-and the report spool live in the state directory; the process can be pinned to housekeeping cores.
+and the report spool live in the state directory; the process keeps off isolated cores (pinned to the
+housekeeping ones found at start-up, or to FLEETFIX_AGENT_CPUS).
 Cyborg's host tasks (`cyborg.host.tasks`) run in the same worker. With FLEETFIX_AGENT_DRIVER=simulated
 the agent stands in for a virtual host (checker/sim): it reports that host's state, and cyborg's
 simulated driver acts on it.
@@ -20,18 +21,21 @@ import threading
 import time
 import uuid
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from celery import Celery
 from celery.utils.log import mlevel
 
-from checker.agent.config import AgentConfig
+from checker.agent.config import CPUS_UNPINNED, AgentConfig
 from checker.agent.delivery import Delivery, Outcome
 from checker.agent.spool import Spool
 from checker.collectors.base import HostAccess, LiveHost
 from checker.collectors.context import CollectorState
+from checker.collectors.isolated_workload import SYS_ISOLATED, SYS_NOHZ_FULL
 from checker.cycle import run_cycle
+from checker.parsers.common import parse_cpu_list
 from checker.schemas import AgentStatus, CollectorRun, CollectorStatus, Report
 from core.queue import create_celery, host_queue, provide
 from core.settings import Settings
@@ -40,6 +44,9 @@ if TYPE_CHECKING:  # the simulated fleet is loaded only by an agent that stands 
     from checker.sim.host import VirtualHost
 
 log = logging.getLogger(__name__)
+
+SYS_ONLINE = "/sys/devices/system/cpu/online"
+EXPLICIT = "FLEETFIX_AGENT_CPUS"  # the reason of a pinning the operator set
 
 
 class AgentStartError(Exception):
@@ -75,7 +82,94 @@ def pin_to_cpus(cpus: set[int]) -> None:
         os.sched_setaffinity(0, cpus)
     except OSError as error:
         raise AgentStartError(f"cannot pin to CPUs {sorted(cpus)}: {error.strerror}") from None
-    log.info("checker.agent.pinned", extra={"fields": {"cpus": sorted(cpus)}})
+
+
+@dataclass(frozen=True)
+class Pinning:
+    """Where the agent runs: the CPUs to pin it to (None: not pinned), why, and the isolated CPUs found."""
+
+    cpus: frozenset[int] | None
+    reason: str
+    isolated: tuple[int, ...] = ()
+    trouble: bool = False  # not pinned although it may run on isolated CPUs: logged as a warning
+
+
+def _sys_cpus(host: HostAccess, path: str) -> set[int] | str | None:
+    """A sysfs cpulist ('(null)' or empty: none); None when the file cannot be read; a problem as text."""
+    text = host.read_text(path)
+    if text is None:
+        return None
+    if text.strip() == "(null)":  # nohz_full on kernels where no CPU is nohz_full
+        return set()
+    parsed = parse_cpu_list(text)
+    if parsed.problems:
+        return f"{path}: {parsed.problems[0]}"
+    return set(parsed.value)
+
+
+def housekeeping_pinning(host: HostAccess, allowed: set[int]) -> Pinning:
+    """With FLEETFIX_AGENT_CPUS empty: the online CPUs that are neither isolated (isolcpus) nor nohz_full, and
+    of those the ones the agent was started on (a CPUAffinity= or taskset is narrowed, never widened, unless it
+    holds only isolated CPUs). A kernel without nohz_full support has no nohz_full file, so one of the two
+    files is enough. Seed 004: the watcher must not jitter the isolated cores; but not knowing which they are
+    is no reason to refuse to start, so then the agent stays where it was started, and says why."""
+    online = _sys_cpus(host, SYS_ONLINE)
+    if online is None:
+        return Pinning(None, f"{SYS_ONLINE} cannot be read", trouble=True)
+    if isinstance(online, str):
+        return Pinning(None, online, trouble=True)
+    if not online:
+        return Pinning(None, f"{SYS_ONLINE} names no CPU", trouble=True)
+    isolated: set[int] = set()
+    read_any = False
+    for path in (SYS_ISOLATED, SYS_NOHZ_FULL):
+        cpus = _sys_cpus(host, path)
+        if isinstance(cpus, str):
+            return Pinning(None, cpus, trouble=True)
+        if cpus is not None:
+            read_any = True
+            isolated |= cpus & online
+    if not read_any:
+        return Pinning(None, f"{SYS_ISOLATED} and {SYS_NOHZ_FULL} cannot be read", trouble=True)
+    if not isolated:
+        return Pinning(None, "no isolated CPUs")
+    found = tuple(sorted(isolated))
+    housekeeping = online - isolated
+    if not housekeeping:
+        return Pinning(None, "every online CPU is isolated or nohz_full", found, trouble=True)
+    return Pinning(frozenset(housekeeping & allowed or housekeeping), "isolated CPUs found", found)
+
+
+def choose_pinning(config: AgentConfig, host: HostAccess, allowed: set[int]) -> Pinning:
+    """An explicit FLEETFIX_AGENT_CPUS wins; 'all' turns pinning off; empty finds the housekeeping CPUs."""
+    if config.pinning_off:
+        return Pinning(None, f"FLEETFIX_AGENT_CPUS={CPUS_UNPINNED}")
+    if config.cpu_set:
+        return Pinning(frozenset(config.cpu_set), EXPLICIT)
+    return housekeeping_pinning(host, allowed)
+
+
+def pin_agent(config: AgentConfig, host: HostAccess) -> Pinning:
+    """Pin this process as configured, before any thread starts, so all of them inherit it. An explicit CPU set
+    it cannot run on stops the agent; housekeeping CPUs found that it cannot be pinned to leave it where it is."""
+    pinning = choose_pinning(config, host, os.sched_getaffinity(0))
+    if pinning.cpus is not None:
+        try:
+            pin_to_cpus(set(pinning.cpus))
+        except AgentStartError as error:
+            if pinning.reason == EXPLICIT:
+                raise
+            pinning = Pinning(None, str(error), pinning.isolated, trouble=True)
+    fields: dict[str, object] = {"reason": pinning.reason}
+    if pinning.isolated:
+        fields["isolated"] = list(pinning.isolated)
+    if pinning.cpus is not None:
+        log.info("checker.agent.pinned", extra={"fields": {"cpus": sorted(pinning.cpus), **fields}})
+    else:
+        log.log(
+            logging.WARNING if pinning.trouble else logging.INFO, "checker.agent.not_pinned", extra={"fields": fields}
+        )
+    return pinning
 
 
 def own_status() -> tuple[int | None, float, list[int]]:
@@ -221,7 +315,7 @@ def run_agent(
     settings: Settings, *, hostname: str | None = None, loglevel: str = "INFO", config: AgentConfig | None = None
 ) -> None:
     config = config or AgentConfig()
-    pin_to_cpus(config.cpu_set)  # before any thread starts, so all of them inherit it
+    pin_agent(config, LiveHost())  # before any thread starts, so all of them inherit it
     name = hostname or settings.hostname or socket.gethostname()
     queue = host_queue(name)
     app = create_celery(
