@@ -33,7 +33,7 @@ from checker.agent.delivery import Delivery, Outcome
 from checker.agent.spool import Spool
 from checker.collectors.base import HostAccess, LiveHost
 from checker.collectors.context import CollectorState
-from checker.collectors.isolated_workload import SYS_ISOLATED, SYS_NOHZ_FULL
+from checker.collectors.isolated_workload import CMDLINE, SYS_ISOLATED, SYS_NOHZ_FULL, read_isolated
 from checker.cycle import run_cycle
 from checker.parsers.common import parse_cpu_list
 from checker.schemas import AgentStatus, CollectorRun, CollectorStatus, Report
@@ -95,7 +95,7 @@ class Pinning:
 
 
 def _sys_cpus(host: HostAccess, path: str) -> set[int] | str | None:
-    """A sysfs cpulist ('(null)' or empty: none); None when the file cannot be read; a problem as text."""
+    """The online CPUs' sysfs cpulist; None when the file cannot be read; a problem as text."""
     text = host.read_text(path)
     if text is None:
         return None
@@ -120,24 +120,19 @@ def housekeeping_pinning(host: HostAccess, allowed: set[int]) -> Pinning:
         return Pinning(None, online, trouble=True)
     if not online:
         return Pinning(None, f"{SYS_ONLINE} names no CPU", trouble=True)
-    isolated: set[int] = set()
-    read_any = False
-    for path in (SYS_ISOLATED, SYS_NOHZ_FULL):
-        cpus = _sys_cpus(host, path)
-        if isinstance(cpus, str):
-            return Pinning(None, cpus, trouble=True)
-        if cpus is not None:
-            read_any = True
-            isolated |= cpus & online
-    if not read_any:
-        return Pinning(None, f"{SYS_ISOLATED} and {SYS_NOHZ_FULL} cannot be read", trouble=True)
+    found, problems = read_isolated(host)
+    if problems:
+        return Pinning(None, problems[0], trouble=True)
+    if found is None:
+        return Pinning(None, f"{CMDLINE}, {SYS_ISOLATED} and {SYS_NOHZ_FULL} cannot be read", trouble=True)
+    isolated = found & online
     if not isolated:
         return Pinning(None, "no isolated CPUs")
-    found = tuple(sorted(isolated))
+    named = tuple(sorted(isolated))
     housekeeping = online - isolated
     if not housekeeping:
-        return Pinning(None, "every online CPU is isolated or nohz_full", found, trouble=True)
-    return Pinning(frozenset(housekeeping & allowed or housekeeping), "isolated CPUs found", found)
+        return Pinning(None, "every online CPU is isolated or nohz_full", named, trouble=True)
+    return Pinning(frozenset(housekeeping & allowed or housekeeping), "isolated CPUs found", named)
 
 
 def choose_pinning(config: AgentConfig, host: HostAccess, allowed: set[int]) -> Pinning:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from checker.collectors.base import HostAccess
 from checker.collectors.context import Context, Unavailable
 from checker.parsers.common import parse_cpu_list
 from checker.parsers.identity import parse_cmdline
@@ -41,28 +42,38 @@ class _Found:
             self.by_cpu[task.processor] = self.by_cpu.get(task.processor, 0) + 1
 
 
-def isolated_cpus(ctx: Context) -> list[int] | None:
+def read_isolated(host: HostAccess) -> tuple[set[int] | None, list[str]]:
     """The isolcpus and nohz_full CPUs from the command line and sysfs (either may be all there is: a kernel
-    without nohz_full support has no sysfs file); None when none of the three can be read."""
+    without nohz_full support has no sysfs file), None when none of the three can be read; and the sysfs
+    files' problems. The collector reports those; the agent's pinning (checker.agent.worker) trusts no
+    list with one."""
     found: set[int] = set()
+    problems: list[str] = []
     read_any = False
-    cmdline = ctx.host.read_text(CMDLINE)
+    cmdline = host.read_text(CMDLINE)
     if cmdline is not None:
         read_any = True
         parsed = parse_cmdline(cmdline).value  # its problems are the identity collector's to report
         found.update(parsed.isolated_cpus, parsed.nohz_full_cpus)
     for path in (SYS_ISOLATED, SYS_NOHZ_FULL):
-        text = ctx.host.read_text(path)
+        text = host.read_text(path)
         if text is None:
             continue
         read_any = True
         if text.strip() == "(null)":  # nohz_full on kernels where no CPU is nohz_full
             continue
         cpus = parse_cpu_list(text)
-        for item in cpus.problems:
-            ctx.problem(f"{path}: {item}")
+        problems += [f"{path}: {item}" for item in cpus.problems]
         found.update(cpus.value)
-    return sorted(found) if read_any else None
+    return (found if read_any else None), problems
+
+
+def isolated_cpus(ctx: Context) -> list[int] | None:
+    """read_isolated, its problems reported."""
+    found, problems = read_isolated(ctx.host)
+    for item in problems:
+        ctx.problem(item)
+    return sorted(found) if found is not None else None
 
 
 def _stat(ctx: Context, path: str) -> TaskStat | None:

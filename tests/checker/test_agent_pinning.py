@@ -122,7 +122,7 @@ def test_every_cpu_isolated_is_not_pinned_and_says_so(
         ({"online": ""}, "/sys/devices/system/cpu/online names no CPU"),
         (
             {"isolated": None, "nohz_full": None},
-            "/sys/devices/system/cpu/isolated and /sys/devices/system/cpu/nohz_full cannot be read",
+            "/proc/cmdline, /sys/devices/system/cpu/isolated and /sys/devices/system/cpu/nohz_full cannot be read",
         ),
         ({"isolated": "2-x"}, "/sys/devices/system/cpu/isolated: not a cpu or cpu range"),
     ],
