@@ -6,7 +6,7 @@ from fastapi import APIRouter, FastAPI
 
 from api import lanes, limits
 from api.errors import install_error_handlers
-from api.routes import audit, controls, health, hosts, remediations, reports, rules, tickets, users
+from api.routes import audit, controls, health, hosts, remediations, reports, rollouts, rules, tickets, users
 from api.runtime import CentralRuntime
 from api.web import pages
 
@@ -27,7 +27,7 @@ def create_app(runtime: CentralRuntime) -> FastAPI:
     app.state.celery = runtime.celery
     install_error_handlers(app)
     v1 = APIRouter(prefix=f"/api/{API_VERSION}")
-    for module in (hosts, tickets, remediations, reports, rules, controls):
+    for module in (hosts, tickets, remediations, reports, rules, controls, rollouts):
         v1.include_router(module.router)
     v1.include_router(remediations.decisions_router)
     v1.include_router(tickets.repairs_router)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -34,6 +35,8 @@ from remediator.inventory import HostInventory, apply_inventory
 from remediator.tasks import INGEST_BATCH
 
 log = logging.getLogger(__name__)
+DEMO_BASELINES = Path(__file__).with_name("demo_baselines.yaml")
+DEMO_RULES = Path(__file__).with_name("demo_rules.yaml")
 
 
 class EmbeddedWorker:
@@ -151,6 +154,13 @@ def simulated_hosts(
 
 def run_up(settings: CentralSettings, *, simulate: int = 0, sim_interval: float = 5.0, seed: int = 1) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)  # the signing key of a simulated fleet is made there
+    if simulate and settings.baselines_path is None:
+        # The demo's baselines give the Opteron class a new kernel build with a side effect: a staged rollout
+        # that halts on its canary within minutes (api/demo_baselines.yaml, docs/simulated-fleet.md).
+        settings = settings.model_copy(update={"baselines_path": DEMO_BASELINES})
+    if simulate and not settings.rules_paths:
+        # Caps a demo fleet of a few dozen hosts can move under (api/demo_rules.yaml).
+        settings = settings.model_copy(update={"rules_paths": [DEMO_RULES]})
     app = central_celery(settings)
     # The demo shows what fleetfix decides: half the hosts faulty, every kind of fault once first.
     fleet = SimulatedFleet(simulate, seed=seed, fault_fraction=0.5, showcase=True) if simulate else None

@@ -11,9 +11,11 @@
    imported Celery.
 3. Kernel-log classification throughput over a 100,000-line log; ceilings: a bare
    `if "EDAC" in line` loop over the same lines, and one `re` scan of the same text.
+4. The smi and error_reporting collectors' CPU time per cycle on the rich snapshot (one MSR pread per
+   package, a dozen sysfs files); ceiling: the same preads and file reads done bare.
 
 Usage: FLEETFIX_TEST_SAMPLES=../shared/fixtures .venv/bin/python bench/checker_cycle.py [--redis URL]
-       [--part cycle|memory|classify ...] (default: all three)
+       [--part cycle|memory|classify|smi ...] (default: all four)
 It prints figures; it asserts nothing.
 """
 
@@ -293,7 +295,45 @@ def bench_classification() -> None:
     classify_rate("only the kernel-log samples' lines, cycled (a host in an error storm)", dmesg_text(hardware))
 
 
-PARTS = ("cycle", "memory", "classify")
+def bench_smi(work: Path, runs: int) -> None:
+    from checker.collectors import error_reporting, smi
+    from checker.collectors.context import Context
+    from checker.schemas import Observations
+
+    snap = rich_snapshot(work / "smi")
+    host = SnapshotHost(snap.directory)
+    collectors = {"smi": smi.collect, "error_reporting": error_reporting.collect}
+    cpu = []
+    for _ in range(runs + 3):
+        c = time.process_time()
+        observations = Observations()
+        for collect in collectors.values():
+            collect(Context(host, observations, CollectorState(), 15.0))
+        cpu.append(time.process_time() - c)
+    cpu = cpu[3:]
+    assert observations.smi is not None
+    assert observations.error_reporting is not None
+    system = snap.directory / "root" / "sys" / "devices" / "system"
+    files = [p for d in ("cpu", "machinecheck") for p in (system / d).rglob("*") if p.is_file()]
+    msrs = sorted((snap.directory / "root" / "dev" / "cpu").rglob("msr"))
+    bare = []
+    for _ in range(runs):
+        c = time.process_time()
+        for path in msrs[: len(observations.smi.packages)]:
+            fd = os.open(path, os.O_RDONLY)
+            os.pread(fd, 8, 0x34)
+            os.close(fd)
+        for path in files:
+            with open(path, "rb") as handle:
+                handle.read()
+        bare.append(time.process_time() - c)
+    print(f"smi + error_reporting collectors over the rich snapshot ({len(observations.smi.packages)} package(s)):")
+    print(f"  per cycle  cpu {median_ms(cpu):6.3f} ms  (median of {runs})")
+    print(f"  ceiling: {len(observations.smi.packages)} bare pread(s), {len(files)} cpu/machinecheck file reads: "
+          f"{median_ms(bare):6.3f} ms cpu")  # fmt: skip
+
+
+PARTS = ("cycle", "memory", "classify", "smi")
 
 
 def main() -> None:
@@ -323,6 +363,8 @@ def main() -> None:
             bench_agent_rss(work, args.redis)
         if "classify" in parts:
             bench_classification()
+        if "smi" in parts:
+            bench_smi(work, args.runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -368,6 +368,15 @@ def rich_snapshot(directory: Path) -> SnapshotBuilder:
     # Processes on the isolated cores 2-3 (our /proc fixture; the corpus has no /proc/PID trees).
     workload = listing_to_files(ours("proc-isolated-workload.txt"), "/")
     b.files("/", {path: text for path, text in workload.items() if path != "proc/cmdline"})
+    # The cputime watch judges the same processes against the uptime: a day up, 4 CPUs; nothing to flag.
+    b.file("/proc/uptime", "86400.00 170000.00\n")
+    b.file("/sys/devices/system/cpu/possible", "0-3\n")
+    # MSR_SMI_COUNT, machinecheck0, HEST and GHES sources (our sysfs fixture): one package of 4 CPUs online.
+    from bench.smi_samples import install_smi_tree  # here: that module builds on this one
+
+    install_smi_tree(b, online="0-3")
+    # The stall probe's windows, where `fleetfix check` looks with no state directory (our fixture).
+    b.file("/var/lib/fleetfix-agent/stalls.jsonl", ours("stall-probe-windows.jsonl"))
     return b
 
 

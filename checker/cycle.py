@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable, Mapping
 
 from checker.collectors import (
+    cputime,
     edac,
+    error_reporting,
     identity,
     interrupts,
     ipmi,
@@ -24,6 +26,8 @@ from checker.collectors import (
     memory_tiers,
     rasdaemon,
     smart,
+    smi,
+    stalls,
 )
 from checker.collectors.base import HostAccess
 from checker.collectors.context import BudgetExceeded, CollectorState, Context, ParseFailed, Unavailable
@@ -47,7 +51,11 @@ COLLECTORS: dict[str, Collector] = {
     "smart": smart.collect,
     "interrupts": interrupts.collect,
     "isolated_workload": isolated_workload.collect,
+    "cputime": cputime.collect,
     "memory_tiers": memory_tiers.collect,
+    "smi": smi.collect,
+    "stalls": stalls.collect,
+    "error_reporting": error_reporting.collect,
 }
 
 log = logging.getLogger(__name__)

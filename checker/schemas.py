@@ -472,6 +472,61 @@ class IsolatedWorkload(Model):
     )
 
 
+MAX_CPUTIME_FINDINGS = 16
+
+
+class CputimeExcess(Model):
+    """A process whose CPU time (utime + stime of /proc/PID/stat) is more than it could have used since it
+    started: one of its threads above its own run time, or the whole process above its run time on every
+    CPU the host has."""
+
+    pid: Int64 = Field(ge=1)
+    tid: Int64 | None = Field(None, ge=1, description="The thread over its run time; None: the whole process is.")
+    comm: str = Field(max_length=64, description="The process's name (/proc/PID/stat's comm).")
+    threads: NonNegativeInt = Field(description="Its threads now (field 20, num_threads).")
+    scope: Literal["thread", "process"] = Field(
+        description="thread: one thread's CPU time above its own run time; process: the whole thread group's "
+        "above its run time times the host's CPUs (what no number of threads can reach)."
+    )
+    cputime_s: FiniteFloat = Field(ge=0, description="(utime + stime) / CLK_TCK of the thread, or the process.")
+    elapsed_s: FiniteFloat = Field(ge=0, description="Its run time: uptime - starttime / CLK_TCK.")
+    excess_s: FiniteFloat = Field(
+        ge=0, description="CPU time beyond the bound: elapsed_s for a thread, elapsed_s x cpus for a process."
+    )
+    stat_line: str = Field("", max_length=1024, description="The stat line as read (the evidence).")
+
+
+class CputimeWatch(Model):
+    """The cputime side-effect watch (seed 001): processes whose CPU time is more than their run time allows."""
+
+    checked: NonNegativeInt = Field(description="User processes whose /proc/PID/stat was read and judged.")
+    flagged: NonNegativeInt = Field(0, description="Of those, processes over the bound (may exceed the list).")
+    processes: list[CputimeExcess] = Field(
+        default_factory=list, max_length=MAX_CPUTIME_FINDINGS, description="Flagged processes, largest excess first."
+    )
+    threads_read: NonNegativeInt = Field(0, description="Thread stat files read (/proc/PID/task/TID/stat).")
+    unscanned: NonNegativeInt = Field(
+        0, description="User processes not judged: past the process or byte cap, or a stat line that did not parse."
+    )
+    unverified: NonNegativeInt = Field(
+        0,
+        description="Processes above their run time, within what the host's CPUs allow, whose threads were not "
+        "all read (past the thread or byte cap, or a thread's stat line did not parse): neither cleared nor flagged.",
+    )
+    caps_hit: list[Literal["processes", "threads", "bytes"]] = Field(default_factory=list, max_length=3)
+    bytes_read: NonNegativeInt = 0
+    complete: bool = Field(
+        description="Every user process was read and judged (nothing unscanned or unverified): zero flagged means "
+        "a clean host."
+    )
+    tolerance_s: FiniteFloat = Field(ge=0, description="Seconds of CPU time allowed over the bound.")
+    cpus: NonNegativeInt | None = Field(
+        None, description="CPUs the host may ever run (/sys/devices/system/cpu/possible); None: not read."
+    )
+    clk_tck: NonNegativeInt = Field(description="Clock ticks per second the stat fields count in.")
+    uptime_s: FiniteFloat = Field(ge=0, description="/proc/uptime when the scan began.")
+
+
 class NumaNode(Model):
     node: NonNegativeInt
     cpus: list[NonNegativeInt] = Field(default_factory=list, max_length=4096)
@@ -484,6 +539,59 @@ class MemoryTiers(Model):
     numa_balancing: Int64 | None = None
     interleave_weights: dict[Key, Int64] = Field(
         default_factory=dict, max_length=1024, description="node to weighted-interleave weight."
+    )
+
+
+class SmiPackage(Model):
+    """MSR_SMI_COUNT (0x34) read on one CPU of a package: SMIs are broadcast to every thread, so one
+    housekeeping CPU per package tells the package's count (reading an MSR interrupts the CPU it is on)."""
+
+    package: NonNegativeInt = Field(description="physical_package_id.")
+    cpu: NonNegativeInt = Field(description="The CPU whose MSR was read.")
+    count: NonNegativeInt = Field(le=2**32 - 1, description="Bits 31:0 of MSR_SMI_COUNT: SMIs since reset; wraps.")
+
+
+class SmiState(Model):
+    """System management interrupts taken since the last reset, per package (Intel only)."""
+
+    source: Literal["msr"] = Field("msr", description="msr: /dev/cpu/N/msr at offset 0x34.")
+    packages: list[SmiPackage] = Field(default_factory=list, max_length=64)
+
+
+class ErrorReporting(Model):
+    """What the host shows about how corrected memory errors reach the OS (firmware-first or CMCI);
+    the centre decides the mode from these and the errors the same report carries."""
+
+    hest: bool | None = Field(None, description="/sys/firmware/acpi/tables/HEST exists (firmware may report via GHES).")
+    ghes_sources: NonNegativeInt | None = Field(
+        None, description="GHES.N error sources bound to the GHES driver (/sys/bus/platform/drivers/GHES)."
+    )
+    ghes_disabled: bool | None = Field(None, description="ghes.disable=1: the kernel ignores firmware-first records.")
+    cmci_disabled: bool | None = Field(None, description="machinecheck0/cmci_disabled: the kernel polls the banks.")
+    ignore_ce: bool | None = Field(None, description="machinecheck0/ignore_ce: corrected errors are not reported.")
+    dont_log_ce: bool | None = Field(None, description="machinecheck0/dont_log_ce: corrected errors are not logged.")
+
+
+class BenchmarkResult(Model):
+    """One run of the agent's own short CPU + memory/TLB benchmark (docs/agent.md, "Benchmark"); only the
+    report of the cycle that ran it carries one."""
+
+    name: str = Field(
+        max_length=64,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,63}$",
+        description="The benchmark and its method version (fleetfix-cpumem-v1): scores of different names are "
+        "never compared.",
+    )
+    score: FiniteFloat = Field(ge=0, description="Per core per GHz: work passes per second on one CPU / nominal GHz.")
+    unit: str = Field("passes/s/GHz", max_length=32)
+    method_version: Int64 = Field(1, ge=1, description="The work's version (also in the name).")
+    duration_s: FiniteFloat = Field(ge=0, description="Wall time of the whole run, buffers included.")
+    cpu: NonNegativeInt | None = Field(None, description="The housekeeping CPU it ran on (never an isolated one).")
+    ghz: FiniteFloat | None = Field(None, gt=0, description="The nominal clock the score is divided by.")
+    clock_source: str | None = Field(None, max_length=64, description="Where the nominal clock was read.")
+    ran_at: Timestamp
+    parts: dict[Key, FiniteFloat] = Field(
+        default_factory=dict, max_length=8, description="The parts' own rates: hash_mib_s, walk_mpages_s."
     )
 
 
@@ -502,6 +610,43 @@ class AgentStatus(Model):
     )
 
 
+class CpuStalls(Model):
+    """One probed CPU's stalls over the interval: how late its probe thread woke from fixed sleeps."""
+
+    cpu: NonNegativeInt
+    max_ms: FiniteFloat = Field(ge=0, description="The largest overshoot of one sleep.")
+    total_ms: FiniteFloat = Field(ge=0, description="The overshoots at or over threshold_ms, summed.")
+    count: NonNegativeInt = Field(description="Overshoots at or over threshold_ms.")
+    wakeups: NonNegativeInt = Field(0, description="Sleeps the probe thread finished (about interval/period).")
+
+
+class CoincidentStall(Model):
+    """A stall every probed CPU saw at the same time (the SMI signature, seed 000)."""
+
+    at: Timestamp
+    ms: FiniteFloat = Field(ge=0, description="How long all probed CPUs were stalled at once.")
+
+
+class Stalls(Model):
+    """The stall probe's results since the previous report (checker/agent/stallprobe.py)."""
+
+    started_at: Timestamp
+    ended_at: Timestamp
+    interval_s: FiniteFloat = Field(ge=0, description="The time the probe covered (its windows since the last report).")
+    period_ms: FiniteFloat = Field(gt=0, description="How long each probe thread sleeps.")
+    threshold_ms: FiniteFloat = Field(gt=0, description="An overshoot at or over this is a stall.")
+    cpus: list[CpuStalls] = Field(
+        default_factory=list, max_length=4096, description="The probed CPUs: housekeeping ones only."
+    )
+    coincident: list[CoincidentStall] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Stalls seen on every probed CPU at once, oldest first; empty with fewer than two CPUs probed.",
+    )
+    coincident_count: NonNegativeInt = Field(0, description="All such stalls, listed or not.")
+    probe_cpu_s: FiniteFloat | None = Field(None, ge=0, description="CPU time the probe itself used over the interval.")
+
+
 class Observations(Model):
     edac: EdacState | None = None
     rasdaemon: RasdaemonState | None = None
@@ -516,6 +661,13 @@ class Observations(Model):
     mce_memory: list[MceMemoryCounter] | None = Field(None, max_length=512)
     agent: AgentStatus | None = None
     isolated_workload: IsolatedWorkload | None = None
+    stalls: Stalls | None = None
+    benchmark: BenchmarkResult | None = Field(
+        None, description="The agent's benchmark, in the report of the cycle that ran it (about once a day)."
+    )
+    cputime: CputimeWatch | None = None
+    smi: SmiState | None = None
+    error_reporting: ErrorReporting | None = None
 
 
 class Report(Model):

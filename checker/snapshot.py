@@ -11,6 +11,7 @@ DIR/meta.json holds the hostname, capture time and format version. `fleetfix che
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import re
 import socket
@@ -18,7 +19,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from checker.collectors.base import KMSG, CommandResult, FileSlice, HostAccess, LiveHost
+from checker.collectors.base import KMSG, LISTING, CommandResult, FileSlice, HostAccess, LiveHost
 from checker.collectors.context import CollectorState
 from checker.schemas import Report
 
@@ -68,8 +69,11 @@ class RecordingHost:
     def list_dir(self, path: str) -> list[str] | None:
         names = self.inner.list_dir(path)
         if names is not None:
-            # An empty directory still exists in the snapshot, so "empty" and "missing" stay distinct.
-            self._mirror(path).mkdir(parents=True, exist_ok=True)
+            # An empty directory still exists in the snapshot, so "empty" and "missing" stay distinct;
+            # its names are kept too, for the collectors that look only at which entries exist.
+            target = self._mirror(path)
+            target.mkdir(parents=True, exist_ok=True)
+            (target / LISTING).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
         return names
 
     def read_kmsg(self) -> str | None:
@@ -77,6 +81,22 @@ class RecordingHost:
         if text is not None:
             self._write(KMSG, text)
         return text
+
+    def read_bytes(self, path: str, offset: int, size: int) -> bytes:
+        target = self._mirror(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            data = self.inner.read_bytes(path, offset, size)
+        except OSError as error:
+            name = errno.errorcode.get(error.errno or 0, "EIO")
+            target.with_name(target.name + ".errno").write_text(name + "\n", encoding="utf-8")
+            raise
+        # The bytes at the same offset of a file otherwise zero: what SnapshotHost.read_bytes reads back.
+        with open(target, "r+b" if target.exists() else "wb") as handle:
+            handle.seek(offset)
+            handle.write(data)
+        self.files_written += 1
+        return data
 
     def open_sqlite(self, path: str) -> sqlite3.Connection | None:
         conn = self.inner.open_sqlite(path)

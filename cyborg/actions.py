@@ -111,6 +111,18 @@ class HardPprParams(ActionParams):
     )
 
 
+class VerifyMemoryUnderLoadParams(ActionParams):
+    seconds: int = Field(300, ge=10, le=3600, description="How long stressapptest runs (-s).")
+    memory_percent: int = Field(
+        60, ge=1, le=90, description="Memory tested (-M), as a share of MemAvailable: the host keeps the rest."
+    )
+    max_memory_mb: int | None = Field(None, ge=16, le=16 * 1024 * 1024, description="And at most this much.")
+    stall_threshold_ms: float = Field(
+        100.0, ge=1, le=10_000, description="A stall this long on the probed CPUs fails the verification."
+    )
+    dimm: str | None = Field(None, pattern=DIMM_PATTERN, description="The DIMM being verified (for the record).")
+
+
 class TuneErrorReportingParams(ActionParams):
     edac_poll_s: int = Field(37, ge=1, le=3600, description="EDAC polling interval (about 37 s is the sweet spot).")
     cmci: Literal["cmci"] | None = Field(
@@ -156,7 +168,9 @@ class InterleaveParams(ActionParams):
     weights: dict[NumaNode, InterleaveWeight] | None = Field(
         None,
         max_length=1024,
-        description="NUMA node number -> weight 1..255 (the kernel's range); default 5 for DRAM, 1 for CXL.",
+        description="NUMA node number -> weight 1..255 (the kernel's range). Left out of a rule, the central side "
+        "fills in the host's class configuration (the interleave_weights_mismatch signal's `configured`); the host "
+        "never guesses a ratio.",
     )
 
 
@@ -219,9 +233,22 @@ ACTIONS: dict[str, CyborgAction] = {
             description="firmware-first capture, schedule hard PPR, reboot, back to CMCI",
         ),
         CyborgAction("tune_error_reporting", TuneErrorReportingParams, 120, idempotent=True),
+        CyborgAction(
+            "verify_memory_under_load",
+            VerifyMemoryUnderLoadParams,
+            3900,  # the longest run (3600 s) and the readings around it
+            idempotent=True,
+            description="stressapptest with the stall probe on; EDAC and kernel log before and after",
+        ),
+        CyborgAction(
+            "restore_cmci", NoParams, 300, idempotent=True, description="the PPR tool's cmci command, then its mode"
+        ),
         CyborgAction("repair_irq_affinity", NoParams, 120, idempotent=True),
         CyborgAction("enable_demotion", NoParams, 60, idempotent=True),
         CyborgAction("set_interleave_weights", InterleaveParams, 60, idempotent=True),
+        CyborgAction(
+            "set_numa_balancing", NoParams, 60, idempotent=True, description="turn on the memory-tiering bit (2)"
+        ),
         CyborgAction("clear_sel", NoParams, 300, idempotent=True, description="archive the SEL, then clear it"),
         CyborgAction(
             "offline_cpu", OfflineCpuParams, 60, idempotent=True, description="take one CPU offline through sysfs"

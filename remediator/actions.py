@@ -30,8 +30,21 @@ ACTIONS: dict[str, ActionSpec] = {
         ActionSpec("install_kernel", disruptive=True, description="install a pinned kernel, boot it, verify"),
         ActionSpec("hard_ppr", disruptive=True, idempotent=False, description="post-package repair via the SMI flow"),
         ActionSpec("tune_error_reporting", disruptive=False, description="EDAC polling interval, CMCI mode"),
+        ActionSpec(
+            "verify_memory_under_load",
+            disruptive=True,  # it takes the host's CPUs and most of its memory: run on a drained host
+            description="stressapptest on the drained host, stall probe on: no new CE/UE, no long stall",
+        ),
+        ActionSpec(
+            "restore_cmci", disruptive=False, description="corrected-error reporting from firmware-first back to CMCI"
+        ),
         ActionSpec("repair_irq_affinity", disruptive=False, description="keep device IRQs off isolated cores"),
         ActionSpec("enable_demotion", disruptive=False, description="enable memory-tier demotion"),
+        ActionSpec(
+            "set_numa_balancing",
+            disruptive=False,
+            description="NUMA balancing's memory-tiering mode (promotion from CXL), kept across reboots",
+        ),
         ActionSpec(
             "set_interleave_weights", disruptive=False, description="weighted interleave for CPU-less (CXL) nodes"
         ),

@@ -87,6 +87,21 @@ class ErratumKernel(_Strict):
     )
 
 
+class InterleaveWeights(_Strict):
+    """Weighted-interleave weights of one class: every node with CPUs (DRAM) gets `dram`, every CPU-less
+    (CXL) node `cxl`. The best N:M depends on the tiers' bandwidths, so it is measured per platform."""
+
+    dram: int = Field(ge=1, le=255, description="Weight of each DRAM (CPU) node, 1..255 as the kernel takes it.")
+    cxl: int = Field(ge=1, le=255, description="Weight of each CPU-less (CXL) node.")
+
+
+class Tiering(_Strict):
+    """How a class's memory tiers are meant to be set up (docs/rules.md, the cxl-* rules)."""
+
+    interleave: InterleaveWeights | None = Field(None, description="Weighted-interleave weights; None: no policy.")
+    source: str | None = Field(None, max_length=300, description="Where the weights come from (a measurement).")
+
+
 class ClassBaseline(_Strict):
     """The oldest acceptable firmware of one hardware class, and the kernels its CPU errata need.
     Versions are strings: quote them in YAML."""
@@ -99,6 +114,12 @@ class ClassBaseline(_Strict):
     microcode: str | None = Field(None, description="Minimum CPU microcode revision, e.g. '0x2007006'.")
     kernels: dict[str, ErratumKernel] = Field(
         default_factory=dict, description="Erratum id (AMD-298) -> the patched kernel for this class."
+    )
+    tiering: Tiering | None = Field(None, description="Memory tiering policy (CXL): the interleave weights.")
+    error_reporting: Literal["cmci", "firmware_first"] | None = Field(
+        None,
+        description="How the class reports corrected memory errors in production: cmci (the hybrid flow's "
+        "production mode) or firmware_first. None: not judged (docs/error-reporting.md).",
     )
 
 
@@ -145,6 +166,11 @@ def parse_baselines(text: str, source: str = "<baselines>") -> FirmwareBaselines
             loc = tuple(item["loc"])
             problems.append(f"{source}:{_line_of(root, loc)}: {'.'.join(map(str, loc))}: {item['msg']}")
         raise BaselinesError("\n".join(problems)) from error
+
+
+def with_override(base: FirmwareBaselines, override: FirmwareBaselines) -> FirmwareBaselines:
+    """The operator's file over the built-in one: each class it names replaces the built-in class whole."""
+    return base.model_copy(update={"classes": {**base.classes, **override.classes}})
 
 
 def load_baselines(path: Path = DEFAULT_BASELINES) -> FirmwareBaselines:

@@ -86,6 +86,14 @@ def record_host_result(
         return "late"
     step.result = {**dispatched, **kept, "finished_at": report.get("finished_at")}
     step.finished_at = now
+    changed = kept.get("changed")
+    found = [changed.get("gap"), *(changed.get("gaps") or [])] if isinstance(changed, dict) else []
+    if any(isinstance(gap, str) and gap for gap in found):
+        # what the step could not check (a verification tool missing, memory left untested): kept on the
+        # remediation, never taken for a pass
+        gaps = list((remediation.evidence or {}).get("gaps", []))
+        gaps += [{"step": step.index, "action": step.action, "gap": g[:500]} for g in found if isinstance(g, str) and g]
+        remediation.evidence = {**(remediation.evidence or {}), "gaps": gaps[-10:]}
     stop_waiting(step)
     if outcome == "succeeded":
         step.state = StepState.succeeded

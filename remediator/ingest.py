@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from checker.schemas import Report
 from core import audit, metrics
 from core.db import Database, insert_ignoring_conflicts, utcnow
+from remediator.benchmarks import outlier_signals
 from remediator.derive import derive_late
 from remediator.evaluate import Firing, evaluate
 from remediator.host_evaluation import evaluate_host, report_signals
@@ -76,6 +77,14 @@ def report_digest(report: Report) -> str:
                 "sensors": {"__all__": {"reading"}},
                 "agent": {"rss_kb", "cpu_seconds", "last_delivery"},
                 "isolated_workload": {"processes_scanned", "threads_read"},  # any process start moves them
+                # the cputime watch's scan moves with every process start and every second of uptime
+                "cputime": {
+                    "checked": True,
+                    "threads_read": True,
+                    "bytes_read": True,
+                    "uptime_s": True,
+                    "processes": {"__all__": {"cputime_s", "elapsed_s", "excess_s", "stat_line"}},
+                },
             },
         },
     )
@@ -280,6 +289,8 @@ def ingest(
             host.last_digest = digest
         memory = dict(host.memory or {})
         signals = report_signals(host, report, memory)
+        # judged here, not in derive: it needs the class's scores
+        signals += outlier_signals(session, host, signals, memory, report.captured_at, boot_id=report.host.boot_id)
         firings = evaluate_host(host, signals, ruleset, memory, report.captured_at)
         host.memory = memory
         host.last_report_at = report.captured_at

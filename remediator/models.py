@@ -1,5 +1,5 @@
 """Tables the remediator owns: hosts, raw reports, per-host counter state, signals,
-remediations and their steps."""
+remediations and their steps, rollouts."""
 
 from __future__ import annotations
 
@@ -171,6 +171,12 @@ class Remediation(Base):
     paused_by: Mapped[str | None] = mapped_column(
         String(128), default=None, doc="Set while an operator holds it: no step starts until resumed."
     )
+    rollout_id: Mapped[int | None] = mapped_column(
+        ForeignKey("rollouts.id", ondelete="SET NULL"),
+        default=None,
+        index=True,
+        doc="The rollout whose wave started it (its rule's first rung only).",
+    )
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
@@ -271,6 +277,53 @@ class RuleState(Base):
     breaker_reason: Mapped[str] = mapped_column(Text, default="")
     breaker_opened_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     updated_by: Mapped[str] = mapped_column(String(128), default="")
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    version: Mapped[int] = mapped_column(
+        default=1,
+        server_default="1",
+        onupdate=literal_column("version", Integer) + 1,
+        doc="Bumped by every update (ETag).",
+    )
+
+
+class RolloutState(enum.StrEnum):
+    running = "running"
+    halted = "halted"  # by a failure, a side effect or a compared signal: an operator resumes it
+    paused = "paused"  # by an operator
+    completed = "completed"
+
+
+class Rollout(Base):
+    """A fleet-wide change (a patched kernel, a firmware baseline) going through one hardware class in waves.
+
+    Created when its rule first fires on a host of the class for this change; its hosts are the
+    remediations that point at it (`Remediation.rollout_id`), in the order they started.
+    """
+
+    __tablename__ = "rollouts"
+    __table_args__ = (UniqueConstraint("rule_id", "hardware_class", "change"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    rule_id: Mapped[str] = mapped_column(String(128))
+    hardware_class: Mapped[str] = mapped_column(String(64))
+    change: Mapped[str] = mapped_column(String(256), doc="What goes out: 'kernel 2.6.23.17-amdpatch2', 'bios 2.10.2'.")
+    part_type: Mapped[str] = mapped_column(String(32), doc="Whose change it is (the halt's ticket): kernel, firmware.")
+    state: Mapped[RolloutState] = mapped_column(
+        enum_column(RolloutState, "rollout_state"), default=RolloutState.running
+    )
+    waves: Mapped[list[Any]] = mapped_column(default=list, doc="The rule's waves when the rollout began.")
+    bake_s: Mapped[float] = mapped_column(default=86400.0)
+    current_wave: Mapped[int] = mapped_column(default=0, doc="0: the canary.")
+    halt_reason: Mapped[str] = mapped_column(Text, default="")
+    halted_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    halted_by: Mapped[str] = mapped_column(String(128), default="")
+    resumed_at: Mapped[dt.datetime | None] = mapped_column(
+        default=None, doc="Comparisons look at nothing older (the evidence of the last halt was judged)."
+    )
+    ticket_id: Mapped[int | None] = mapped_column(default=None, doc="The ticket its last halt opened.")
+    comparison: Mapped[list[Any]] = mapped_column(default=list, doc="The last comparison of its health signals.")
+    compared_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     version: Mapped[int] = mapped_column(
         default=1,

@@ -66,7 +66,16 @@ def _plan(context: policies.FiringContext) -> Remediation | None:
         context.reason += f"; {context.why}"
     evidence = signal_evidence(context.firing, context.report)
     remediation = create(
-        session, host, rule, context.steps, evidence, context.reason, context.rung, context.previous, now
+        session,
+        host,
+        rule,
+        context.steps,
+        evidence,
+        context.reason,
+        context.rung,
+        context.previous,
+        now,
+        rollout_id=context.rollout_id,
     )
     if remediation is None:
         return None
@@ -114,6 +123,8 @@ def create(
     rung: int,
     previous: Remediation | None,
     now: dt.datetime,
+    *,
+    rollout_id: int | None = None,
 ) -> Remediation | None:
     signal = evidence["signal"]
     values = template_values(host.hostname, rule.id, signal["subject"], signal["value"], signal.get("detail"))
@@ -131,6 +142,7 @@ def create(
         cluster=host.cluster,
         rack=host.rack,
         created_at=now,
+        rollout_id=rollout_id,
         steps=[
             RemediationStep(
                 index=i,
@@ -270,9 +282,9 @@ def escalate(
     host.state = HostState.in_service
     rule = ruleset.get(remediation.rule_id)
     if rule is not None and rollouts.halted_by(rule, remediation):
-        open_breaker(
-            session, rule.id, f"rollout halted: remediation {remediation.id} on {host.hostname}: {reason}", now
-        )
+        why = f"remediation {remediation.id} on {host.hostname}: {reason}"
+        if not rollouts.halt_for(session, remediation, why, now):  # one that began before rollouts had rows
+            open_breaker(session, rule.id, f"rollout halted: {why}", now)
     steps = rule.rung(remediation.rung + 1) if rule is not None else None
     if steps is None:
         steps = ladder_end(rule) if rule is not None else [Step(action="ticket", params={"part_type": "host"})]

@@ -63,6 +63,8 @@ class FiringContext:
     why: str = ""
     reason: str = ""
     """The planned remediation's reason, grown by the policies."""
+    rollout_id: int | None = None
+    """The rollout whose wave the planned remediation starts (remediator.rollouts)."""
     _active: Remediation | None = field(default=None, init=False, repr=False)
     _active_loaded: bool = field(default=False, init=False, repr=False)
     _locked: bool = field(default=False, init=False, repr=False)
@@ -193,9 +195,9 @@ class RolloutSideEffect(DecisionPolicy):
             return None
         what = f"side effect of {baking.rule_id} on {host.hostname}: {rule.id} fired ({signal.kind} {signal.value:.3g})"
         if baking.active:
-            firing.escalate(baking, what)
+            firing.escalate(baking, what)  # a failure of the rollout's change: planning.escalate halts it
             firing.forget_active()
-        else:
+        elif not rollouts.halt_for(firing.session, baking, what, firing.now):
             safety.open_breaker(firing.session, baking.rule_id, f"rollout halted: {what}", firing.now)
         return None
 
@@ -271,7 +273,8 @@ class RolloutWave(DecisionPolicy):
     def check(self, firing: FiringContext) -> Stop | None:
         if firing.previous is not None:
             return None
-        wave = rollouts.wave_hold(firing.session, firing.host, firing.rule, firing.now)
+        wave, rollout = rollouts.wave_hold(firing.session, firing.host, firing.rule, firing.signal, firing.now)
+        firing.rollout_id = rollout.id if rollout is not None else None
         return Stop("held", wave) if wave is not None else None
 
 

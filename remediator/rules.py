@@ -160,15 +160,51 @@ class Breaker(RuleModel):
 Wave = Annotated[str | int, Field(description="A count of hosts, or a percentage like '5%', of the class.")]
 
 
+def _fraction(value: Any) -> Any:
+    """A relative change: a number (0.1) or a percentage ("10%")."""
+    if isinstance(value, str) and value.strip().endswith("%") and _PERCENT.match(value.strip()[:-1]):
+        return float(value.strip()[:-1]) / 100
+    return value
+
+
+class Comparison(RuleModel):
+    """A health signal compared between a rollout's upgraded hosts and the class's hosts not yet upgraded,
+    over the same window (remediator/rollout_compare.py, docs/rules.md "Rollouts")."""
+
+    signal: str = Field(description="Signal kind, e.g. cputime_exceeds_elapsed, kernel_event_count, benchmark_score.")
+    subject_pattern: str | None = Field(None, description="Only signals whose subject contains this text (panic).")
+    measure: Literal["share", "median"] = Field(
+        "share", description="share: of hosts showing the signal (counts); median: of the hosts' values (scores)."
+    )
+    at_least: float = Field(1, description="share: a host shows the signal when its highest value reaches this.")
+    population: Literal["reporting", "with_signal"] = Field(
+        "reporting",
+        description="share: which hosts count: every host that reported in the window (the signal is absent when "
+        "nothing happened: kernel_event_count), or only those that gave the signal (it says 0 when checked and "
+        "clean: cputime_exceeds_elapsed). A median always counts only hosts with a value.",
+    )
+    worse: Literal["higher", "lower"] = Field(
+        "higher", description="Which way is worse on the upgraded side (a share: higher; a benchmark score: lower)."
+    )
+    min_change: Annotated[float, BeforeValidator(_fraction), Field(ge=0, le=10)] = Field(
+        0.1, description="median: the relative difference of the medians that matters (0.1 or '10%')."
+    )
+    alpha: float = Field(0.01, gt=0, lt=0.5, description="One-sided significance level of the test.")
+    min_baseline: int = Field(
+        3, ge=1, description="Hosts not yet upgraded that must have reported within the window for any verdict."
+    )
+    min_hosts: int = Field(1, ge=1, description="share: upgraded hosts that must show the signal before a halt.")
+
+
 def _default_waves() -> list[str | int]:
     return [1, "5%", "25%", "100%"]
 
 
 class Rollout(RuleModel):
     """A fleet-wide change in waves per hardware class: a canary, then growing shares, each wave
-    verified (every host of it succeeded and baked) before the next starts. A failure or a side
-    effect on a host of the rollout opens the rule's breaker: the rollout halts until an operator
-    resets it."""
+    verified (every host of it succeeded and baked) before the next starts. A failure, a side
+    effect on a host of the rollout, or a significant difference in a compared health signal halts
+    the class's rollout (remediator.models.Rollout) until an operator resumes it."""
 
     waves: list[Wave] = Field(
         default_factory=_default_waves,
@@ -181,6 +217,12 @@ class Rollout(RuleModel):
         default_factory=list,
         max_length=32,
         description="Rules whose firing on a host still being verified halts the rollout (a panic after a new kernel).",
+    )
+    compare: list[Comparison] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Health signals compared between upgraded and not-yet-upgraded hosts of the class: a "
+        "significant difference halts the rollout and opens one ticket for the change's owners.",
     )
 
     @field_validator("waves")

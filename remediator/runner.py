@@ -37,6 +37,7 @@ from remediator.models import (
     RemediationStep,
     StepState,
 )
+from remediator.ppr_verification import ppr_verification
 from remediator.rules import RuleSet
 from ticketing import service as tickets
 from ticketing.schemas import TicketRequest
@@ -145,6 +146,9 @@ def settle_if_due(
         return remediation.state
     if ruleset is not None and silent_since_fix(session, remediation):
         planning.escalate(session, remediation, "the host did not report again after the fix", ruleset, now)
+        return remediation.state
+    if ruleset is not None and (why := ppr_verification(session, remediation)) is not None:
+        planning.escalate(session, remediation, why, ruleset, now)
         return remediation.state
     decisions.finish(session, remediation, RemediationState.succeeded, "healthy through the settle period", now)
     host = session.get_one(Host, remediation.host_id)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from core.settings import Settings
+from remediator.baselines import BaselinesError, load_baselines
 
 
 class RemediatorSettings(Settings):
@@ -35,6 +36,14 @@ class RemediatorSettings(Settings):
         default_factory=list,
         description="Rule-pack YAML files or directories loaded after the built-in default pack.",
     )
+    baselines_path: Path | None = Field(
+        None,
+        description=(
+            "Your fleet's class baselines (firmware, the kernels CPU errata need), in the format of the built-in "
+            "remediator/firmware_baselines.yaml: each hardware class it names replaces the built-in one. Empty: "
+            "the built-in file alone (the simulated fleet's classes); `fleetfix up --simulate` uses the demo's."
+        ),
+    )
     # The repair policy: ticketing records a ticket's changes; when a repair is verified and when a
     # returning fault reopens a ticket is the remediator's call (remediator.repairs), so they live here.
     ticket_settle_s: int = Field(
@@ -52,6 +61,17 @@ class RemediatorSettings(Settings):
         le=365 * 86400,
         description="The same fault on the same host and part within this long after closing reopens the ticket.",
     )
+
+    @field_validator("baselines_path")
+    @classmethod
+    def _baselines_load(cls, path: Path | None) -> Path | None:
+        """A broken baselines file is refused at start-up (file:line: field: why), not at every report."""
+        if path is not None:
+            try:
+                load_baselines(path)
+            except BaselinesError as error:
+                raise ValueError(str(error)) from None
+        return path
 
     @property
     def signed_reports_required(self) -> bool:

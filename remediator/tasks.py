@@ -36,6 +36,7 @@ from remediator import (
     planning,
     repairs,
     retention,
+    rollouts,
     runner,
     stalls,
     unreachable,
@@ -252,6 +253,14 @@ def settle_repairs(self: Task) -> dict[str, int]:
         return repairs.settle_repairs(session, now=utcnow())
 
 
+@shared_task(name="remediator.evaluate_rollouts", queue=REMEDIATE_QUEUE, bind=True)
+def evaluate_rollouts(self: Task) -> dict[str, int]:
+    """Rollouts: compare their upgraded and not-yet-upgraded hosts' health signals, halt on a difference."""
+    remediator = Remediator.of(self.app)
+    with remediator.database.session() as session:
+        return rollouts.evaluate(session, remediator.rules.ruleset, utcnow())
+
+
 @shared_task(name="remediator.maintain_reports", queue=REMEDIATE_QUEUE, bind=True)
 def maintain_reports(self: Task) -> dict[str, Any]:
     """Create the coming days' report partitions and prune reports and signals past the retention window."""
@@ -404,5 +413,6 @@ def beat_schedule(report_interval_s: int) -> dict[str, dict[str, Any]]:
         "redrive-stalled": {"task": "remediator.redrive_stalled", "schedule": 60.0},
         "settle-verifications": {"task": "remediator.settle_verifications", "schedule": 30.0},
         "settle-repairs": {"task": "remediator.settle_repairs", "schedule": 30.0},
+        "evaluate-rollouts": {"task": "remediator.evaluate_rollouts", "schedule": 60.0},
         "maintain-reports": {"task": "remediator.maintain_reports", "schedule": 3600.0},
     }

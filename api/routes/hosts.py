@@ -1,22 +1,24 @@
-"""Hosts: list and filter, detail with signals and remediations, inventory import, report interval."""
+"""Hosts: list and filter, detail with signals and remediations, inventory import, report interval, benchmark scores."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from api.auth import require
-from api.deps import get_session
+from api.auth import Forbidden, require
+from api.deps import get_ruleset, get_session
 from api.pagination import CURSOR_QUERY, Page, paginate
 from api.routes.remediations import RemediationView
 from core.auth import Principal
+from core.db import utcnow
 from core.models import Role
 from core.vocabulary import REPORT_INTERVAL_MAX_S, REPORT_INTERVAL_MIN_S
-from remediator import inventory, operations
+from remediator import benchmarks, inventory, operations
 from remediator import service as remediator
 from remediator.models import Host, HostState
+from remediator.rules import RuleSet
 from remediator.schemas import HostOut, SignalOut
 
 router = APIRouter(prefix="/hosts", tags=["hosts"])
@@ -104,3 +106,63 @@ def set_report_interval(
     )
     session.commit()
     return HostOut.model_validate(host)
+
+
+class BenchmarkScore(BaseModel):
+    """A benchmark score of one host, per core per GHz (the user's own benchmark, e.g. HEP-SPEC06)."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,63}$",
+        description="The benchmark (and its version): only scores of the same name are compared.",
+    )
+    score: float = Field(gt=0, allow_inf_nan=False, description="Per core per GHz, higher is faster.")
+    unit: str = Field("per core per GHz", max_length=32)
+    ran_at: AwareDatetime | None = Field(None, description="When it ran (default: when it is received).")
+
+
+class BenchmarkResult(BaseModel):
+    signal_id: int
+    name: str
+    score: float
+    n: int = Field(description="Hosts of the class with a score of this benchmark, this one included.")
+    class_median: float | None
+    mad: float | None
+    deviations_below_median: float | None = Field(description="Modified z-score (positive: below the median).")
+    outlier: bool
+    reason: str | None = Field(description="Why there is no judgement (a small class, no hardware class).")
+
+
+@router.post("/{hostname}/benchmarks", response_model=BenchmarkResult)
+def submit_benchmark(
+    hostname: str,
+    body: BenchmarkScore,
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(require(Role.operator, hosts=True)),
+    ruleset: RuleSet = Depends(get_ruleset),
+) -> BenchmarkResult:
+    """Record a host's benchmark score and judge it against its hardware class (docs/signals.md)."""
+    if principal.is_host and principal.hostname != hostname:
+        raise Forbidden(f"{principal.name} may only submit its own benchmark scores, not {hostname}'s")
+    host = remediator.get_host(session, hostname)
+    now = utcnow()
+    detail = {
+        "unit": body.unit,
+        "ran_at": (body.ran_at or now).isoformat(),
+        "source": "api",
+        "submitted_by": principal.actor,
+    }
+    row, verdict = benchmarks.submit_score(
+        session, host, body.name, body.score, ruleset=ruleset, now=now, detail=detail
+    )
+    session.commit()
+    return BenchmarkResult(
+        signal_id=row.id,
+        name=body.name,
+        score=body.score,
+        n=verdict.n,
+        class_median=verdict.median,
+        mad=verdict.mad,
+        deviations_below_median=verdict.deviations,
+        outlier=verdict.deviations is not None and verdict.deviations >= benchmarks.OUTLIER_Z,
+        reason=verdict.reason,
+    )

@@ -175,3 +175,16 @@ def daily(moments: Sequence[dt.datetime], *, end: dt.datetime, days: int) -> lis
         if day in counts:
             counts[day] += 1
     return [(f"{day:%m-%d}", count) for day, count in sorted(counts.items())]
+
+
+def distribution(scores: Sequence[float], mark: float, *, bins: int = 12) -> list[tuple[str, float]]:
+    """Scores counted into `bins` equal ranges from the lowest to the highest, labelled by their lower edge;
+    the range holding `mark` (this host's score) is labelled with a ◀ after it."""
+    values = [*scores, mark]
+    low, high = min(values), max(values)
+    width = (high - low) / bins or 1.0
+    counts = [0.0] * bins
+    for value in scores:
+        counts[min(bins - 1, int((value - low) / width))] += 1
+    marked = min(bins - 1, int((mark - low) / width))
+    return [(f"{_label(low + width * i)}{' ◀' if i == marked else ''}", counts[i]) for i in range(bins)]

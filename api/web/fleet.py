@@ -10,11 +10,13 @@ from sqlalchemy.orm import Session
 from api.deps import get_ruleset, get_session
 from api.web import charts, queries
 from api.web.common import PageRoute, page_user, render
+from api.web.reporting import reporting_fact
 from core.auth import Principal
+from core.db import utcnow
 from core.models import Role
-from remediator import operations
+from remediator import benchmarks, operations, rollout_view
 from remediator import service as remediator
-from remediator.models import HostState
+from remediator.models import Host, HostState
 from ticketing import service as tickets
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -48,6 +50,7 @@ def dashboard(
             "hostnames": queries.hostnames(session, {r.host_id for r in active}),
             "firing": queries.rules_firing(session, now - dt.timedelta(hours=1)),
             "held_rules": held_rules,
+            "rollouts": [r for r in rollout_view.listing(session) if r["state"] != "completed"][:10],
             "pause": operations.global_pause(session),
             "tickets": open_tickets,
             "charts": [
@@ -87,5 +90,24 @@ def host_page(
             "remediations": remediations,
             "tickets": tickets.list_tickets(session, hostname=host.hostname, limit=50),
             "chart": charts.line_chart("Correctable errors per second, by DIMM", "CE/s", rates) if rates else None,
+            "benchmark_charts": benchmark_charts(session, host),
+            "reporting": reporting_fact(signals),
         },
     )
+
+
+def benchmark_charts(session: Session, host: Host) -> list[charts.Chart]:
+    """The host's latest score of each benchmark against its hardware class's latest scores (its own included)."""
+    kept = ((host.memory or {}).get("benchmark") or {}).get("scores") or {}
+    drawn = []
+    for name, entry in sorted(kept.items()):
+        score = float(entry["score"])
+        others = benchmarks.class_scores(session, host.hardware_class, name, utcnow()).scores
+        scores = list({**others, host.id: score}.values())
+        title = (
+            f"{name} per core per GHz: {host.hardware_class}, {len(scores)} hosts; this host {score:g} (◀)"
+            if host.hardware_class != benchmarks.UNKNOWN_CLASS
+            else f"{name} per core per GHz: this host {score:g} (no hardware class: not compared)"
+        )
+        drawn.append(charts.bar_chart(title, "hosts", charts.distribution(scores, score)))
+    return drawn

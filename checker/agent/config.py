@@ -27,7 +27,9 @@ HOST_ACTIONS_DEFAULT = (
     "repair_irq_affinity",
     "enable_demotion",
     "set_interleave_weights",
+    "set_numa_balancing",
     "clear_sel",
+    "verify_memory_under_load",
 )
 """Cyborg's host actions (cyborg.actions.HOST_ACTIONS; the agent does not import cyborg to say so)."""
 CPUS_UNPINNED = "all"
@@ -92,6 +94,28 @@ class AgentConfig(BaseSettings):
     max_report_bytes: int = Field(
         1_000_000, ge=50_000, le=50_000_000, description="Largest report sent; older log events are cut first."
     )
+    benchmark_window: str = Field(
+        "01:00-05:00",
+        description=(
+            "Local time window HH:MM-HH:MM in which the agent runs its short benchmark once a day, at a minute of "
+            "the window fixed per host, on one housekeeping CPU (docs/agent.md, 'Benchmark'). Empty: never."
+        ),
+    )
+    # -- the stall probe (checker/agent/stallprobe.py; docs/agent.md, "Stall probe") --
+    stall_probe: bool = Field(
+        True,
+        description="Run the stall probe on the housekeeping CPUs (never isolated or nohz_full ones) and report it.",
+    )
+    stall_probe_period_ms: float = Field(
+        20.0, ge=1, le=1000, description="How long each probe thread sleeps: the stall resolution, and its cost."
+    )
+    stall_probe_threshold_ms: float = Field(
+        5.0, gt=0, le=10_000, description="An overshoot at or over this counts as a stall (count and total)."
+    )
+    stall_probe_max_cpus: int = Field(
+        2, ge=1, le=64, description="Housekeeping CPUs probed, spread over them (two tell all-core stalls from one's)."
+    )
+    stall_probe_window_s: float = Field(10.0, ge=1, le=600, description="How often the probe writes its results.")
     # -- cyborg: actions on this host (docs/cyborg.md) --
     action_public_key: Path | None = Field(
         None,
@@ -125,7 +149,8 @@ class AgentConfig(BaseSettings):
         default_factory=dict,
         description=(
             "The vendor/BMC tool of the hard-PPR flow as argv templates: firmware_first, cmci (switch memory error "
-            "reporting), schedule (one per address: {address} {dimm}). Unset: hard_ppr fails its precondition."
+            "reporting), schedule (one per address: {address} {dimm}), optionally mode (prints the current mode, "
+            "checked after a switch back to CMCI). Unset: hard_ppr and restore_cmci fail their precondition."
         ),
     )
     simulate_hardware_class: str = Field("", description="driver=simulated: the virtual host's hardware class.")
@@ -153,6 +178,14 @@ class AgentConfig(BaseSettings):
         if not parsed.value:
             raise ValueError(f"names no CPU ({CPUS_MEANING})")
         return value
+
+    @field_validator("benchmark_window")
+    @classmethod
+    def _window(cls, value: str) -> str:
+        from checker.agent.benchmark import parse_window
+
+        parse_window(value)  # its WindowError is a ValueError: the message names the format
+        return value.strip()
 
     @field_validator("collector_timeouts")
     @classmethod

@@ -17,6 +17,7 @@ import fcntl
 import logging
 import os
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -28,8 +29,10 @@ from typing import IO, TYPE_CHECKING
 from celery import Celery
 from celery.utils.log import mlevel
 
+from checker.agent.benchmark import BenchmarkSchedule, parse_window
 from checker.agent.config import CPUS_UNPINNED, AgentConfig
 from checker.agent.delivery import Delivery, Outcome
+from checker.agent.probe import start_probe, stop_probe
 from checker.agent.spool import Spool
 from checker.collectors.base import HostAccess, LiveHost
 from checker.collectors.context import CollectorState
@@ -215,10 +218,16 @@ class CheckLoop:
             token=self.config.http_token,
         )
         self.last_delivery: Outcome | None = None
+        self.benchmark = BenchmarkSchedule(
+            parse_window(self.config.benchmark_window),
+            hostname,
+            self.state_dir / "benchmark.json" if self.state_dir else None,
+        )
         self._dropped_reported = self.spool.dropped_total if self.spool else 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="check-cycle", daemon=True)
+        self.probe: subprocess.Popen[bytes] | None = None  # the stall probe's process (checker/agent/probe.py)
 
     def build(self) -> Report | None:
         config = self.config
@@ -237,6 +246,9 @@ class CheckLoop:
             memo_s=config.inventory_refresh_s,
             max_report_bytes=config.max_report_bytes,
         )
+        ran = self.benchmark.maybe_run(self.host)  # about once a day, off-peak, on a housekeeping CPU
+        if ran is not None:
+            report.observations.benchmark, report.collectors["benchmark"] = ran
         started = time.perf_counter()
         rss, cpu, cpus = own_status()
         dropped_total = self.spool.dropped_total if self.spool else self.delivery.dropped_without_spool
@@ -293,6 +305,8 @@ class CheckLoop:
         self._rescheduled.set()
 
     def start(self) -> None:
+        if self.simulated is None:  # a virtual host's stalls are the simulation's
+            self.probe = start_probe(self.config, self.host, self.state_dir)
         self.thread.start()
 
     def stop(self) -> None:
@@ -300,6 +314,7 @@ class CheckLoop:
         self._rescheduled.set()
         if self.thread.is_alive():
             self.thread.join(timeout=5)
+        stop_probe(self.probe)
         if isinstance(self.host, LiveHost):
             self.host.close()
         if self._lock_file is not None:

@@ -8,6 +8,7 @@ wrapping LiveHost. Files are read with plain open/read/close: no inotify, no pol
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -19,6 +20,7 @@ from typing import Protocol
 KMSG = "/dev/kmsg"
 KMSG_RECORD_BYTES = 16384  # one read() returns one record; the kernel's limit is 8 KiB
 KMSG_MAX_RECORDS = 50_000  # per call, so a flood cannot keep a cycle reading forever
+LISTING = ".fleetfix-entries"  # in a snapshot directory: the names a live listing returned, one a line
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,10 @@ class HostAccess(Protocol):
         """The kernel log records readable now, 'prio,seq,usec,flags;message' each; None when
         /dev/kmsg cannot be opened."""
 
+    def read_bytes(self, path: str, offset: int, size: int) -> bytes:
+        """`size` bytes at `offset` of a device file (one pread: /dev/cpu/N/msr reads an MSR this way);
+        raises OSError (FileNotFoundError, PermissionError, EIO for an MSR the CPU does not have)."""
+
     def open_sqlite(self, path: str) -> sqlite3.Connection | None:
         """A read-only connection to an SQLite database, or None if there is none."""
 
@@ -71,6 +77,17 @@ def _read_from(path: Path, offset: int, max_bytes: int) -> FileSlice | None:
     except OSError:
         return None
     return FileSlice(data.decode("utf-8", errors="replace"), start + len(data), inode)
+
+
+def _pread(path: str, offset: int, size: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.pread(fd, size, offset)
+    finally:
+        os.close(fd)
+    if len(data) != size:
+        raise OSError(errno.EIO, f"short read: {len(data)} of {size} bytes at offset {offset:#x}", path)
+    return data
 
 
 def _open_sqlite_ro(path: Path) -> sqlite3.Connection | None:
@@ -129,6 +146,9 @@ class LiveHost:
     def open_sqlite(self, path: str) -> sqlite3.Connection | None:
         return _open_sqlite_ro(Path(path))
 
+    def read_bytes(self, path: str, offset: int, size: int) -> bytes:
+        return _pread(path, offset, size)
+
     def run(self, argv: list[str], *, timeout_s: float) -> CommandResult:
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -175,16 +195,39 @@ class SnapshotHost:
         return _read_from(Path(self._path(path)), offset, max_bytes)
 
     def list_dir(self, path: str) -> list[str] | None:
+        """The recorded entries: files and directories the snapshot holds, and the names of a recorded
+        listing (entries whose presence was all a collector looked at: ACPI's HEST, GHES.N)."""
+        directory = self._path(path)
         try:
-            return sorted(os.listdir(self._path(path)))
+            names = set(os.listdir(directory))
         except OSError:
             return None
+        if LISTING in names:
+            names.discard(LISTING)
+            try:
+                with open(os.path.join(directory, LISTING), encoding="utf-8") as handle:
+                    names.update(line for line in handle.read().splitlines() if line and "/" not in line)
+            except OSError:
+                pass
+        return sorted(names)
 
     def read_kmsg(self) -> str | None:
         return self.read_text(KMSG)
 
     def open_sqlite(self, path: str) -> sqlite3.Connection | None:
         return _open_sqlite_ro(Path(self._path(path)))
+
+    def read_bytes(self, path: str, offset: int, size: int) -> bytes:
+        """The recorded file's bytes; a sidecar PATH.errno naming an errno (EACCES, EIO …) replays
+        the error the live read raised."""
+        target = self._path(path)
+        try:
+            with open(target + ".errno", encoding="utf-8") as handle:
+                name = handle.read().strip()
+        except OSError:
+            return _pread(target, offset, size)
+        code = getattr(errno, name, errno.EIO)
+        raise OSError(code, os.strerror(code), path)
 
     def _stdout(self, name: str) -> str:
         path = os.path.normpath(os.path.join(self._dir, name))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from checker.sim import stalls
 from checker.sim.events import faulty_core
 from checker.sim.faults import CLEARED_BY_REBOOT, CLEARED_BY_REIMAGE
 from checker.sim.hardware import (
@@ -18,6 +19,7 @@ from checker.sim.hardware import (
     EDAC_POLL_TUNED_MSEC,
     OPTERON_PATCHED_KERNEL,
     default_weights,
+    kernel_side_effects,
 )
 
 if TYPE_CHECKING:
@@ -87,6 +89,8 @@ def install_kernel(host: VirtualHost, params: dict[str, Any]) -> Changes:
     release = str(params["release"])
     previous, host.kernel = host.kernel, release
     cleared = host.clear({"errata_unpatched"}) if release == OPTERON_PATCHED_KERNEL else []
+    if "cputime_wrap" not in kernel_side_effects(release):
+        cleared += host.clear({"cputime_wrap"})
     changes = _restart(host, cold=False)  # kexec into the new kernel
     return {"kernel": release, "previous": previous, **changes, "cleared": cleared + changes["cleared"]}
 
@@ -115,6 +119,12 @@ def tune_error_reporting(host: VirtualHost, params: dict[str, Any]) -> Changes:
     return {"poll_msec": poll, "previous": previous, "cleared": cleared}
 
 
+def restore_cmci(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    """The vendor tool's switch back to CMCI: the host's errors stop costing an SMI each."""
+    previous, host.reporting_mode = host.reporting_mode, "cmci"
+    return {"error_reporting": "cmci", "previous": previous, "cleared": host.clear({"firmware_first_left"})}
+
+
 def repair_irq_affinity(host: VirtualHost, params: dict[str, Any]) -> Changes:
     widened = sorted(host.irq_widened)
     return {"irqs": widened, "cleared": host.clear({"isolated_irqs"})}
@@ -123,6 +133,14 @@ def repair_irq_affinity(host: VirtualHost, params: dict[str, Any]) -> Changes:
 def enable_demotion(host: VirtualHost, params: dict[str, Any]) -> Changes:
     previous, host.demotion_enabled = host.demotion_enabled, True
     return {"demotion_enabled": True, "previous": previous, "cleared": host.clear({"cxl_demotion_disabled"})}
+
+
+def set_numa_balancing(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    hw = host.hardware
+    previous = host.numa_balancing if host.numa_balancing is not None else (2 if hw.cxl_nodes else 1)
+    cleared = host.clear({"cxl_promotion_disabled"})
+    host.numa_balancing = previous | 2  # the bit added to what was there, as the real action does (1 -> 3)
+    return {"numa_balancing": host.numa_balancing, "previous": previous, "cleared": cleared}
 
 
 def set_interleave_weights(host: VirtualHost, params: dict[str, Any]) -> Changes:
@@ -186,11 +204,14 @@ ACTIONS: dict[str, Callable[[VirtualHost, dict[str, Any]], Changes]] = {
     "install_kernel": install_kernel,
     "hard_ppr": hard_ppr,
     "tune_error_reporting": tune_error_reporting,
+    "restore_cmci": restore_cmci,
     "repair_irq_affinity": repair_irq_affinity,
     "enable_demotion": enable_demotion,
     "set_interleave_weights": set_interleave_weights,
+    "set_numa_balancing": set_numa_balancing,
     "clear_sel": clear_sel,
     "offline_cpu": offline_cpu,
+    "verify_memory_under_load": stalls.verify_memory_under_load,
     "reimage": reimage,
     "power_cycle": power_cycle,
     "restart_agent": restart_agent,

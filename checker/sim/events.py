@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from checker.parsers.mce import error_class_from_status
 from checker.schemas import MceRecord
-from checker.sim import logs
+from checker.sim import logs, smi, stalls
 from checker.sim.faults import Fault
 from checker.sim.hardware import (
     EDAC_POLL_DEFAULT_MSEC,
@@ -17,6 +17,7 @@ from checker.sim.hardware import (
     OPTERON_STOCK_KERNEL,
     OPTERON_WITHDRAWN_KERNEL,
     SEL_CAPACITY,
+    build_with,
     default_weights,
 )
 
@@ -38,8 +39,12 @@ def valid_for(host: VirtualHost, kind: str) -> bool:
     hw = host.hardware
     if kind == "cmci_storm":
         return hw.intel  # CMCI is Intel's corrected-error interrupt
+    if kind in ("firmware_first_left", "smi_storm"):
+        return hw.intel  # MSR_SMI_COUNT is Intel's: the fault would not show on AMD
     if kind == "errata_unpatched":
         return (hw.cpu_vendor, hw.cpu_family, hw.cpu_model, hw.cpu_stepping) == ("AuthenticAMD", 16, 2, 2)
+    if kind == "cputime_wrap":  # a class with a build that has the side effect (hardware.KERNEL_BUILDS)
+        return build_with(hw.name, "cputime_wrap") is not None
     if kind == "smart_realloc_growing":
         return any(d.spec.rotational for d in host.disks)
     if kind in ("nvme_critical_warning", "nvme_temperature"):
@@ -54,6 +59,10 @@ def valid_for(host: VirtualHost, kind: str) -> bool:
         return hw.cxl_nodes > 0
     if kind == "cxl_interleave_default":
         return hw.cxl_nodes > 0 and hw.weighted_interleave
+    if kind == "cxl_promotion_disabled":
+        return hw.cxl_nodes > 0
+    if kind == "slow_host":  # the errata class's slow hosts are the erratum's (errata_unpatched)
+        return not valid_for(host, "errata_unpatched")
     return True
 
 
@@ -76,6 +85,8 @@ def start(host: VirtualHost, fault: Fault) -> None:
     kind = fault.kind
     if kind == "edac_poll_slow":
         host.edac_poll_msec = EDAC_POLL_SLOW_MSEC
+    elif kind == "firmware_first_left":
+        host.reporting_mode = "firmware_first"
     elif kind == "firmware_old_bios":
         host.bios_version = host.hardware.old_bios_version
     elif kind == "firmware_old_bmc":
@@ -83,6 +94,9 @@ def start(host: VirtualHost, fault: Fault) -> None:
     elif kind == "errata_unpatched":
         # the stock kernel, or the first patched build that was withdrawn for its cputime bug
         host.kernel = OPTERON_WITHDRAWN_KERNEL if fault.variant == "withdrawn" else OPTERON_STOCK_KERNEL
+    elif kind == "cputime_wrap":
+        # the class's build whose cputime accounting wraps (the erratum's first patched build on the Opterons)
+        host.kernel = build_with(host.hardware.name, "cputime_wrap") or host.kernel
     elif kind == "smart_failing":
         disk = _disk(host, fault, "any")
         disk.smart_passed = False
@@ -113,6 +127,10 @@ def start(host: VirtualHost, fault: Fault) -> None:
         host.demotion_enabled = False
     elif kind == "cxl_interleave_default":
         host.interleave_weights = dict.fromkeys(host.interleave_weights, 1)
+    elif kind == "cxl_promotion_disabled":
+        host.numa_balancing = 1  # NORMAL only, as tuned before the CXL memory came: demoted pages never come back
+    elif kind == "slow_host":
+        host.benchmark_at = None  # shown at the next run (the demo's next report rather than the next night)
     elif kind == "sel_full":
         # entries logged long before the agent's cursor; a flood leaves its last hours to be read
         jump = int(SEL_CAPACITY * 0.93) - host.sel_count - (FLOOD_BACKLOG if fault.variant == "flood" else 0)
@@ -131,12 +149,18 @@ def stop(host: VirtualHost, kind: str) -> None:
         host.agent_dead = False
     elif kind == "edac_poll_slow":
         host.edac_poll_msec = EDAC_POLL_DEFAULT_MSEC
+    elif kind == "firmware_first_left":
+        host.reporting_mode = "cmci"
     elif kind == "isolated_irqs":
         host.irq_widened.clear()
     elif kind == "cxl_demotion_disabled":
         host.demotion_enabled = True
     elif kind == "cxl_interleave_default":
         host.interleave_weights = default_weights(host.hardware, tuned=True)
+    elif kind == "cxl_promotion_disabled":
+        host.numa_balancing = None
+    elif kind == "slow_host":
+        host.benchmark_at = None
 
 
 def _due(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.datetime) -> list[dt.datetime]:
@@ -183,6 +207,10 @@ def progress(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.dateti
         irq = device_irqs(host)[0][0]
         for cpu in host.isolated:
             host.irq_extra[(irq, cpu)] = host.irq_extra.get((irq, cpu), 0.0) + STRAY_IRQS_PER_S * elapsed
+    elif kind in ("firmware_first_left", "smi_storm"):
+        smi.progress(host, fault, now, elapsed)
+    elif kind == "smi_stalls":
+        stalls.progress(host, fault, now, elapsed)
     elif kind == "isolated_tlb":
         # The workload's own threads munmap on housekeeping cores; its threads on isolated cores take the IPIs.
         for cpu in host.isolated:

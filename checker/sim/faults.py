@@ -21,6 +21,7 @@ FaultKind = Literal[
     "firmware_old_bios",
     "firmware_old_bmc",
     "errata_unpatched",
+    "cputime_wrap",
     "smart_failing",
     "smart_realloc_growing",
     "nvme_critical_warning",
@@ -37,8 +38,14 @@ FaultKind = Literal[
     "isolated_tlb",
     "cxl_demotion_disabled",
     "cxl_interleave_default",
+    "cxl_promotion_disabled",
+    "slow_host",
     "sel_full",
     "cpu_core_errors",
+    "firmware_first_left",
+    "smi_storm",
+    "smi_stalls",
+    "verify_tool_missing",
 ]
 
 # kind -> relative rate among faulty hosts
@@ -51,6 +58,7 @@ FAULT_RATES: dict[FaultKind, float] = {
     "firmware_old_bios": 6,
     "firmware_old_bmc": 5,
     "errata_unpatched": 8,
+    "cputime_wrap": 3,
     "smart_failing": 3,
     "smart_realloc_growing": 7,
     "nvme_critical_warning": 3,
@@ -67,8 +75,14 @@ FAULT_RATES: dict[FaultKind, float] = {
     "isolated_tlb": 4,
     "cxl_demotion_disabled": 6,
     "cxl_interleave_default": 6,
+    "cxl_promotion_disabled": 5,
+    "slow_host": 4,
     "sel_full": 2,
     "cpu_core_errors": 3,
+    "firmware_first_left": 2,
+    "smi_storm": 2,
+    "smi_stalls": 2,
+    "verify_tool_missing": 1,
 }
 FAULT_KINDS: tuple[FaultKind, ...] = tuple(FAULT_RATES)
 
@@ -80,10 +94,12 @@ CLEARED_BY_REIMAGE: frozenset[FaultKind] = frozenset(
         "soft_lockups",
         "panic",
         "errata_unpatched",
+        "cputime_wrap",
         "edac_poll_slow",
         "isolated_irqs",
         "cxl_demotion_disabled",
         "cxl_interleave_default",
+        "cxl_promotion_disabled",
     }
 )
 

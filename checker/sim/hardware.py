@@ -20,6 +20,51 @@ DATACENTERS = ("ams1", "sjc2", "fra3")
 OPTERON_PATCHED_KERNEL = "2.6.23.17-amdpatch2"
 OPTERON_WITHDRAWN_KERNEL = "2.6.23.17-amdpatch"
 OPTERON_STOCK_KERNEL = "2.6.16.60-0.21-smp"
+OPTERON_DEMO_KERNEL = "2.6.23.17-amdpatch3"  # the demo's new build, with the cputime bug back (KERNEL_BUILDS)
+
+# cputime_wrap: a process's CPU time in /proc/PID/stat jumps by CPUTIME_WRAP_TICKS (what the cputime watch
+# sees). The source gives "~22 Msec"; 2^31 USER_HZ ticks (21,474,836 s) is our reading of that figure.
+KernelSideEffect = Literal["cputime_wrap"]
+CPUTIME_WRAP_TICKS = 2**31
+
+
+@dataclass(frozen=True)
+class KernelBuild:
+    """A simulated kernel build and what is wrong with it beyond its purpose: a host running it shows the
+    side effects in its reports (docs/simulated-fleet.md). Add a build here to give a rollout a bad canary."""
+
+    release: str
+    hardware_class: str  # the class it was built for
+    side_effects: tuple[KernelSideEffect, ...]
+    source: str = ""
+
+
+KERNEL_BUILDS: tuple[KernelBuild, ...] = (
+    KernelBuild(
+        OPTERON_WITHDRAWN_KERNEL,
+        "legacy-opteron-8356",
+        ("cputime_wrap",),
+        "INFN/CCR-11/01 section 4: only on 2.6.23.17-amdpatch, jobs showed ~22 Msec of cputime",
+    ),
+    KernelBuild(  # ours, for the demo's staged rollout with a halt (api/demo_baselines.yaml configures it)
+        OPTERON_DEMO_KERNEL,
+        "legacy-opteron-8356",
+        ("cputime_wrap",),
+        "ours: a rebuild of the corrected kernel that lost the sign check again (the source's bug, regressed)",
+    ),
+)
+
+
+def kernel_side_effects(release: str) -> tuple[KernelSideEffect, ...]:
+    return next((b.side_effects for b in KERNEL_BUILDS if b.release == release), ())
+
+
+def build_with(hardware_class: str, effect: KernelSideEffect) -> str | None:
+    """A build of the class with that side effect, if the table has one."""
+    return next(
+        (b.release for b in KERNEL_BUILDS if b.hardware_class == hardware_class and effect in b.side_effects), None
+    )
+
 
 EDAC_POLL_TUNED_MSEC = 37000  # the design's ~37 s: for drivers whose poll adds up counters
 EDAC_POLL_DEFAULT_MSEC = 1000  # the kernel's edac_mc_poll_msec default, right for latching chipset drivers

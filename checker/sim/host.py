@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checker.schemas import MceRecord, Report
-from checker.sim import actions, events, logs, render
+from checker.sim import actions, events, logs, render, smi
 from checker.sim.faults import Fault
 from checker.sim.hardware import EDAC_POLL_DEFAULT_MSEC, SEL_CAPACITY, DiskSpec, HardwareClass, default_weights
 
@@ -94,6 +94,8 @@ class VirtualHost:
     edac_poll_msec: int = EDAC_POLL_DEFAULT_MSEC
     demotion_enabled: bool = True
     interleave_weights: dict[str, int] = field(default_factory=dict)
+    numa_balancing: int | None = None  # None: the class's setting (2 with CXL nodes, 1 on other NUMA hosts)
+    benchmark_at: dt.datetime | None = None  # the last simulated benchmark run (one a simulated day)
     uptime_s: float = 86400.0  # at the first report
     boot_at: dt.datetime | None = None
     kmsg_seq: int = BOOT_RECORDS
@@ -109,6 +111,9 @@ class VirtualHost:
     drained: bool = False  # out of the workload scheduler (no change on the host itself)
     offline_cpus: set[int] = field(default_factory=set)  # CPUs taken offline by the offline_cpu action
     fail_next_action: str | None = None  # "hang", "fail" or "stay_down": consumed by the next apply()
+    smi_count: float = 0.0  # MSR_SMI_COUNT since the boot (Intel); reported modulo 2**32
+    reporting_mode: str = "cmci"  # how corrected memory errors reach the OS: cmci or firmware_first
+    stalls_pending: list[tuple[dt.datetime, float]] = field(default_factory=list)  # all-core stalls (at, ms) to report
 
     def __post_init__(self) -> None:
         self.kernel = self.kernel or self.hardware.kernel
@@ -151,6 +156,7 @@ class VirtualHost:
             elapsed = max(0.0, (now - self.last_at).total_seconds())
             for fault in list(self.faults):
                 events.progress(self, fault, self.last_at, now, elapsed)
+            smi.advance(self, elapsed)
         elif self.last_at is None:
             for fault in list(self.faults):
                 events.progress(self, fault, now, now, 0.0)
@@ -164,6 +170,7 @@ class VirtualHost:
             dimm.ue_count = 0
         self.irq_extra.clear()
         self.offline_cpus.clear()  # every CPU comes back online with the new boot
+        self.smi_count = 0.0  # MSR_SMI_COUNT starts again at reset
         self.kmsg_pending.clear()
         self.kmsg_seq = BOOT_RECORDS + self.rng.randrange(200)
         when = at or self.last_at

@@ -36,9 +36,11 @@ from checker.schemas import (
     Report,
     SelState,
 )
-from checker.sim import logs
+from checker.sim import logs, smi, stalls
+from checker.sim.benchmark import benchmark as sim_benchmark
 from checker.sim.events import device_irqs
 from checker.sim.hardware import SEL_CAPACITY
+from checker.sim.processes import cputime_watch
 
 if TYPE_CHECKING:
     from checker.sim.host import VirtualHost
@@ -60,10 +62,13 @@ COLLECTORS: dict[str, str | None] = {
     "smart": None,
     "interrupts": None,
     "memory_tiers": None,
+    "cputime": None,
+    "error_reporting": None,
 }
 
 
 def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Report:
+    scored, scored_run = sim_benchmark(host, now)
     report = Report(
         host=HostIdentity(
             hostname=host.hostname, machine_id=host.machine_id, boot_id=host.boot_id, agent_version="sim"
@@ -93,8 +98,17 @@ def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Repor
             interrupts=interrupts(host, now),
             memory_tiers=memory_tiers(host),
             isolated_workload=isolated_workload(host),
+            cputime=cputime_watch(host, now),
+            smi=smi.smi_state(host),
+            error_reporting=smi.error_reporting(host),
+            stalls=stalls.stalls_state(host, now, interval_s),
+            benchmark=scored,
         ),
     )
+    report.collectors["smi"] = smi.collector_run(host)
+    report.collectors["stalls"] = stalls.collector_run(host)
+    if scored_run is not None:
+        report.collectors["benchmark"] = scored_run
     host.reported_boot_id = host.boot_id
     return report
 
@@ -319,7 +333,9 @@ def memory_tiers(host: VirtualHost) -> MemoryTiers:
     return MemoryTiers(
         nodes=nodes,
         demotion_enabled=host.demotion_enabled if hw.cxl_nodes else False,
-        numa_balancing=(2 if hw.cxl_nodes else 1) if len(nodes) > 1 else 0,
+        numa_balancing=host.numa_balancing
+        if host.numa_balancing is not None
+        else ((2 if hw.cxl_nodes else 1) if len(nodes) > 1 else 0),
         interleave_weights=dict(host.interleave_weights),
     )
 

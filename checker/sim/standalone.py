@@ -46,7 +46,17 @@ def standalone_host(
     return host
 
 
-_FIELDS = ("boot_id", "kernel", "bios_version", "bmc_firmware", "edac_poll_msec", "demotion_enabled", "drained", "down")
+_FIELDS = (
+    "boot_id",
+    "kernel",
+    "bios_version",
+    "bmc_firmware",
+    "edac_poll_msec",
+    "demotion_enabled",
+    "numa_balancing",
+    "drained",
+    "down",
+)
 
 
 def host_state(host: VirtualHost) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 The central executor (cyborg.central.executor) calls these when a step is a host action. A rule pack
 may leave the pinned target to cyborg: a firmware reflash takes the baseline version from the signal
 that justified it, a kernel install takes the patched kernel configured for the host's class (the
-errata signal carries it, from the class baselines). Nothing here touches the database.
+errata signal carries it, from the class baselines), interleave weights those the class is configured
+for (the interleave_weights_mismatch signal carries them). Nothing here touches the database.
 """
 
 from __future__ import annotations
@@ -66,6 +67,15 @@ def resolve_params(action: CyborgAction, params: dict[str, Any], evidence: dict[
         own["release"] = pin["release"]
         if pin.get("package") and "package" not in own:
             own["package"] = pin["package"]
+    if action.name == "set_interleave_weights" and "weights" not in own:
+        detail = signal.get("detail") or {}
+        configured = detail.get("configured") if signal.get("kind") == "interleave_weights_mismatch" else None
+        if not isinstance(configured, dict) or not configured:
+            raise ActionRefused(
+                "set_interleave_weights: no weights given and none configured for this host's hardware class "
+                "(tiering.interleave in the class baselines)"
+            )
+        own["weights"] = configured
     if action.name == "offline_cpu" and "cpu" not in own:
         detail = signal.get("detail") or {}
         cpu = detail.get("cpu") if signal.get("kind") == "mce_cpu_corrected" else None

@@ -13,6 +13,15 @@ class HostWentDown(ActionFailed):
     from it until it is power-cycled and its agent starts again."""
 
 
+class VerificationFailed(ActionFailed):
+    """A verification ran (or could not run) and did not pass; its `findings` travel with the step's result
+    (the executor sends them as `changed`), so the ticket the failure leads to shows what was found."""
+
+    def __init__(self, message: str, findings: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.findings = findings
+
+
 class Driver(Protocol):
     name: str
 

@@ -27,9 +27,10 @@ from cyborg.actions import (
     RebootParams,
     ReflashFirmwareParams,
     TuneErrorReportingParams,
+    VerifyMemoryUnderLoadParams,
 )
 from cyborg.commands import ActionContext, ActionFailed, ActionTimedOut, System
-from cyborg.drivers import cpus, firmware, ppr
+from cyborg.drivers import cpus, firmware, memtest, ppr, tiers
 from cyborg.drivers.base import require_restarted
 from cyborg.drivers.cpus import cpu_list
 
@@ -43,14 +44,10 @@ EDAC_MC = "/sys/devices/system/edac/mc"
 CMCI_DISABLED = "/sys/devices/system/machinecheck/machinecheck0/cmci_disabled"
 ISOLATED = "/sys/devices/system/cpu/isolated"
 ONLINE = "/sys/devices/system/cpu/online"
-DEMOTION = "/sys/kernel/mm/numa/demotion_enabled"
-WEIGHTED_INTERLEAVE = "/sys/kernel/mm/mempolicy/weighted_interleave"
-NODES = "/sys/devices/system/node"
 IRQBALANCE_DEFAULTS = ("/etc/default/irqbalance", "/etc/sysconfig/irqbalance")
 BANNED_CPULIST, BANNED_CPUS = "IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS"
 CPULIST_SINCE = (1, 8)  # irqbalance 1.8.0 added the cpulist; before it only the hex mask is read
 BANNED_LINE = re.compile(rf"^\s*(?:export\s+)?(?:{BANNED_CPULIST}|{BANNED_CPUS})\s*=")
-DRAM_WEIGHT, CXL_WEIGHT = 5, 1  # 5:1 gained 7 % where the default 1:1 lost 44 % (docs/domain: seed 003)
 
 
 def cpu_mask(cpus: Iterable[int]) -> str:
@@ -108,13 +105,17 @@ class LinuxDriver:
         if isinstance(params, TuneErrorReportingParams):
             return self.tune_error_reporting(params, ctx)
         if isinstance(params, InterleaveParams):
-            return self.set_interleave_weights(params, ctx)
+            return tiers.set_interleave_weights(self, params, ctx)
         if isinstance(params, OfflineCpuParams):
             return cpus.offline_cpu(self, params, ctx)
+        if isinstance(params, VerifyMemoryUnderLoadParams):
+            return memtest.verify_memory_under_load(self, params, ctx)
         handler = {
             "repair_irq_affinity": self.repair_irq_affinity,
-            "enable_demotion": self.enable_demotion,
+            "enable_demotion": lambda ctx: tiers.enable_demotion(self, ctx),
+            "set_numa_balancing": lambda ctx: tiers.set_numa_balancing(self, ctx),
             "clear_sel": self.clear_sel,
+            "restore_cmci": self.restore_cmci,
         }.get(action.name)
         if handler is None:
             raise ActionFailed(f"the linux driver does not carry out {action.name!r} on the host")
@@ -342,28 +343,8 @@ class LinuxDriver:
                 return int(found[1]), int(found[2])
         return None
 
-    def enable_demotion(self, ctx: ActionContext) -> dict[str, Any]:
-        before = self.system.read_text(DEMOTION)
-        if before is None:
-            raise ActionFailed(f"precondition: {DEMOTION} is not there (kernel without memory tiering)")
-        ctx.write(DEMOTION, "true")
-        if not ctx.dry_run and (self.system.read_text(DEMOTION) or "").strip() not in ("true", "1"):
-            raise ActionFailed(f"{DEMOTION} did not take true")
-        return {"demotion_enabled": True, "previous": before.strip()}
-
-    def set_interleave_weights(self, params: InterleaveParams, ctx: ActionContext) -> dict[str, Any]:
-        if self.system.list_dir(WEIGHTED_INTERLEAVE) is None:
-            raise ActionFailed(f"precondition: {WEIGHTED_INTERLEAVE} is not there (kernel before 6.9)")
-        weights = params.weights
-        if weights is None:
-            weights = {}
-            for name in self.system.list_dir(NODES) or []:
-                if name.startswith("node") and name[4:].isdigit():
-                    cpus = (self.system.read_text(f"{NODES}/{name}/cpulist") or "").strip()
-                    weights[name[4:]] = DRAM_WEIGHT if cpus else CXL_WEIGHT
-        for node, weight in sorted(weights.items()):
-            ctx.write(f"{WEIGHTED_INTERLEAVE}/node{node}", str(weight))
-        return {"weights": weights}
+    def restore_cmci(self, ctx: ActionContext) -> dict[str, Any]:
+        return ppr.restore_cmci(self, ctx)
 
     def clear_sel(self, ctx: ActionContext) -> dict[str, Any]:
         entries = ctx.must(["ipmitool", "sel", "elist"], timeout_s=300, changes=False)

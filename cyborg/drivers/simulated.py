@@ -36,9 +36,10 @@ from cyborg.actions import (
     RebootParams,
     ReflashFirmwareParams,
     TuneErrorReportingParams,
+    VerifyMemoryUnderLoadParams,
 )
 from cyborg.commands import ActionContext, ActionFailed, ActionTimedOut, CommandRecord
-from cyborg.drivers.base import HostWentDown, require_restarted
+from cyborg.drivers.base import HostWentDown, VerificationFailed, require_restarted
 
 CONTROL_FILE = "simulate-next-action"
 
@@ -59,6 +60,8 @@ def _sim_params(params: ActionParams) -> list[dict[str, Any]]:
         return [{"weights": params.weights} if params.weights else {}]
     if isinstance(params, OfflineCpuParams):
         return [{"cpu": params.cpu}]
+    if isinstance(params, VerifyMemoryUnderLoadParams):
+        return [params.model_dump(include={"seconds", "stall_threshold_ms", "dimm"})]
     return [{}]
 
 
@@ -145,6 +148,8 @@ class SimulatedDriver:
                 changed["restarting"] = True
             if down:
                 raise HostWentDown(f"{action.name}: the host went down and stays down")
+        if changed.get("verdict") in ("fail", "gap"):  # verify_memory_under_load: found, or could not look
+            raise VerificationFailed("; ".join(changed.get("failures", [])) or str(changed["verdict"]), changed)
         return changed
 
     def await_restart(self, action: CyborgAction, ctx: ActionContext, boot_id_before: str | None) -> None:

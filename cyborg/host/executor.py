@@ -212,6 +212,7 @@ class HostExecutor:
             outcome, error = "timed_out", str(timeout)
         except ActionFailed as failure:
             outcome, error = "failed", str(failure)
+            changed = getattr(failure, "findings", None) or changed  # what a failed verification found
         except Exception as crash:  # a driver bug must still end in a report, not a silent step
             log.exception("cyborg.driver.crashed", extra={"fields": {"action": entry.action}})
             outcome, error = "failed", f"driver error: {type(crash).__name__}: {crash}"

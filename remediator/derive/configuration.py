@@ -1,8 +1,8 @@
 """Signals about how a host is set up rather than what happened to it: emitted on every report
 while the condition holds, so a rule sees them whenever it looks.
 
-EDAC polling interval, CPU errata on an unpatched kernel, firmware below the class baseline,
-and CXL memory tiers left at the kernel defaults.
+EDAC polling interval, CPU errata on an unpatched kernel, firmware below the class baseline;
+CXL memory tiers are remediator.derive.tiers.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from checker.parsers.edac import edac_poll_counts, edac_polls
-from checker.schemas import EdacState, Identity, MemoryTiers
+from checker.schemas import EdacState, Identity
 from remediator.baselines import ClassBaseline, FirmwareBaselines, is_below
 from remediator.errata import Erratum, matching_errata
 from remediator.signals import SignalValue
@@ -107,36 +107,3 @@ def firmware_signals(identity: Identity | None, hardware_class: str, baselines: 
 
 MICROCODE_PACKAGES = {"GenuineIntel": "intel-microcode", "AuthenticAMD": "amd64-microcode"}
 """The Debian names; RHEL and SUSE ship them as microcode_ctl / ucode-intel / ucode-amd and linux-firmware."""
-
-
-def cpuless_nodes(tiers: MemoryTiers) -> list[int]:
-    """NUMA nodes with memory and no CPUs: the far (CXL) tier."""
-    return [n.node for n in tiers.nodes if not n.cpus and n.memory_mb > 0]
-
-
-def tier_signals(tiers: MemoryTiers | None) -> list[SignalValue]:
-    if tiers is None or not (far := cpuless_nodes(tiers)):
-        return []
-    signals: list[SignalValue] = []
-    memory = {n.node: n.memory_mb for n in tiers.nodes}
-    if tiers.demotion_enabled is False:
-        signals.extend(
-            SignalValue(
-                "cxl_demotion_disabled",
-                f"node{node}",
-                1.0,
-                {"memory_mb": memory[node], "numa_balancing": tiers.numa_balancing},
-            )
-            for node in far
-        )
-    weights = {node: w for node, w in tiers.interleave_weights.items() if node.isdigit() and int(node) in memory}
-    if len(weights) >= 2 and len(set(weights.values())) == 1:
-        signals.append(
-            SignalValue(
-                "interleave_weights_default",
-                "weighted_interleave",
-                1.0,
-                {"weights": weights, "cpuless_nodes": far},
-            )
-        )
-    return signals

@@ -18,16 +18,20 @@ from typing import Any
 from checker.schemas import Report, utc
 from remediator.baselines import FirmwareBaselines
 from remediator.derive.aer import aer_signals, counts_aer
-from remediator.derive.configuration import edac_poll_signals, errata_signals, firmware_signals, tier_signals
+from remediator.derive.configuration import edac_poll_signals, errata_signals, firmware_signals
+from remediator.derive.cputime import cputime_signals
 from remediator.derive.disks import disk_signals
 from remediator.derive.gaps import note_gaps
 from remediator.derive.interrupts import irq_signals
 from remediator.derive.kernel import kernel_signals
 from remediator.derive.mce import mce_signals
 from remediator.derive.memory import HostMemory, KernelMemory, RasMemory, load_memory
+from remediator.derive.performance import benchmark_signals
 from remediator.derive.rasdaemon import ras_signals
 from remediator.derive.sel import sel_signals
 from remediator.derive.sensors import sensor_signals
+from remediator.derive.stalls import stall_signals
+from remediator.derive.tiers import tier_signals
 from remediator.errata import ERRATA, Erratum
 from remediator.signals import SignalValue
 
@@ -91,8 +95,12 @@ def derive(
     signals += edac_poll_signals(obs.edac)
     signals += errata_signals(obs.identity, errata, baselines.for_class(host.hardware_class))
     signals += firmware_signals(obs.identity, host.hardware_class, baselines)
-    signals += tier_signals(obs.memory_tiers)
+    kernel = obs.identity.kernel if obs.identity is not None else None
+    signals += tier_signals(obs.memory_tiers, kernel, baselines.for_class(host.hardware_class), host.hardware_class)
     signals += sensor_signals(obs.sensors)
+    signals += cputime_signals(obs.cputime, obs.identity)
+    signals += benchmark_signals(obs.benchmark)
+    signals += stall_signals(obs.stalls)
 
     new_memory = HostMemory(at=now, boot=boot_id, klog=klog, sel=sel, disks=disks, irq=irq, ras=ras, mce=mce)
     new = new_memory.model_copy(update={"gaps": note_gaps(report, previous, new_memory)}).dump()

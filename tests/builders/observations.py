@@ -33,6 +33,7 @@ from checker.sim import SimulatedFleet, VirtualHost
 from checker.sim.events import valid_for
 from remediator.baselines import FirmwareBaselines, load_baselines
 from remediator.derive import Derived, HostFacts, derive
+from remediator.derive.reporting import reporting_signals
 from remediator.signals import PreviousCounter, SignalValue, counters_of, rate_signals
 from tests.builders.reports import T0
 
@@ -140,10 +141,18 @@ def interrupts(cpus: int, rows: dict[str, list[int]], affinity: dict[str, list[i
     )
 
 
-def tiers(cpuless: int = 1, *, demotion: bool | None = True, weights: dict[str, int] | None = None) -> MemoryTiers:
+def tiers(
+    cpuless: int = 1,
+    *,
+    demotion: bool | None = True,
+    weights: dict[str, int] | None = None,
+    numa_balancing: int | None = 2,
+) -> MemoryTiers:
     nodes = [NumaNode(node=0, cpus=[0, 1, 2, 3], memory_mb=65536)]
     nodes += [NumaNode(node=1 + i, cpus=[], memory_mb=131072) for i in range(cpuless)]
-    return MemoryTiers(nodes=nodes, demotion_enabled=demotion, interleave_weights=weights or {})
+    return MemoryTiers(
+        nodes=nodes, demotion_enabled=demotion, interleave_weights=weights or {}, numa_balancing=numa_balancing
+    )
 
 
 def edac(poll_msec: int | None) -> EdacState:
@@ -189,6 +198,10 @@ class Watch:
     def __init__(self, host: VirtualHost) -> None:
         self.derive = Deriver(HostFacts(host.hostname, host.hardware.name, host.datacenter))
         self.previous: dict[str, PreviousCounter] = {}
+        self.hardware_class = host.hardware.name
+        baseline = load_baselines().for_class(host.hardware.name)
+        self.expected_mode = baseline.error_reporting if baseline is not None else None
+        self.smi_memory: dict[str, Any] = {}
 
     def __call__(self, report: Report) -> list[SignalValue]:
         signals = self.derive(report)
@@ -196,7 +209,15 @@ class Watch:
         signals += rate_signals(counters, self.previous, now=report.captured_at, boot_id=report.host.boot_id)
         for counter in counters:
             self.previous[counter.key] = PreviousCounter(counter.value, report.captured_at, report.host.boot_id)
-        return signals
+        found, self.smi_memory = reporting_signals(  # SMI rate and reporting mode, as report_signals adds them
+            report,
+            signals,
+            self.smi_memory,
+            expected=self.expected_mode,
+            hardware_class=self.hardware_class,
+            ppr_active=lambda: False,
+        )
+        return signals + found
 
 
 def clean_fleet(size: int = 15, seed: int = 11) -> SimulatedFleet:

@@ -116,6 +116,9 @@ def test_rich_snapshot_every_collector_reports_what_the_samples_show(tmp_path: P
         (4242, {"2": 2, "3": 1}),
         (5150, {"3": 1}),
     ]
+    # The cputime watch: the same user processes (not kthreadd's children, not the zombie), all within their time.
+    assert obs.cputime is not None
+    assert (obs.cputime.checked, obs.cputime.flagged, obs.cputime.complete) == (4, 0, True)
     tiers = obs.memory_tiers
     assert tiers is not None
     assert [(n.node, n.cpus, n.memory_mb) for n in tiers.nodes][1] == (1, [], 128000)

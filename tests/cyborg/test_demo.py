@@ -55,10 +55,10 @@ def test_up_runs_host_actions_through_the_simulated_driver(tmp_path: Path) -> No
         items = api.get("/api/v1/remediations", params={"limit": 200}).json()["items"]
         kernel = next(r for r in items if r["rule_id"] == "errata-unpatched-kernel")
         assert kernel["steps"][0]["params"] == {"erratum": "AMD-298", "priority": 3}
-        # the class's configured build, the one with the cputime fix (firmware_baselines.yaml), is what
-        # cyborg will pin when the rollout's canary starts
+        # the build the demo's baselines configure for the class (api/demo_baselines.yaml: a new one, whose
+        # simulated hosts have the cputime bug back, so the rollout halts on its canary) is what cyborg pins
         detail = kernel["signal"]["detail"]
-        assert detail["patched_kernel"]["release"] == "2.6.23.17-amdpatch2"
+        assert detail["patched_kernel"]["release"] == "2.6.23.17-amdpatch3"
 
         def dimm_ticket() -> list[dict[str, Any]] | None:  # a DIMM swap is still a person's job
             items: list[dict[str, Any]] = api.get("/api/v1/tickets").json()["items"]

@@ -13,7 +13,6 @@ from cyborg.commands import ActionContext, ActionFailed, ActionTimedOut
 from cyborg.drivers.bmc import IpmitoolBmc
 from cyborg.drivers.linux import (
     CMCI_DISABLED,
-    DEMOTION,
     EDAC_CORE_INITSTATE,
     EDAC_MODPROBE,
     EDAC_POLL,
@@ -24,6 +23,7 @@ from cyborg.drivers.linux import (
     cpu_mask,
 )
 from cyborg.drivers.ppr import physical_addresses
+from cyborg.drivers.tiers import DEMOTION, NUMA_BALANCING, NUMA_BALANCING_CONF
 from tests.conftest import samples_dir
 from tests.cyborg.helpers import RecordedSystem
 
@@ -318,9 +318,33 @@ def test_memory_tiers(tmp_path: Path) -> None:
         },
     )
     assert run(linux(system, tmp_path), "enable_demotion", {})[0] == {"demotion_enabled": True, "previous": "false"}
-    changed, _ = run(linux(system, tmp_path), "set_interleave_weights", {})
-    assert changed == {"weights": {"0": 5, "2": 1}}
+    # The weights come with the action (the class's configuration, filled in centrally); none: no guess.
+    with pytest.raises(ActionFailed, match="no weights given"):
+        run(linux(system, tmp_path), "set_interleave_weights", {})
+    changed, _ = run(linux(system, tmp_path), "set_interleave_weights", {"weights": {"0": 3, "2": 1}})
+    assert changed == {"weights": {"0": 3, "2": 1}}
     assert ("/sys/kernel/mm/mempolicy/weighted_interleave/node2", "1") in system.written
+
+
+@pytest.mark.parametrize(("before", "after"), [("0", "2"), ("1", "3")])
+def test_set_numa_balancing_adds_the_tiering_bit_reads_it_back_and_keeps_it(
+    tmp_path: Path, before: str, after: str
+) -> None:
+    system = RecordedSystem(files={NUMA_BALANCING: f"{before}\n", "/proc/sys/kernel/osrelease": "6.8.0-45-generic\n"})
+    changed, _ = run(linux(system, tmp_path), "set_numa_balancing", {})
+    assert changed == {"numa_balancing": int(after), "previous": int(before), "persisted": NUMA_BALANCING_CONF}
+    assert (NUMA_BALANCING, after) in system.written
+    assert (
+        NUMA_BALANCING_CONF,
+        f"# fleetfix: TPP promotion from CPU-less (CXL) nodes\nkernel.numa_balancing = {after}\n",
+    ) in system.written
+
+
+def test_set_numa_balancing_refuses_a_kernel_before_5_18(tmp_path: Path) -> None:
+    system = RecordedSystem(files={NUMA_BALANCING: "1\n", "/proc/sys/kernel/osrelease": "5.15.0-91-generic\n"})
+    with pytest.raises(ActionFailed, match=r"predates numa_balancing=2 \(Linux 5.18\)"):
+        run(linux(system, tmp_path), "set_numa_balancing", {})
+    assert system.written == []
 
 
 def test_clear_sel_archives_first_and_checks_it_emptied(tmp_path: Path) -> None:

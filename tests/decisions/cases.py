@@ -17,13 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bench.samples import insert_zen2_mce_records, listing_to_files, ours, read_ttar, sample, signed64
 from checker.schemas import Report
 from cyborg.actions import ACTIONS as CYBORG_ACTIONS
 from cyborg.central import resolve_params
-from remediator.models import Remediation
+from remediator.models import Host, Remediation, Signal
 from tests.builders.rasdaemon import MCE_INSERT, icelake_row, skylake_l2_row
 from tests.decisions.harness import Expect, SnapHost
 from ticketing.models import Ticket
@@ -1048,10 +1049,22 @@ def demotion(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return host, [host.cycle(0)], Expect("cxl-demotion-disabled", "enable_demotion")
 
 
-@case("DRAM and CXL interleaved 1:1 (the kernel's default): weights set", "cxl-interleave-default")
+@case(
+    "DRAM and CXL interleaved 1:1 (the kernel's default), no weights configured for the class: a ticket, no guess",
+    "cxl-interleave-default",
+)
 def interleave(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host = cxl_host(tmp, demotion="true\n", weights=("1\n", "1\n"))
-    return host, [host.cycle(0)], Expect("cxl-interleave-default", "set_interleave_weights")
+    return (
+        host,
+        [host.cycle(0)],
+        Expect(
+            "cxl-interleave-default",
+            "ticket",
+            title="interleave left at 1:1 and no weights configured for x9drt-lab",
+            never_actions=frozenset({"set_interleave_weights"}),
+        ),
+    )
 
 
 # -- firmware and kernels ---------------------------------------------------------------------
@@ -1139,6 +1152,81 @@ def unconfigured_kernel(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
             never_actions=frozenset({"install_kernel"}),
         ),
     )
+
+
+# The cputime watch (seed 001): our /proc tree in the kernel's formats (the corpus has none): a 16-CPU batch
+# node whose cmsRun job shows 2^31 ticks (~21.5 million seconds) of CPU time an hour after it started,
+# beside an 8-thread root.exe that used 79,200 s in 10,000 s and an athena whose exited threads' time stays
+# in its total (tests/checker/fixtures/README.md).
+CPUTIME_PROC = "proc-cputime.txt"
+
+
+def cputime_host(tmp: Path, *, without: tuple[str, ...] = ()) -> SnapHost:
+    host = SnapHost(tmp)
+    files = listing_to_files(ours(CPUTIME_PROC), "/")
+    host.snap.files("/", {k: v for k, v in files.items() if not k.startswith(without)})
+    return host
+
+
+@case(
+    "a job with 22 million seconds of CPU time an hour after it started: a ticket to the kernel's owner",
+    "cputime-exceeds-elapsed",
+)
+def cputime_bogus(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = cputime_host(tmp)
+
+    def with_the_stat_line(session: Session, remediation: Remediation | None, ticket: Ticket | None) -> None:
+        assert remediation is not None
+        assert ticket is not None
+        detail = remediation.signal["detail"]
+        assert (detail["kernel"], detail["checked"], detail["complete"]) == ("6.1.0-28-amd64", 5, True)
+        (job,) = detail["examples"]
+        assert (job["pid"], job["comm"], job["scope"]) == (4711, "cmsRun", "thread")
+        assert job["stat_line"].startswith("4711 (cmsRun) S 1 ")
+        assert ticket.evidence["host"]["kernel"] == "6.1.0-28-amd64"
+
+    return (
+        host,
+        [host.cycle(0)],
+        Expect(
+            "cputime-exceeds-elapsed",
+            "ticket",
+            title=r"1 processes with CPU time above their run time, up to 2147\d{4} s \(kernel 6\.1\.0-28-amd64\)",
+            part_type="kernel",
+            never_actions=frozenset({"reboot", "reimage", "install_kernel", "drain"}),
+            also=with_the_stat_line,
+        ),
+    )
+
+
+def checked_clean(processes: int) -> Callable[[Session, SnapHost], None]:
+    """The watch ran through ingest and said so: a zero for a complete scan, on every report."""
+
+    def check(session: Session, host: SnapHost) -> None:
+        rows = session.scalars(
+            select(Signal)
+            .join(Host, Host.id == Signal.host_id)
+            .where(Host.hostname == host.hostname, Signal.kind == "cputime_exceeds_elapsed")
+        ).all()
+        assert rows, "no cputime_exceeds_elapsed signal"
+        for row in rows:
+            assert (row.subject, row.value, row.detail["complete"]) == ("host", 0, True)
+            assert (row.detail["checked"], row.detail["examples"]) == (processes, [])
+
+    return check
+
+
+@case("busy multi-threaded jobs, and one whose exited threads left their time in its total: nothing", None)
+def cputime_busy_threads(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = cputime_host(tmp, without=("proc/4711/",))
+    expect = Expect(None, never=frozenset({"cputime-exceeds-elapsed"}), then=checked_clean(4))
+    return host, [host.cycle(0), host.cycle(1)], expect
+
+
+@case("a clean host whose cputime scan was complete: nothing", None)
+def cputime_clean(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = cputime_host(tmp, without=("proc/4711/", "proc/5100/", "proc/5200/"))
+    return host, [host.cycle(0)], Expect(None, then=checked_clean(2))
 
 
 # -- the SEL ----------------------------------------------------------------------------------
@@ -1292,3 +1380,8 @@ def unknown_silence(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
             then=silence(None, answers=False),
         ),
     )
+
+
+# The SMI and error-reporting-mode scenarios, and the stall probe's, live beside this table and add
+# themselves to it.
+from tests.decisions import cases_smi, cases_stalls  # noqa: E402,F401

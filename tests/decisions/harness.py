@@ -62,6 +62,7 @@ class SnapHost:
         self.minute = 0
         self.baselines: str | None = None  # class baselines of the scenario (YAML), instead of the default file
         self.labels: dict[str, str] = {}  # inventory labels (bmc_address …)
+        self.setup: list[Callable[[Session], None]] = []  # run at registration: the rest of its class, say
 
     # -- what the host's tools answer ------------------------------------------------------
 
@@ -162,6 +163,8 @@ def register(session: Session, host: SnapHost, **inventory: Any) -> None:
         "labels": host.labels,
     }
     apply_inventory(session, [HostInventory(**{**row, **inventory})], actor="test")
+    for step in host.setup:
+        step(session)
 
 
 def run(session: Session, host: SnapHost, reports: list[Report], *, rules: RuleSet = RULES) -> None:

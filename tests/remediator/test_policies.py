@@ -369,8 +369,11 @@ def test_rollout_wave(session: Session) -> None:
         update={"safety": RuleSafety(rollout=Rollout(waves=[1, 2]))}
     )
     assert policies.RolloutWave().check(firing(session, second, rule())) is None  # no rollout
-    assert policies.RolloutWave().check(firing(session, second, reflash)) is None  # the canary starts
-    remediation(session, canary, reflash, RemediationState.verifying)
+    starting = firing(session, canary, reflash)
+    assert policies.RolloutWave().check(starting) is None  # the canary starts, in its class's rollout
+    assert starting.rollout_id is not None
+    remediation(session, canary, reflash, RemediationState.verifying).rollout_id = starting.rollout_id
+    session.flush()
     assert policies.RolloutWave().check(firing(session, second, reflash)) == Stop(
         "held", "rollout: the canary (1 of 2 skx hosts) is still being verified"
     )

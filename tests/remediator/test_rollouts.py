@@ -1,5 +1,5 @@
 """Fleet-wide changes go in waves: a canary per hardware class, growing shares after each wave has
-been verified and baked, and a halt (the rule's breaker) on a failure or a side effect."""
+been verified and baked, and a halt of the class's rollout on a failure or a side effect."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from cyborg.central import StepFailed
 from remediator import runner
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
-from remediator.models import Decision, Host, Remediation, RemediationState, RuleState, StepState
+from remediator.models import Decision, Host, Remediation, RemediationState, Rollout, RolloutState, RuleState, StepState
 from remediator.rules import load_ruleset
 from tests.builders.reports import T0
 from tests.cyborg.fakes import install_scripted
@@ -118,14 +118,15 @@ def test_a_failed_canary_halts_the_rollout_and_leaves_the_others_alone(db: Datab
     install_scripted(db, reflash_firmware=refused)
     runner.advance(session, remediation.id, ruleset=RULES, now=T0)
     assert remediation.state == RemediationState.failed
-    state = session.get_one(RuleState, RULE)
-    assert state.breaker_open
-    assert state.breaker_reason.startswith(f"rollout halted: remediation {remediation.id} on {canary}")
+    rollout = session.scalars(select(Rollout).where(Rollout.rule_id == RULE)).one()
+    assert (rollout.state, rollout.change, rollout.part_type) == (RolloutState.halted, "bios 2.10.2", "firmware")
+    assert rollout.halt_reason.startswith(f"rollout halted: remediation {remediation.id} on {canary}")
+    assert session.get(RuleState, RULE) is None  # the class's rollout halts, not the rule everywhere
     ingest(session, [old_bios(n, T0 + dt.timedelta(days=2)) for n in names], ruleset=RULES)
-    # no one else: the breaker holds the rollout until an operator resets it (the canary has its ticket)
+    # no one else: the halt holds the rollout until an operator resumes it (the canary has its ticket)
     assert planned_hosts(session) == [canary, canary]
-    skipped = session.scalars(select(Decision.reason).where(Decision.outcome == "skipped", Decision.rule_id == RULE))
-    assert any(r.startswith("breaker open: rollout halted") for r in skipped)
+    held = session.scalars(select(Decision.reason).where(Decision.outcome == "held", Decision.rule_id == RULE))
+    assert any(r.startswith(f"rollout {rollout.id} of bios 2.10.2 on compute-skx-2s is halted") for r in held)
 
 
 def test_a_panic_on_a_canary_being_verified_halts_the_rollout(session: Session) -> None:
@@ -139,9 +140,9 @@ def test_a_panic_on_a_canary_being_verified_halts_the_rollout(session: Session) 
     session.flush()
     ingest(session, [old_bios(canary, T0 + dt.timedelta(hours=3), panic=True)], ruleset=RULES)
     assert remediation.state == RemediationState.failed
-    state = session.get_one(RuleState, RULE)
-    assert state.breaker_open
-    assert f"side effect of firmware-below-baseline on {canary}: kernel-panic fired" in state.breaker_reason
+    rollout = session.scalars(select(Rollout).where(Rollout.rule_id == RULE)).one()
+    assert rollout.state == RolloutState.halted
+    assert f"side effect of firmware-below-baseline on {canary}: kernel-panic fired" in rollout.halt_reason
 
 
 def test_a_panic_while_a_canary_bakes_in_service_halts_the_rollout(session: Session) -> None:
@@ -150,9 +151,9 @@ def test_a_panic_while_a_canary_bakes_in_service_halts_the_rollout(session: Sess
     [canary] = planned_hosts(session)
     succeed(session, canary, T0 + dt.timedelta(hours=1))  # verified and back in service, baking
     ingest(session, [old_bios(canary, T0 + dt.timedelta(hours=5), panic=True)], ruleset=RULES)
-    state = session.get_one(RuleState, RULE)
-    assert state.breaker_open
-    assert state.breaker_reason.startswith(f"rollout halted: side effect of firmware-below-baseline on {canary}")
+    rollout = session.scalars(select(Rollout).where(Rollout.rule_id == RULE)).one()
+    assert rollout.state == RolloutState.halted
+    assert rollout.halt_reason.startswith(f"rollout halted: side effect of firmware-below-baseline on {canary}")
 
 
 def test_a_panic_after_the_bake_is_not_a_side_effect(session: Session) -> None:
@@ -161,4 +162,4 @@ def test_a_panic_after_the_bake_is_not_a_side_effect(session: Session) -> None:
     [canary] = planned_hosts(session)
     succeed(session, canary, T0 + dt.timedelta(hours=1))
     ingest(session, [old_bios(canary, T0 + dt.timedelta(days=3), panic=True)], ruleset=RULES)
-    assert session.get(RuleState, RULE) is None or not session.get_one(RuleState, RULE).breaker_open
+    assert session.scalars(select(Rollout.state).where(Rollout.rule_id == RULE)).one() == RolloutState.running

@@ -198,16 +198,26 @@ def test_enable_demotion_and_interleave_weights() -> None:
     run.host.inject(run.fleet.fault("cxl_interleave_default"))
     signals = run.steps(1)
     assert of(signals, "cxl_demotion_disabled")
-    assert of(signals, "interleave_weights_default")
+    (mismatch,) = of(signals, "interleave_weights_mismatch")  # the class configures 5:1
     run.apply("enable_demotion")
     report, signals = run.step()
     assert report.observations.memory_tiers.demotion_enabled is True
     assert of(signals, "cxl_demotion_disabled") == []
-    assert of(signals, "interleave_weights_default")
-    result = run.apply("set_interleave_weights")
-    weights = result["changed"]["weights"]
-    assert len(set(weights.values())) > 1
-    assert of(run.step()[1], "interleave_weights_default") == []
+    assert of(signals, "interleave_weights_mismatch")
+    result = run.apply("set_interleave_weights", weights=mismatch.detail["configured"])  # as cyborg fills it in
+    assert result["changed"]["weights"] == mismatch.detail["configured"]
+    assert of(run.step()[1], "interleave_weights_mismatch") == []
+
+
+def test_set_numa_balancing_turns_on_promotion() -> None:
+    run = Session("cxl_promotion_disabled")
+    (signal,) = of(run.steps(1), "numa_balancing_tiering_off")
+    assert (signal.detail["current"], signal.detail["wanted"], signal.detail["supported"]) == (1, 3, True)
+    result = run.apply("set_numa_balancing")
+    assert result["changed"]["numa_balancing"] == 3
+    report, signals = run.step()
+    assert report.observations.memory_tiers.numa_balancing == 3
+    assert of(signals, "numa_balancing_tiering_off") == []
 
 
 def test_clear_sel_empties_a_full_log() -> None:

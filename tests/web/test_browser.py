@@ -23,6 +23,7 @@ from core.models import Role
 from remediator import repairs
 from tests.builders.people import make_user
 from tests.builders.reports import edac_report, payload
+from tests.builders.rollouts import halted_rollout
 from tests.builders.runtime import wired
 from tests.builders.tickets import open_dimm_ticket
 from tests.conftest import truncate_all
@@ -207,3 +208,44 @@ def test_technician_repairs_a_dimm_and_the_host_returns_to_service(
     shots.take(page, "audit", "Audit log", "ticketing.ticket.claimed", "user:tom", "ticketing.ticket.closed")
     context.close()
     print(f"screenshots: {shots.directory}")
+
+
+def test_operator_reads_a_halted_rollout_and_resumes_it(
+    database: Database, server: str, browser: object, tmp_path: Path
+) -> None:
+    from playwright.sync_api import Browser, expect
+
+    assert isinstance(browser, Browser)
+    rollout_id, ticket_id = halted_rollout(database)
+    operator_password = make_user(database, "olga", Role.operator)
+    shots = Shots(tmp_path / "screenshots")
+    context = browser.new_context(viewport=TABLET, device_scale_factor=1)
+    page = context.new_page()
+    sign_in(page, server, "olga", operator_password)
+    page.click("nav >> text=Rollouts")
+    expected = ("Rollouts", "bios 2.10.2", "compute-skx-2s", "halted", "1 of 20", f"ticket {ticket_id}")
+    shots.take(page, "rollouts", *expected)
+    page.click(f"#rollout-row-{rollout_id} a[href='/rollouts/{rollout_id}']")
+    page.wait_for_url(f"{server}/rollouts/{rollout_id}")
+    expect(page.locator("#rollout-state")).to_have_text("halted")
+    shots.take(
+        page,
+        "rollout-halted",
+        "Waves",
+        "canary",
+        "Upgraded vs not yet upgraded",
+        "kernel_event_count",
+        "0 of 19 hosts",
+        "Fisher's exact",
+        "side effect on bios 2.10.2",
+        "left alone",
+    )
+    assert page.locator("#wave-0 .state.started").count() == 1
+    expect(page.locator("#halt-ticket")).to_have_attribute("href", f"/tickets/{ticket_id}")
+    page.fill("#rollout-change input[name=reason]", "the panics were a bad PSU batch, not the BIOS")
+    page.click("#rollout-change button[type=submit]")
+    expect(page.locator("#rollout-state")).to_have_text("running")
+    shots.take(page, "rollout-resumed", f"Rollout {rollout_id} resumed.", "Halt the rollout")
+    page.click("nav >> text=Audit")
+    shots.take(page, "audit-rollout", "remediator.rollout.resumed", "user:olga")
+    context.close()

@@ -1,0 +1,68 @@
+"""A firmware rollout of 20 compute-skx-2s hosts, halted by the system on its canary with a comparison and a
+ticket id: what the rollout pages and the browser test show."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from checker.schemas import Firmware, HostIdentity, Identity, Observations, Report
+from core.db import Database
+from remediator.decisions import SYSTEM
+from remediator.ingest import ingest
+from remediator.inventory import HostInventory, apply_inventory
+from remediator.models import Rollout
+from remediator.rollouts import halt
+from remediator.rules import load_ruleset
+from tests.builders.reports import T0
+from ticketing.schemas import TicketRequest
+from ticketing.service import open_ticket
+
+COMPARED = {
+    "signal": "kernel_event_count",
+    "subject_pattern": "panic",
+    "measure": "share",
+    "worse": "higher",
+    "upgraded": {"checked": 1, "showing": 1, "examples": ["skx-000"]},
+    "not_upgraded": {"checked": 19, "showing": 0, "examples": []},
+    "test": "Fisher's exact, one-sided",
+    "p_value": 0.05,
+    "halt": True,
+    "why": "on 1 of 1 upgraded hosts and none of the 19 not yet upgraded",
+    "since": T0.isoformat(),
+}
+
+
+def halted_rollout(db: Database) -> tuple[int, int]:
+    """The rollout's id and its ticket's."""
+    names = [f"skx-{i:03d}" for i in range(20)]
+    reports = [
+        Report(
+            host=HostIdentity(hostname=n, boot_id="b"),
+            captured_at=T0,
+            observations=Observations(
+                identity=Identity(kernel="6.1.0-28-amd64", firmware=Firmware(bios_version="2.9.4"))
+            ),
+        )
+        for n in names
+    ]
+    with db.session() as session:
+        rows = [HostInventory(hostname=n, hardware_class="compute-skx-2s", datacenter="ams1") for n in names]
+        apply_inventory(session, rows, actor="test")
+        ingest(session, reports, ruleset=load_ruleset([]))
+        rollout = session.scalars(select(Rollout)).one()
+        rollout.comparison, rollout.compared_at = [COMPARED], T0
+        halt(
+            session, rollout, "side effect on bios 2.10.2: kernel_event_count: on 1 of 1 upgraded", actor=SYSTEM, now=T0
+        )
+        request = TicketRequest(
+            hostname="skx-000",
+            datacenter="ams1",
+            part_type="firmware",
+            part=rollout.change,
+            title=f"Rollout of {rollout.change} on compute-skx-2s halted: kernel_event_count panic",
+            priority=2,
+            evidence={"rollout": {"id": rollout.id}, "comparison": [COMPARED]},
+        )
+        ticket, _ = open_ticket(session, request, actor=SYSTEM, now=T0)
+        rollout.ticket_id = ticket.id
+        return rollout.id, ticket.id
