@@ -184,7 +184,10 @@ class FaultReturnedWhileVerifying(DecisionPolicy):
 
 class RolloutSideEffect(DecisionPolicy):
     """A rule named in a rollout's side effects fires on one of its hosts while the change is verified (the
-    fix did not hold: the next rung, and a halt) or bakes (the rollout halts). The firing itself goes on."""
+    fix did not hold: the next rung, and a halt) or bakes (the rollout halts). The firing itself goes on.
+
+    Asked before the policies that stop a firing: a canary whose panic goes to the host's open ticket, or
+    whose panic rule's breaker is open (perhaps because of the rollout itself), still halts the rollout."""
 
     name = "rollout_side_effect"
 
@@ -336,10 +339,10 @@ class Shadow(DecisionPolicy):
 
 DECISION_POLICIES: tuple[DecisionPolicy, ...] = (
     RulePaused(),
+    RolloutSideEffect(),  # before anything that stops the firing: an open ticket or breaker must not hide it
     BreakerOpen(),
     PartTicketed(),
     FaultReturnedWhileVerifying(),
-    RolloutSideEffect(),
     ReturnedFault(),
     HostBusy(),
     RolloutWave(),

@@ -20,13 +20,14 @@ from checker.schemas import (
 )
 from core.db import Database
 from cyborg.central import StepFailed
-from remediator import runner
+from remediator import repairs, runner
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Decision, Host, Remediation, RemediationState, Rollout, RolloutState, RuleState, StepState
 from remediator.rules import load_ruleset
 from tests.builders.reports import T0
 from tests.cyborg.fakes import install_scripted
+from ticketing.schemas import TicketOpen
 
 RULES = load_ruleset([])
 RULE = "firmware-below-baseline"
@@ -163,3 +164,23 @@ def test_a_panic_after_the_bake_is_not_a_side_effect(session: Session) -> None:
     succeed(session, canary, T0 + dt.timedelta(hours=1))
     ingest(session, [old_bios(canary, T0 + dt.timedelta(days=3), panic=True)], ruleset=RULES)
     assert session.scalars(select(Rollout.state).where(Rollout.rule_id == RULE)).one() == RolloutState.running
+
+
+def test_a_panic_that_goes_to_the_canarys_open_ticket_still_halts_the_rollout(session: Session) -> None:
+    """The canary already has an open ticket for an earlier panic: the new panic is added to that ticket, and
+    the rollout halts all the same, since the side-effect watch is asked before the ticket takes the firing."""
+    names = hosts(session, 20)
+    ingest(session, [old_bios(name, T0) for name in names], ruleset=RULES)
+    [canary] = planned_hosts(session)
+    succeed(session, canary, T0 + dt.timedelta(hours=1))
+    request = TicketOpen(
+        hostname=canary, part_type="host", part="panic", title="an earlier panic", take_out_of_service=False
+    )
+    ticket_id, _ = repairs.open_by_hand(session, request, actor="op", now=T0 + dt.timedelta(hours=2))
+    ingest(session, [old_bios(canary, T0 + dt.timedelta(hours=5), panic=True)], ruleset=RULES)
+    rollout = session.scalars(select(Rollout).where(Rollout.rule_id == RULE)).one()
+    assert rollout.state == RolloutState.halted
+    assert "kernel-panic fired" in rollout.halt_reason
+    held = session.scalars(select(Decision).where(Decision.rule_id == "kernel-panic")).all()
+    assert [d.outcome for d in held] == ["held"]
+    assert f"ticket {ticket_id}" in held[0].reason
