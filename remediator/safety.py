@@ -31,6 +31,7 @@ from remediator.models import (
     MaintenanceWindow,
     Remediation,
     RemediationState,
+    RemediationStep,
     RuleMode,
     RuleState,
 )
@@ -151,15 +152,28 @@ def spacing(session: Session, host: Host, safety: PackSafety, now: dt.datetime) 
 
 
 def cooldown(session: Session, host: Host, rule: Rule, now: dt.datetime) -> str | None:
-    """A host is left alone for the rule's cooldown after any remediation of it finished."""
+    """A host is left alone for the rule's cooldown after a remediation that did work on it finished: one with
+    a step other than a ticket that started. A ticket is not work done on the host, and neither is a
+    remediation cancelled (preempted, or by a person) before anything started: counting those held a
+    higher-priority fix back for a day behind a ticket that was only planned."""
     if not rule.safety.cooldown_s:
         return None
     since = now - dt.timedelta(seconds=rule.safety.cooldown_s)
+    worked = (
+        select(RemediationStep.id)
+        .where(
+            RemediationStep.remediation_id == Remediation.id,
+            RemediationStep.action != "ticket",
+            RemediationStep.started_at.is_not(None),
+        )
+        .exists()
+    )
     recent = session.scalar(
         select(func.max(Remediation.finished_at)).where(
             Remediation.host_id == host.id,
             Remediation.finished_at >= since,
-            Remediation.state != RemediationState.escalated,  # a ticket is not work done on the host
+            Remediation.state != RemediationState.escalated,  # ended in a ticket: the fault is a person's now
+            worked,
         )
     )
     if recent is not None:

@@ -80,6 +80,9 @@ def test_cooldown(session: Session) -> None:
     done.state, done.finished_at = RemediationState.succeeded, T0 - dt.timedelta(hours=1)
     session.flush()
     waiting = detected(session, h0, ["reboot"])
+    assert safety.CooldownGate().check(admission(session, waiting, cooling)) is None  # its reboot never started
+    done.steps[0].started_at = T0 - dt.timedelta(hours=2)
+    session.flush()
     assert safety.CooldownGate().check(admission(session, waiting, rule())) is None  # the rule has none
     assert safety.CooldownGate().check(admission(session, waiting, cooling)) == (
         f"cooldown: host last remediated at {done.finished_at.isoformat()}, "
@@ -92,6 +95,30 @@ def test_cooldown(session: Session) -> None:
     session.flush()
     ticket = detected(session, h0, ["drain", "ticket"])  # a ticket is not work on the host
     assert safety.CooldownGate().check(admission(session, ticket, cooling)) is None
+
+
+def test_a_remediation_that_did_nothing_on_the_host_starts_no_cooldown(session: Session) -> None:
+    """A ticket-only plan that finished, and a reboot preempted before it started, leave the host free for the
+    next fix; a reboot that ran does not."""
+    h0 = host(session)
+    cooling = rule(safety=RuleSafety(cooldown="1d", settle=0))
+    ticketed = detected(session, h0, ["ticket"])
+    ticketed.state, ticketed.finished_at = RemediationState.succeeded, T0 - dt.timedelta(hours=1)
+    ticketed.steps[0].started_at = T0 - dt.timedelta(hours=1)
+    preempted = detected(session, h0, ["reboot"])
+    preempted.state, preempted.finished_at = RemediationState.cancelled, T0 - dt.timedelta(minutes=30)
+    session.flush()
+    ran = detected(session, h0, ["reboot"])
+    ran.state, ran.finished_at = RemediationState.cancelled, T0 - dt.timedelta(minutes=10)
+    session.flush()
+    waiting = detected(session, h0, ["restore_cmci"])
+    assert safety.CooldownGate().check(admission(session, waiting, cooling)) is None
+    ran.steps[0].started_at = T0 - dt.timedelta(minutes=20)  # cancelled by a person after its reboot began
+    session.flush()
+    assert safety.CooldownGate().check(admission(session, waiting, cooling)) == (
+        f"cooldown: host last remediated at {ran.finished_at.isoformat()}, "
+        f"until {(ran.finished_at + dt.timedelta(days=1)).isoformat()}"
+    )
 
 
 def test_drain_past_caps(session: Session) -> None:
