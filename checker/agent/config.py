@@ -29,6 +29,8 @@ HOST_ACTIONS_DEFAULT = (
     "set_interleave_weights",
     "set_numa_balancing",
     "clear_sel",
+    "offline_cpu",
+    "restore_cmci",
     "verify_memory_under_load",
 )
 """Cyborg's host actions (cyborg.actions.HOST_ACTIONS; the agent does not import cyborg to say so)."""

@@ -96,6 +96,14 @@ def test_agent_settings_defaults_and_environment(monkeypatch: pytest.MonkeyPatch
     assert load_agent_config(state_dir=tmp_path / "cli").state_dir == tmp_path / "cli"
 
 
+def test_the_default_allow_list_is_every_host_action_cyborg_has() -> None:
+    """The agent cannot import cyborg to say which actions run on a host, so it keeps its own list; one that
+    fell behind would refuse a signed action of a rule (offline_cpu, restore_cmci were missing once)."""
+    from cyborg.actions import HOST_ACTIONS
+
+    assert sorted(AgentConfig().allowed_actions) == sorted(HOST_ACTIONS)
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
@@ -191,7 +199,7 @@ def test_http_is_the_fallback_when_the_broker_is_down(central: str, tmp_path: Pa
 
 def test_check_loop_sends_reports_with_its_own_status_and_moves_cursors(broker: Broker, tmp_path: Path) -> None:
     snap = rich_snapshot(tmp_path / "snap")
-    config = AgentConfig(state_dir=tmp_path / "state")
+    config = AgentConfig(state_dir=tmp_path / "state", benchmark_window="")  # the benchmark has its own tests
     loop = CheckLoop(broker.app(), "loop-1", 60, config, host=snap.host())
     try:
         first_id = loop.once()
@@ -232,7 +240,7 @@ def test_check_loop_sends_reports_with_its_own_status_and_moves_cursors(broker: 
 
 def test_check_loop_reports_what_its_full_spool_dropped(tmp_path: Path) -> None:
     snap = rich_snapshot(tmp_path / "snap")
-    config = AgentConfig(state_dir=tmp_path / "state", spool_max_reports=1)
+    config = AgentConfig(state_dir=tmp_path / "state", spool_max_reports=1, benchmark_window="")
     loop = CheckLoop(create_celery(DEAD_BROKER, make_current=False), "offline-1", 60, config, host=snap.host())
     try:
         for _ in range(3):
