@@ -186,8 +186,9 @@ class RolloutSideEffect(DecisionPolicy):
     """A rule named in a rollout's side effects fires on one of its hosts while the change is verified (the
     fix did not hold: the next rung, and a halt) or bakes (the rollout halts). The firing itself goes on.
 
-    Asked before the policies that stop a firing: a canary whose panic goes to the host's open ticket, or
-    whose panic rule's breaker is open (perhaps because of the rollout itself), still halts the rollout."""
+    Asked before the policies that stop a firing: a canary whose panic goes to the host's open ticket, whose
+    panic rule's breaker is open (perhaps because of the rollout itself), or whose panic rule an operator
+    paused as too noisy, still halts the rollout; halting only stops more hosts from changing."""
 
     name = "rollout_side_effect"
 
@@ -338,8 +339,8 @@ class Shadow(DecisionPolicy):
 
 
 DECISION_POLICIES: tuple[DecisionPolicy, ...] = (
+    RolloutSideEffect(),  # before anything that stops the firing: a pause, an open breaker or ticket must not hide it
     RulePaused(),
-    RolloutSideEffect(),  # before anything that stops the firing: an open ticket or breaker must not hide it
     BreakerOpen(),
     PartTicketed(),
     FaultReturnedWhileVerifying(),

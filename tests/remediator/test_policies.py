@@ -62,11 +62,11 @@ def shaped(context: FiringContext, steps: list[str], reason: str = "the reason")
 
 def test_the_decision_policies_run_in_this_order_with_the_breaker_under_the_admission_lock() -> None:
     assert [p.name for p in policies.DECISION_POLICIES] == [
+        "rollout_side_effect",  # first: nothing that stops a firing may hide a rollout's side effect
         "rule_paused",
         "breaker_open",
         "part_ticketed",
         "fault_returned_while_verifying",
-        "rollout_side_effect",
         "returned_fault",
         "host_busy",
         "rollout_wave",

@@ -23,7 +23,17 @@ from cyborg.central import StepFailed
 from remediator import repairs, runner
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
-from remediator.models import Decision, Host, Remediation, RemediationState, Rollout, RolloutState, RuleState, StepState
+from remediator.models import (
+    Decision,
+    Host,
+    Remediation,
+    RemediationState,
+    Rollout,
+    RolloutState,
+    RuleMode,
+    RuleState,
+    StepState,
+)
 from remediator.rules import load_ruleset
 from tests.builders.reports import T0
 from tests.cyborg.fakes import install_scripted
@@ -184,3 +194,18 @@ def test_a_panic_that_goes_to_the_canarys_open_ticket_still_halts_the_rollout(se
     held = session.scalars(select(Decision).where(Decision.rule_id == "kernel-panic")).all()
     assert [d.outcome for d in held] == ["held"]
     assert f"ticket {ticket_id}" in held[0].reason
+
+
+def test_a_panic_of_a_paused_panic_rule_still_halts_the_rollout(session: Session) -> None:
+    """An operator paused kernel-panic as too noisy: its firing decides nothing, but the canary's panic still
+    halts the rollout, since halting only stops more hosts from changing."""
+    names = hosts(session, 20)
+    ingest(session, [old_bios(name, T0) for name in names], ruleset=RULES)
+    [canary] = planned_hosts(session)
+    succeed(session, canary, T0 + dt.timedelta(hours=1))
+    session.add(RuleState(rule_id="kernel-panic", mode=RuleMode.paused, updated_by="op"))
+    session.flush()
+    ingest(session, [old_bios(canary, T0 + dt.timedelta(hours=5), panic=True)], ruleset=RULES)
+    assert session.scalars(select(Rollout.state).where(Rollout.rule_id == RULE)).one() == RolloutState.halted
+    outcomes = session.scalars(select(Decision.outcome).where(Decision.rule_id == "kernel-panic")).all()
+    assert outcomes == ["skipped"]
