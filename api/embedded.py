@@ -6,7 +6,8 @@ harness does), so tasks take exactly the path they take in production. With a
 simulated fleet the same worker also consumes every virtual host's
 host.<hostname> queue and runs cyborg's executor there with the simulated
 driver: plans of host actions are signed, sent, verified and carried out on the
-virtual hosts, and power cycles go through their simulated BMCs.
+virtual hosts, power cycles go through their simulated BMCs, and drains and undrains
+through the fleet's simulated scheduler (cyborg.drivers.scheduler).
 """
 
 from __future__ import annotations
@@ -23,16 +24,18 @@ from celery.worker import WorkController
 
 from api.app import create_app
 from api.bootstrap import bootstrap_admin
-from api.runtime import build_central, central_celery
+from api.runtime import build_central, central_celery, repair_reactions
 from api.settings import CentralSettings
 from api.web.demo import demo_accounts
 from checker.sim import SimulatedFleet
+from checker.sim.repairs import replace_dimm
 from core.queue import CENTRAL_QUEUES, INGEST_QUEUE, host_queue
 from cyborg.central import Cyborg
 from cyborg.central.settings import CyborgSettings
 from migrations import upgrade
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.tasks import INGEST_BATCH
+from ticketing.lifecycle import LifecycleEvent, Reaction, Reactions
 
 log = logging.getLogger(__name__)
 DEMO_BASELINES = Path(__file__).with_name("demo_baselines.yaml")
@@ -123,12 +126,14 @@ def simulated_hosts(
 ) -> tuple[Cyborg, tuple[str, ...]]:
     """Cyborg on every virtual host: an executor with the simulated driver (holding the central key's
     public half, as a real agent would), handed to `app`, and the central executor with the fleet's
-    simulated BMCs for power cycles and reimages. Returns that executor and the hosts' queues for the
-    worker to consume."""
+    simulated BMCs for power cycles and reimages and its simulated scheduler for drains and undrains (the
+    demo configures no FLEETFIX_SCHEDULER_HOOKS: without it every drain would be a no-op and every load
+    test a "host not drained" gap). Returns that executor and the hosts' queues for the worker to consume."""
     import cyborg.host.tasks  # noqa: F401 - registers cyborg.run_action on this process's app
     from cyborg.central import CentralCyborg
     from cyborg.drivers.bmc import SimulatedBmc
     from cyborg.drivers.reach import SimulatedReach
+    from cyborg.drivers.scheduler import SimulatedScheduler
     from cyborg.drivers.simulated import SimulatedDriver
     from cyborg.host.executor import CeleryReporter, HostExecutor
     from cyborg.host.journal import Journal
@@ -141,7 +146,8 @@ def simulated_hosts(
 
     by_name = {h.hostname: h for h in fleet.hosts}
     bmc, reach = SimulatedBmc(by_name, lock=lock, on_boot=boot), SimulatedReach(by_name, lock=lock)
-    central = CentralCyborg(settings, bmc=bmc, reach=reach, app=app)
+    scheduler = SimulatedScheduler(by_name, lock=lock)
+    central = CentralCyborg(settings, bmc=bmc, reach=reach, scheduler=scheduler, app=app)
     verifier = central.signer().verifier()
     reporter = CeleryReporter(app)
     for host in fleet.hosts:
@@ -150,6 +156,27 @@ def simulated_hosts(
             HostExecutor(host.hostname, verifier=verifier, driver=driver, journal=Journal(None), reporter=reporter)
         )
     return central, tuple(host_queue(h.hostname) for h in fleet.hosts)
+
+
+def simulated_technician(fleet: SimulatedFleet, lock: threading.RLock) -> Reaction:
+    """The hands behind a resolve in the demo: each DIMM the technician recorded as replaced is swapped in
+    the virtual host (checker.sim.repairs) before the repair's load test reaches it (docs/simulated-fleet.md)."""
+
+    def swap(_session: Any, event: LifecycleEvent) -> None:
+        ticket = event.ticket
+        if event.kind != "resolved" or ticket.part_type != "dimm":
+            return
+        try:
+            host = fleet.by_name(ticket.hostname)
+        except KeyError:
+            return  # not a virtual host
+        for repair in ticket.repairs:
+            if repair.replaced_at == event.at:
+                with lock:
+                    swapped = replace_dimm(host, repair.part or ticket.part, repair.new_serial, event.at)
+                log.info("checker.sim.dimm_swapped", extra={"fields": {"host": host.hostname, **swapped}})
+
+    return swap
 
 
 def run_up(settings: CentralSettings, *, simulate: int = 0, sim_interval: float = 5.0, seed: int = 1) -> None:
@@ -162,12 +189,13 @@ def run_up(settings: CentralSettings, *, simulate: int = 0, sim_interval: float 
         # Caps a demo fleet of a few dozen hosts can move under (api/demo_rules.yaml).
         settings = settings.model_copy(update={"rules_paths": [DEMO_RULES]})
     app = central_celery(settings)
-    # The demo shows what fleetfix decides: half the hosts faulty, every kind of fault once first.
+    # The demo shows what fleetfix decides: half the hosts faulty (more if needed), every kind of fault once first.
     fleet = SimulatedFleet(simulate, seed=seed, fault_fraction=0.5, showcase=True) if simulate else None
     lock = threading.RLock()
     cyborg, host_queues = simulated_hosts(settings, app, fleet, lock) if fleet else (None, ())
     # The one worker of this process carries out every action (on the simulated fleet, if there is one).
-    runtime = build_central(settings, celery=app, cyborg=cyborg, runs_actions=True)
+    reactions = Reactions((simulated_technician(fleet, lock), *repair_reactions())) if fleet else None
+    runtime = build_central(settings, celery=app, cyborg=cyborg, runs_actions=True, reactions=reactions)
     database = runtime.database
     upgrade(settings.effective_database_url)
     bootstrap_admin(database, settings)

@@ -499,25 +499,40 @@ class CputimeExcess(Model):
 class CputimeWatch(Model):
     """The cputime side-effect watch (seed 001): processes whose CPU time is more than their run time allows."""
 
-    checked: NonNegativeInt = Field(description="User processes whose /proc/PID/stat was read and judged.")
-    flagged: NonNegativeInt = Field(0, description="Of those, processes over the bound (may exceed the list).")
+    checked: NonNegativeInt = Field(
+        description="User processes whose /proc/PID/stat was read and judged this cycle (its slice of the "
+        "rotation, and the re-checks)."
+    )
+    flagged: NonNegativeInt = Field(
+        0,
+        description="Processes over the bound now (may exceed the list): those found this cycle and those "
+        "flagged earlier that are still over (re-checked every cycle).",
+    )
     processes: list[CputimeExcess] = Field(
         default_factory=list, max_length=MAX_CPUTIME_FINDINGS, description="Flagged processes, largest excess first."
     )
     threads_read: NonNegativeInt = Field(0, description="Thread stat files read (/proc/PID/task/TID/stat).")
     unscanned: NonNegativeInt = Field(
-        0, description="User processes not judged: past the process or byte cap, or a stat line that did not parse."
+        0,
+        description="User processes not judged in the last full rotation and the one in progress: a stat line "
+        "that did not parse (an agent before the rotation: past the process or byte cap).",
     )
     unverified: NonNegativeInt = Field(
         0,
         description="Processes above their run time, within what the host's CPUs allow, whose threads were not "
-        "all read (past the thread or byte cap, or a thread's stat line did not parse): neither cleared nor flagged.",
+        "all read (more threads than a cycle may read, or a thread's stat line did not parse), in the last full "
+        "rotation and the one in progress: neither cleared nor flagged.",
     )
-    caps_hit: list[Literal["processes", "threads", "bytes"]] = Field(default_factory=list, max_length=3)
+    caps_hit: list[Literal["processes", "threads", "bytes"]] = Field(
+        default_factory=list,
+        max_length=3,
+        description="Caps this cycle reached: processes and bytes end the cycle's slice (the rotation goes on "
+        "next cycle), threads leaves a process unverified.",
+    )
     bytes_read: NonNegativeInt = 0
     complete: bool = Field(
-        description="Every user process was read and judged (nothing unscanned or unverified): zero flagged means "
-        "a clean host."
+        description="A full rotation through the process list has finished, and neither it nor the one in "
+        "progress left a user process unscanned or unverified: zero flagged means a clean host."
     )
     tolerance_s: FiniteFloat = Field(ge=0, description="Seconds of CPU time allowed over the bound.")
     cpus: NonNegativeInt | None = Field(
@@ -525,6 +540,20 @@ class CputimeWatch(Model):
     )
     clk_tck: NonNegativeInt = Field(description="Clock ticks per second the stat fields count in.")
     uptime_s: FiniteFloat = Field(ge=0, description="/proc/uptime when the scan began.")
+    rotation_cycles: NonNegativeInt | None = Field(
+        None,
+        description="Cycles the last full rotation through the process list took; None: none has finished "
+        "since the agent started or the host booted (or an agent before the rotation).",
+    )
+    rotation_checked: NonNegativeInt | None = Field(None, description="User processes that rotation judged.")
+    rotation_ahead: NonNegativeInt = Field(
+        0,
+        description="Pids past this cycle's slice that the rotation in progress has still to reach (user "
+        "processes, and kernel threads not known as such); 0: this cycle ended a rotation.",
+    )
+    rechecked: NonNegativeInt = Field(
+        0, description="Processes flagged in an earlier cycle re-read in this one, before its slice."
+    )
 
 
 class NumaNode(Model):
@@ -539,6 +568,11 @@ class MemoryTiers(Model):
     numa_balancing: Int64 | None = None
     interleave_weights: dict[Key, Int64] = Field(
         default_factory=dict, max_length=1024, description="node to weighted-interleave weight."
+    )
+    interleave_auto: bool | None = Field(
+        None,
+        description="weighted_interleave/auto (Linux 6.16 on): the kernel sets the weights from bandwidth data; "
+        "None: no such file.",
     )
 
 
@@ -593,6 +627,12 @@ class BenchmarkResult(Model):
     parts: dict[Key, FiniteFloat] = Field(
         default_factory=dict, max_length=8, description="The parts' own rates: hash_mib_s, walk_mpages_s."
     )
+    conditions: dict[Key, FiniteFloat] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="What the host looked like: loadavg_1m and load_per_cpu, the CPU's cpu_busy_pct and steal_pct "
+        "before the run, steal_pct_run and throttle_events during it (a key the host could not read is absent).",
+    )
 
 
 class AgentStatus(Model):
@@ -625,6 +665,21 @@ class CoincidentStall(Model):
 
     at: Timestamp
     ms: FiniteFloat = Field(ge=0, description="How long all probed CPUs were stalled at once.")
+    smis_around: NonNegativeInt | None = Field(
+        None, description="SMIs MSR_SMI_COUNT counted over smis_span_s around it; null: no counter read."
+    )
+    smis_span_s: FiniteFloat | None = Field(
+        None, ge=0, description="From the counter's last read before the stall to its first after (its window's)."
+    )
+    window_steal_ms: FiniteFloat | None = Field(
+        None, ge=0, description="Steal time of the probed CPUs over that window; null: not read."
+    )
+    window_throttled_ms: FiniteFloat | None = Field(
+        None, ge=0, description="Time the probe's cgroup was throttled (CPU quota) over that window; null: not read."
+    )
+    window_load_per_cpu: FiniteFloat | None = Field(
+        None, ge=0, description="The 1-minute load per online CPU at that window's end; null: not read."
+    )
 
 
 class Stalls(Model):
@@ -633,7 +688,9 @@ class Stalls(Model):
     started_at: Timestamp
     ended_at: Timestamp
     interval_s: FiniteFloat = Field(ge=0, description="The time the probe covered (its windows since the last report).")
-    period_ms: FiniteFloat = Field(gt=0, description="How long each probe thread sleeps.")
+    period_ms: FiniteFloat = Field(
+        gt=0, description="The probe threads' wake-up period: a stall shorter than it is seen only when it covers one."
+    )
     threshold_ms: FiniteFloat = Field(gt=0, description="An overshoot at or over this is a stall.")
     cpus: list[CpuStalls] = Field(
         default_factory=list, max_length=4096, description="The probed CPUs: housekeeping ones only."
@@ -645,6 +702,25 @@ class Stalls(Model):
     )
     coincident_count: NonNegativeInt = Field(0, description="All such stalls, listed or not.")
     probe_cpu_s: FiniteFloat | None = Field(None, ge=0, description="CPU time the probe itself used over the interval.")
+    active_share: FiniteFloat = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="The share of the interval the probe was awake (its duty cycle); stalls outside it go unseen.",
+    )
+    hypervisor: bool | None = Field(
+        None, description="/proc/cpuinfo has the `hypervisor` flag (a VM); null: not known (no flags line, old probe)."
+    )
+    steal_ms: FiniteFloat | None = Field(None, ge=0, description="Steal time of the probed CPUs over the interval.")
+    throttled_ms: FiniteFloat | None = Field(
+        None, ge=0, description="Time the probe's own cgroup (the agent's: CPUQuota=) was throttled over the interval."
+    )
+    smis: NonNegativeInt | None = Field(
+        None, description="SMIs MSR_SMI_COUNT counted over the probe's windows; null: no counter (not Intel, no msr)."
+    )
+    one_cpu: str | None = Field(
+        None, description="Why only one CPU was probed (all-core stalls then cannot be told); null with two or more."
+    )
 
 
 class Observations(Model):

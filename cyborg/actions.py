@@ -106,6 +106,13 @@ class InstallKernelParams(ActionParams):
 
 class HardPprParams(ActionParams):
     dimm: str = Field(pattern=DIMM_PATTERN, description="The DIMM (EDAC label or locator).")
+    locations: list[Annotated[str, Field(pattern=DIMM_PATTERN)]] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Other names the firmware may print for this DIMM in a GHES record's `DIMM location:` or "
+        "`fru_text:` (e.g. SMBIOS 'Bank Locator Locator', from the centre's label map). Only records naming "
+        "the DIMM or one of these are repaired.",
+    )
     capture_s: int = Field(
         600, ge=10, le=3600, description="How long to wait in firmware-first mode for an error with its address."
     )
@@ -121,6 +128,28 @@ class VerifyMemoryUnderLoadParams(ActionParams):
         100.0, ge=1, le=10_000, description="A stall this long on the probed CPUs fails the verification."
     )
     dimm: str | None = Field(None, pattern=DIMM_PATTERN, description="The DIMM being verified (for the record).")
+    min_coverage_percent: int = Field(
+        50,
+        ge=1,
+        le=90,
+        description="A run that tested less than this share of MemAvailable (read at its start) is a gap, never "
+        "a pass: the kernel places the test's pages anywhere, so the share tested is about the chance that "
+        "the repaired rows were among them.",
+    )
+    drained: bool = Field(
+        False,
+        description="Filled in by the centre, never by a plan: the host's scheduler hook drained it for this "
+        "remediation. False: the action runs nothing and answers a gap (host not drained).",
+    )
+
+    @model_validator(mode="after")
+    def _coverage_reachable(self) -> VerifyMemoryUnderLoadParams:
+        if self.min_coverage_percent > self.memory_percent:
+            raise ValueError(
+                f"min_coverage_percent {self.min_coverage_percent} above memory_percent {self.memory_percent}: "
+                "the run could never pass"
+            )
+        return self
 
 
 class TuneErrorReportingParams(ActionParams):

@@ -12,10 +12,10 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 BASELINES_VERSION = 1
 DEFAULT_BASELINES = Path(__file__).with_name("firmware_baselines.yaml")
@@ -88,8 +88,10 @@ class ErratumKernel(_Strict):
 
 
 class InterleaveWeights(_Strict):
-    """Weighted-interleave weights of one class: every node with CPUs (DRAM) gets `dram`, every CPU-less
-    (CXL) node `cxl`. The best N:M depends on the tiers' bandwidths, so it is measured per platform."""
+    """Weighted-interleave weights of one class, per node: every node with CPUs (DRAM) gets `dram`, every
+    CPU-less (CXL) node `cxl`, so the share of pages sent to CXL depends on how many nodes of each a host
+    has (2 DRAM + 1 CXL at 5/5/1: 1/11, ~9 %; 1 + 1 at 5/1: 1/6, ~17 %). The best N:M depends on the tiers'
+    bandwidths, so it is measured per platform."""
 
     dram: int = Field(ge=1, le=255, description="Weight of each DRAM (CPU) node, 1..255 as the kernel takes it.")
     cxl: int = Field(ge=1, le=255, description="Weight of each CPU-less (CXL) node.")
@@ -100,6 +102,21 @@ class Tiering(_Strict):
 
     interleave: InterleaveWeights | None = Field(None, description="Weighted-interleave weights; None: no policy.")
     source: str | None = Field(None, max_length=300, description="Where the weights come from (a measurement).")
+
+
+BenchmarkName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,63}$")]
+ExpectedScore = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class Performance(_Strict):
+    """What a class's benchmark scores should be (the class-level check, remediator/benchmark_class.py)."""
+
+    expected: dict[BenchmarkName, ExpectedScore] = Field(
+        default_factory=dict,
+        description="Benchmark name -> the score per core per GHz a healthy host of the class makes, measured on "
+        "hosts known good (or the vendor's figure for the model); the class's median is judged against it.",
+    )
+    source: str | None = Field(None, max_length=300, description="Where the expected scores come from.")
 
 
 class ClassBaseline(_Strict):
@@ -116,6 +133,7 @@ class ClassBaseline(_Strict):
         default_factory=dict, description="Erratum id (AMD-298) -> the patched kernel for this class."
     )
     tiering: Tiering | None = Field(None, description="Memory tiering policy (CXL): the interleave weights.")
+    performance: Performance | None = Field(None, description="Expected benchmark scores of the class.")
     error_reporting: Literal["cmci", "firmware_first"] | None = Field(
         None,
         description="How the class reports corrected memory errors in production: cmci (the hybrid flow's "

@@ -1,14 +1,21 @@
-"""Performance outliers within a hardware class (seed 001: hosts of one class compared by a benchmark
-score per core per GHz found the erratum-298 BIOS workaround at half the class's speed).
+"""Performance outliers within a hardware class: our own method for single-host drift (a BIOS setting, a
+thermal or power limit, a technician's change), and the class-level check against an expected score that
+seed 001's case needs (remediator.benchmark_class).
+
+Seed 001 (INFN/CCR-11/01) found the erratum-298 BIOS workaround by comparing across CPU models and
+platforms, not within a class: the whole Opteron 8356 class was slow ("questi hanno prestazioni scarse nel
+loro complesso"), 1.66-1.73 HEP-SPEC06 per core per GHz against 3.4-3.9 elsewhere (Tabella 1). A
+within-class median moves with the class, so this check cannot see that case; the class check can.
 
 A host's latest score of one benchmark is compared with the latest scores of the other hosts of its
-hardware class for the same benchmark (never across benchmark names) by the modified z-score of
-Iglewicz and Hoaglin, "How to Detect and Handle Outliers" (ASQC Basic References in Quality Control
-vol. 16, 1993): M = 0.6745 (x - median) / MAD, an outlier beyond |M| > 3.5. Robust: one slow host
-cannot drag the median or the MAD the way it drags a mean and a standard deviation. The MAD is taken
-as at least MAD_FLOOR of the median (the benchmark's own repeatability), which also settles a MAD of
-0. With fewer than MIN_CLASS_HOSTS hosts scored there is no judgement. Scores come from the agent's report or from the
-API (a user's own benchmark); both land as `benchmark_score` signals.
+hardware class for the same benchmark, taken the same way (the same clock source and method version:
+never across benchmark names, nor a score divided by a nominal clock with one divided by a current one),
+by the modified z-score of Iglewicz and Hoaglin, "How to Detect and Handle Outliers" (ASQC Basic
+References in Quality Control vol. 16, 1993): M = 0.6745 (x - median) / MAD, an outlier beyond |M| > 3.5.
+Robust: one slow host cannot drag the median or the MAD the way it drags a mean and a standard deviation.
+The MAD is taken as at least MAD_FLOOR of the median (the benchmark's own repeatability), which also
+settles a MAD of 0. With fewer than MIN_CLASS_HOSTS hosts scored there is no judgement. Scores come from
+the agent's report or from the API (a user's own benchmark); both land as `benchmark_score` signals.
 
 The host's own score is kept in its derivation memory (memory["benchmark"]), so it is judged on every
 report until the score is LOOKBACK old: a class whose other hosts' scores arrived after this host's
@@ -26,8 +33,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from remediator import planning
-from remediator.host_evaluation import evaluate_host
+from remediator import benchmark_class, planning
+from remediator.host_evaluation import baselines_of, evaluate_host
 from remediator.models import Host, Signal
 from remediator.rules import RuleSet
 from remediator.signals import SignalValue
@@ -45,6 +52,18 @@ SAMPLE = 40  # class scores carried on the signal, for the chart and the ticket
 UNKNOWN_CLASS = "unknown"  # hosts nobody classified are never compared
 
 
+Basis = tuple[str | None, int | None]
+"""How a score was taken: (clock_source, method_version). Scores of another basis are never compared: a
+score divided by cpuinfo's current clock is not one divided by cpufreq's nominal clock. A user's score
+through the API says neither (None, None) and is compared with other such scores."""
+
+
+def basis_of(detail: dict[str, Any] | None) -> Basis:
+    detail = detail or {}
+    version = detail.get("method_version")
+    return detail.get("clock_source"), int(version) if isinstance(version, int | float) else None
+
+
 @dataclass
 class ClassScores:
     scores: dict[int, float]  # host id -> its latest score
@@ -53,21 +72,24 @@ class ClassScores:
     stats: tuple[float, float] | None = None  # (median, MAD) of `scores`, once computed
 
 
-_cache: dict[tuple[str, str], ClassScores] = {}
+_cache: dict[tuple[str, str, Basis], ClassScores] = {}
 
 
 def clear_cache() -> None:
     _cache.clear()
 
 
-def class_scores(session: Session, hardware_class: str, name: str, now: dt.datetime) -> ClassScores:
-    """The latest score of each host of the class for this benchmark (the newest MAX_CLASS_ROWS rows)."""
-    key = (hardware_class, name)
+def class_scores(
+    session: Session, hardware_class: str, name: str, now: dt.datetime, basis: Basis = (None, None)
+) -> ClassScores:
+    """The latest score of each host of the class for this benchmark taken on this basis (the newest
+    MAX_CLASS_ROWS rows of the benchmark; a host whose latest score has another basis is left out)."""
+    key = (hardware_class, name, basis)
     cached = _cache.get(key)
     if cached is not None and cached.expires > time.monotonic():
         return cached
     rows = session.execute(
-        select(Signal.host_id, Signal.value)
+        select(Signal.host_id, Signal.value, Signal.detail)
         .join(Host, Host.id == Signal.host_id)
         .where(
             Host.hardware_class == hardware_class,
@@ -79,8 +101,13 @@ def class_scores(session: Session, hardware_class: str, name: str, now: dt.datet
         .limit(MAX_CLASS_ROWS)
     ).all()
     scores: dict[int, float] = {}
-    for host_id, value in rows:
-        scores.setdefault(host_id, float(value))
+    seen: set[int] = set()
+    for host_id, value, detail in rows:
+        if host_id in seen:
+            continue
+        seen.add(host_id)
+        if basis_of(detail) == basis:  # the host's latest score, if it was taken the same way
+            scores[host_id] = float(value)
     entry = ClassScores(scores, len(rows) >= MAX_CLASS_ROWS, time.monotonic() + CACHE_S)
     _cache[key] = entry
     return entry
@@ -120,12 +147,21 @@ class Judgement:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def judge(session: Session, host: Host, name: str, score: float, now: dt.datetime, errata: list[str]) -> Judgement:
-    """The modified z-score of `score` among the latest scores of the host's class (its own replaced by this).
-    The class's median and MAD are computed once per cache fill and again only when a host's score changes."""
+def judge(
+    session: Session,
+    host: Host,
+    name: str,
+    score: float,
+    now: dt.datetime,
+    errata: list[str],
+    basis: Basis = (None, None),
+) -> Judgement:
+    """The modified z-score of `score` among the latest scores of the host's class taken on the same basis
+    (its own replaced by this). The class's median and MAD are computed once per cache fill and again only
+    when a host's score changes."""
     if host.hardware_class == UNKNOWN_CLASS:
         return Judgement(name, score, 0, reason="the host has no hardware class: not compared")
-    entry = class_scores(session, host.hardware_class, name, now)
+    entry = class_scores(session, host.hardware_class, name, now, basis)
     if entry.scores.get(host.id) != score:  # this host's latest, not stored yet: the cache learns it at once
         entry.scores[host.id] = score
         entry.stats = None
@@ -147,6 +183,8 @@ def judge(session: Session, host: Host, name: str, score: float, now: dt.datetim
         "mad_floor": round(MAD_FLOOR * abs(median), 4),
         "n": len(values),
         "hardware_class": host.hardware_class,
+        "clock_source": basis[0],
+        "method_version": basis[1],
         "below_median_pct": round(100 * (median - score) / median, 1) if median else None,
         "threshold": OUTLIER_Z,
         "quantiles": quantiles(values),
@@ -167,9 +205,12 @@ def _errata_now(signals: list[SignalValue], memory: dict[str, Any], from_report:
     return list(state.get("errata", []))
 
 
-def remember(memory: dict[str, Any], name: str, score: float, at: dt.datetime, boot_id: str | None) -> None:
+def remember(
+    memory: dict[str, Any], name: str, score: float, at: dt.datetime, boot_id: str | None, basis: Basis = (None, None)
+) -> None:
     scores = memory.setdefault("benchmark", {}).setdefault("scores", {})
-    scores[name] = {"score": score, "at": at.isoformat(), "boot": boot_id}
+    kept = {"score": score, "at": at.isoformat(), "boot": boot_id, "clock_source": basis[0], "method_version": basis[1]}
+    scores[name] = kept
 
 
 def outlier_signals(
@@ -188,19 +229,27 @@ def outlier_signals(
     changed what it measured, and the next run will say."""
     for signal in signals:
         if signal.kind == SCORE:
-            remember(memory, signal.subject, signal.value, now, boot_id)
+            remember(memory, signal.subject, signal.value, now, boot_id, basis_of(signal.detail))
     scores = (memory.get("benchmark") or {}).get("scores") or {}
     if not scores:
         return []  # a host never scored keeps its memory as it was
     errata = _errata_now(signals, memory, from_report)
+    baseline = baselines_of(host).for_class(host.hardware_class)
     found: list[SignalValue] = []
+    below: list[benchmark_class.Shortfall] = []
     for name, kept in sorted(scores.items()):
         at = dt.datetime.fromisoformat(kept["at"])
         if now - at > LOOKBACK or (from_report and kept.get("boot") != boot_id):
             continue
-        verdict = judge(session, host, name, float(kept["score"]), now, errata)
+        basis = basis_of(kept)
+        verdict = judge(session, host, name, float(kept["score"]), now, errata, basis)
         if verdict.deviations is not None and verdict.deviations >= OUTLIER_Z:
             found.append(SignalValue(OUTLIER, name, verdict.deviations, {**verdict.detail, "scored_at": kept["at"]}))
+        if benchmark_class.expected_of(baseline, name) is not None and host.hardware_class != UNKNOWN_CLASS:
+            entry = class_scores(session, host.hardware_class, name, now, basis)  # the cache judge just filled
+            shortfall = benchmark_class.below_expected(host, name, entry.scores, baseline, errata, basis)
+            if shortfall is not None:
+                below.append(shortfall)
     if found and errata:  # the errata rules act on this host: their evidence carries what the slowness costs
         slow = [{k: s.detail[k] for k in ("score", "class_median", "n", "below_median_pct")} for s in found]
         for signal in signals:
@@ -208,7 +257,7 @@ def outlier_signals(
                 signal.detail["benchmark"] = [
                     {"name": s.subject, "deviations": s.value, **d} for s, d in zip(found, slow, strict=True)
                 ]
-    return found
+    return found + benchmark_class.class_signals(host, below, signals)
 
 
 def submit_score(
@@ -228,9 +277,10 @@ def submit_score(
     memory = dict(host.memory or {})
     memory["benchmark"] = dict(memory.get("benchmark") or {})
     signal = SignalValue(SCORE, name, score, detail)
-    remember(memory, name, score, now, host.boot_id)
+    basis = basis_of(detail)
+    remember(memory, name, score, now, host.boot_id, basis)
     errata = _errata_now([signal], memory, from_report=False)
-    verdict = judge(session, host, name, score, now, errata)
+    verdict = judge(session, host, name, score, now, errata, basis)
     signals = [signal]
     if verdict.deviations is not None and verdict.deviations >= OUTLIER_Z:
         outlier = SignalValue(OUTLIER, name, verdict.deviations, {**verdict.detail, "scored_at": now.isoformat()})

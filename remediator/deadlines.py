@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from core import audit
 from cyborg.actions import ACTIONS
 from cyborg.central import deadline_grace
-from remediator import decisions, handoff, planning, stopping
+from remediator import decisions, handoff, planning, repair_load, stopping
 from remediator.handoff import locked, order_of, stop_waiting
 from remediator.models import (
     Awaiting,
@@ -78,6 +78,9 @@ def check_deadlines(session: Session, ruleset: RuleSet, now: dt.datetime) -> int
             continue
         if remediation.state != RemediationState.running:
             stop_waiting(step)  # it ended while the step was out: nothing will act on the step now
+            continue
+        if repair_load.owned(remediation):  # a repaired DIMM's load test: no power cycle, no rung
+            handled += repair_load.past_deadline(session, remediation, step, now)
             continue
         handled += _check_step(session, remediation, step, ruleset, now)
     return handled

@@ -25,7 +25,7 @@ from cyborg.central import Done, Order, StepFailed
 from remediator import handoff
 from remediator.actions import ACTIONS
 from remediator.decisions import SYSTEM
-from remediator.models import Host, Remediation, RemediationStep, StepState
+from remediator.models import LOAD_TEST_RULE, Host, Remediation, RemediationStep, StepState
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +119,11 @@ def undrain(session: Session, host: Host, remediation: Remediation, now: dt.date
 
 
 def undrain_after_repair(session: Session, host: Host, now: dt.datetime) -> bool:
-    """A repaired host back in service: undrain what its last remediation drained."""
-    last = session.scalars(
-        select(Remediation).where(Remediation.host_id == host.id).order_by(Remediation.id.desc()).limit(1)
-    ).first()
+    """A repaired host back in service: undrain what its last remediation drained. A repair's load test
+    (remediator.repair_load) drains only a host nothing drained; those that drained nothing are passed over
+    for the remediation before them, which did."""
+    recent = session.scalars(
+        select(Remediation).where(Remediation.host_id == host.id).order_by(Remediation.id.desc()).limit(10)
+    ).all()
+    last = next((r for r in recent if "drain" in (r.evidence or {}) or r.rule_id != LOAD_TEST_RULE), None)
     return last is not None and undrain(session, host, last, now)

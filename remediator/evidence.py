@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,7 +58,8 @@ def evidence_bundle(
         remediation=remediation,
     )
     gaps = verification_gaps(bundle.get("remediations") or [])
-    return {**bundle, "gaps": gaps} if gaps else bundle
+    tests = load_tests(bundle.get("remediations") or [])
+    return {**bundle, **({"gaps": gaps} if gaps else {}), **({"load_tests": tests} if tests else {})}
 
 
 def verification_gaps(attempts: list[dict[str, Any]]) -> list[str]:
@@ -72,6 +74,24 @@ def verification_gaps(attempts: list[dict[str, Any]]) -> list[str]:
                     if isinstance(gap, str) and gap:
                         found.setdefault(f"{step.get('action')}: {gap}", None)
     return list(found)[:20]
+
+
+def load_tests(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Earlier runs under load (verify_memory_under_load after a hard PPR …), oldest first: the verdict, the
+    DIMMs that erred and whether the one verified was among them, the share of memory tested."""
+    found: list[dict[str, Any]] = []
+    for attempt in attempts:
+        for step in attempt.get("steps") or []:
+            changed = (step.get("result") or {}).get("changed")
+            if step.get("action") != "verify_memory_under_load" or not isinstance(changed, dict):
+                continue
+            listed, coverage = changed.get("dimms_erred") or [], changed.get("coverage") or {}
+            erred = [d.get("label") or d.get("location") for d in listed if isinstance(d, dict)]
+            run = {"remediation_id": attempt.get("id"), "verdict": changed.get("verdict"), "dimm": changed.get("dimm")}
+            share = coverage.get("percent_of_available") if isinstance(coverage, dict) else None
+            run.update(dimms_erred=erred, dimm_erred=changed.get("dimm_erred"), percent_tested=share)
+            found.append(run)
+    return found[-10:]
 
 
 def part_evidence(
@@ -137,11 +157,29 @@ def part_evidence(
         "kernel_log": _kernel_events(part_type, subject, reports),
         "remediations": _attempts(session, host, subject, remediation),
     }
+    if part_type == "dimm":
+        bundle["error_reporting"] = _error_reporting(session, host)
     if part_type == "disk":
         bundle["smart"] = _bounded(_disk(subject, observations))
     if part_type == "power_feed":
         bundle["rack_input_loss"] = rack_input_loss(session, host)
     return bundle
+
+
+def _error_reporting(session: Session, host: Host) -> dict[str, Any]:
+    """The host's newest SMI rate and reporting mode beside a DIMM's errors (docs/error-reporting.md):
+    whether its CEs cost SMIs (firmware-first, or SMIs that track the CE rate) is the technician's to see."""
+    out: dict[str, Any] = {}
+    for kind in ("smi_rate", "error_reporting_mode"):
+        newest = session.scalars(
+            select(Signal)
+            .where(Signal.host_id == host.id, Signal.kind == kind)
+            .order_by(Signal.observed_at.desc())
+            .limit(1)
+        ).first()
+        if newest is not None:
+            out[kind] = {"value": newest.value, "at": newest.observed_at.isoformat(), "detail": _bounded(newest.detail)}
+    return out
 
 
 RACK_FEED_WINDOW = dt.timedelta(hours=1)
@@ -204,6 +242,32 @@ def _dimm(subject: str, observations: dict[str, Any], hardware_class: str, recen
     dimms = (observations.get("identity") or {}).get("dimms") or []
     found = attribute(location, dimms, hardware_class=hardware_class, label_maps=dimm_label_maps())
     return found.evidence()
+
+
+_FIRMWARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:#/\-]{0,127}$")  # cyborg.actions.DIMM_PATTERN
+
+
+def dimm_aliases(session: Session, host: Host, subject: str) -> list[str]:
+    """Other names the firmware may print for the DIMM a signal names (a GHES record's `DIMM location:` or
+    `fru_text:` is usually SMBIOS's "Bank Locator Locator" or the Locator alone), for hard_ppr's
+    `locations`. Only when the label map makes the DIMM certain: an uncertain one gives none, so the PPR
+    capture repairs only records that name the EDAC label itself and never a neighbour's row."""
+    latest = session.scalars(
+        select(ReportRow).where(ReportRow.host_id == host.id).order_by(ReportRow.captured_at.desc()).limit(1)
+    ).first()
+    observations = (latest.body if latest is not None else {}).get("observations") or {}
+    recent = session.scalars(
+        select(Signal)
+        .where(Signal.host_id == host.id, Signal.subject == subject)
+        .order_by(Signal.observed_at.desc())
+        .limit(50)
+    ).all()
+    part = _dimm(subject, observations, host.hardware_class, recent)
+    if not part.get("certain"):
+        return []
+    locator, bank = (part.get("locator") or "").strip(), (part.get("bank_locator") or "").strip()
+    names = [f"{bank} {locator}" if bank and locator else "", locator]
+    return [n for n in dict.fromkeys(names) if n and n != subject and _FIRMWARE_NAME.fullmatch(n)]
 
 
 def _cpu(subject: str, observations: dict[str, Any], recent: Sequence[Signal]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from core import audit
 from cyborg.central import deadline_grace, envelope_refused
-from remediator import planning, stopping
+from remediator import planning, repair_load, stopping
 from remediator.handoff import locked, stop_waiting
 from remediator.models import Awaiting, Host, Remediation, RemediationState, RemediationStep, StepState
 from remediator.rules import RuleSet
@@ -95,6 +95,10 @@ def record_host_result(
         gaps += [{"step": step.index, "action": step.action, "gap": g[:500]} for g in found if isinstance(g, str) and g]
         remediation.evidence = {**(remediation.evidence or {}), "gaps": gaps[-10:]}
     stop_waiting(step)
+    if repair_load.owned(remediation):  # a repaired DIMM's load test: the verdict goes to its ticket
+        step.state = StepState.succeeded if outcome == "succeeded" else StepState.failed
+        repair_load.conclude(session, remediation, step, now)
+        return outcome
     if outcome == "succeeded":
         step.state = StepState.succeeded
         if remediation.state == RemediationState.running:
@@ -159,6 +163,9 @@ def record_refusal(
     step.finished_at = now
     step.result = {**step.result, "error": f"refused: {report.get('reason')}"}
     stop_waiting(step)
+    if repair_load.owned(remediation):  # a repaired DIMM's load test: not verified, said on its ticket
+        repair_load.conclude(session, remediation, step, now)
+        return "failed"
     if remediation.state == RemediationState.running:
         reason = f"step {step.index} ({step.action}) refused by the host: {report.get('code')}"
         planning.escalate(session, remediation, reason, ruleset, now)

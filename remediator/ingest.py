@@ -83,6 +83,12 @@ def report_digest(report: Report) -> str:
                     "threads_read": True,
                     "bytes_read": True,
                     "uptime_s": True,
+                    # where its rotation through the process list is, and what this cycle's slice hit
+                    "caps_hit": True,
+                    "rotation_cycles": True,
+                    "rotation_checked": True,
+                    "rotation_ahead": True,
+                    "rechecked": True,
                     "processes": {"__all__": {"cputime_s", "elapsed_s", "excess_s", "stat_line"}},
                 },
             },

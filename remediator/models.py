@@ -135,6 +135,9 @@ ACTIVE_REMEDIATION_STATES = frozenset(
 )
 RUNNABLE_REMEDIATION_STATES = frozenset({RemediationState.planned, RemediationState.running})
 """Admitted and not yet verifying: the runner starts its next step, or its verification once every step is done."""
+LOAD_TEST_RULE = "repair-load-test"
+"""The rule id of a resolved DIMM ticket's load-test run (remediator.repair_load): no rule pack has it, the
+ticket owns the run."""
 
 
 class Remediation(Base):

@@ -31,6 +31,7 @@ from remediator import draining, policies, preemption, rollouts, safety
 from remediator.actions import ACTIONS
 from remediator.decisions import SYSTEM, finish, record, render_template, template_values
 from remediator.evaluate import Firing
+from remediator.evidence import dimm_aliases
 from remediator.models import Host, HostState, Remediation, RemediationState, RemediationStep, StepState
 from remediator.policies import ladder_end
 from remediator.rules import Rule, RuleSet, Step
@@ -113,6 +114,16 @@ def signal_evidence(firing: Firing, report: Report | None) -> dict[str, Any]:
     }
 
 
+def _with_dimm_aliases(session: Session, host: Host, step: Step, subject: str) -> Step:
+    """A hard_ppr step of a DIMM signal carries the DIMM's other names (remediator.evidence.dimm_aliases):
+    the host repairs only GHES records naming one of them, and on skx/i10nm boards the firmware names the
+    DIMM by its SMBIOS locator, not by the EDAC label the signal's subject is."""
+    if step.action != "hard_ppr" or "locations" in step.params:
+        return step
+    aliases = dimm_aliases(session, host, subject)
+    return step.model_copy(update={"params": {**step.params, "locations": aliases[:8]}}) if aliases else step
+
+
 def create(
     session: Session,
     host: Host,
@@ -128,6 +139,7 @@ def create(
 ) -> Remediation | None:
     signal = evidence["signal"]
     values = template_values(host.hostname, rule.id, signal["subject"], signal["value"], signal.get("detail"))
+    steps = [_with_dimm_aliases(session, host, step, signal["subject"]) for step in steps]
     remediation = Remediation(
         host_id=host.id,
         rule_id=rule.id,

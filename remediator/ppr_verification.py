@@ -3,9 +3,10 @@
 The flow switches the host to firmware-first on purpose (an SMI per corrected error) and back to
 CMCI after the PPR boot (cyborg/drivers/ppr.py). Settling on "the CE rate went quiet" alone would
 pass a host left firmware-first: its errors then arrive as GHES records and every one stalls all
-cores. So before a PPR remediation counts as fixed, the reports since its last step must show the
-host out of firmware-first, and its SMI rate no higher than its baseline from before the flow
-(the median of its smi_rate signals in the day before the remediation began) allows.
+cores. So before a PPR remediation counts as fixed, the reports since its last step must not show
+errors arriving firmware-first (a mode presumed from configuration alone does not count), and the
+host's SMI rate must be no higher than its baseline from before the flow (the median of its smi_rate
+signals in the day before the remediation began) allows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ BASELINE_WINDOW = dt.timedelta(days=1)
 BASELINE_FACTOR = 2.0  # back to baseline: at most twice the host's own rate before the flow ...
 BASELINE_SLACK = 0.1  # ... or its rate plus 0.1 SMI/s (a quiet host's baseline is near zero)
 MAX_ROWS = 500
+# Only errors that arrived firmware-first say the switch back did not take. ghes_edac, loaded at boot
+# while the BIOS was firmware-first, stays until the next reboot whatever the mode is now: "firmware_first
+# by configuration" is that presumption (rule ghes-edac-expects-cmci tickets it), not a failed PPR.
+TRUSTED_BY = ("errors", "recent errors")
 
 
 def _signals(session: Session, host_id: int, kind: str, since: dt.datetime, until: dt.datetime | None) -> list[Signal]:
@@ -40,7 +45,7 @@ def ppr_verification(session: Session, remediation: Remediation) -> str | None:
     if finished is None:
         return None
     modes = _signals(session, remediation.host_id, "error_reporting_mode", finished, None)
-    if modes and modes[0].detail.get("mode") == "firmware_first":
+    if modes and modes[0].detail.get("mode") == "firmware_first" and modes[0].detail.get("by") in TRUSTED_BY:
         return (
             "after hard PPR the host still reports corrected errors firmware-first "
             f"({'; '.join(modes[0].detail.get('evidence') or [])}): the switch back to CMCI did not take"

@@ -135,6 +135,7 @@ def ticket_beside(
             title=ticket_title(title, evidence),
             priority=rule.priority,
             evidence=evidence,
+            holds_host=ticket_step.params.get("in_service") is not True,
         ),
         actor=SYSTEM,
         now=now,

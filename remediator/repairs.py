@@ -15,7 +15,9 @@ decides when the remediator makes one, and reacts to those people make.
 - The ticket closes once the host has kept reporting without the fault through
   TICKET_SETTLE_S (`settle_repairs`, run by the scheduler, which also starts
   verification of a ticket left resolved); the host then goes back in service
-  unless another ticket still holds it.
+  unless another ticket still holds it. A DIMM ticket's resolve also runs the
+  memory under load, and the ticket closes only once that run has a verdict
+  (remediator.repair_load: a fail reopens it, a gap is said on it).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from core.db import utcnow
 from core.dispatch import send_after_commit
 from core.errors import Conflict, NotFound
 from core.queue import host_signature
-from remediator import draining
+from remediator import draining, repair_load
 from remediator.evaluate import Firing
 from remediator.evidence import part_evidence
 from remediator.models import Host, HostState
@@ -104,7 +106,8 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
                 return None
             ticket = winner
         else:
-            hold_for_repair(session, host, ticket.id)
+            if ticket.holds_host:  # one for owners (a workload, a kernel, a class) leaves the host working
+                hold_for_repair(session, host, ticket.id)
             log.warning(
                 "remediator.repair.fault_returned",
                 extra={"fields": {"host": host.hostname, "ticket": ticket.id, "rule": firing.rule.id}},
@@ -132,6 +135,7 @@ def open_by_hand(
             title=request.title,
             priority=request.priority,
             evidence=part_evidence(session, host, request.part_type, request.part, reason=reason),
+            holds_host=request.take_out_of_service,
         ),
         actor=actor,
         now=now,
@@ -150,7 +154,12 @@ def on_ticket_change(session: Session, event: lifecycle.LifecycleEvent) -> None:
     elif event.kind == "cancelled":
         host = _host(session, event.ticket.hostname)
         if host is not None:
+            repair_load.abandon(session, event.ticket.id, host, f"ticket {event.ticket.id} cancelled", event.at)
             release_host(session, host, event.at, reason=f"ticket {event.ticket.id} cancelled", actor=event.actor)
+    elif event.kind == "reopened":
+        host = _host(session, event.ticket.hostname)
+        if host is not None:  # its load test, if one is still under way, no longer decides anything
+            repair_load.abandon(session, event.ticket.id, host, f"ticket {event.ticket.id} reopened", event.at)
 
 
 def _start_verification(session: Session, ticket_id: int, *, now: dt.datetime) -> None:
@@ -163,6 +172,8 @@ def _start_verification(session: Session, ticket_id: int, *, now: dt.datetime) -
         send_after_commit(
             session, host_signature(current_app, host.hostname, "checker.run_check_now", datacenter=host.datacenter)
         )
+        if repair_load.wanted(ticket.part_type):  # a DIMM: also run its memory under load (remediator.repair_load)
+            repair_load.start(session, ticket.id, host, now)
 
 
 def settle_repairs(session: Session, *, now: dt.datetime | None = None) -> dict[str, int]:
@@ -200,14 +211,15 @@ def _settle(session: Session, ticket_id: int, hostname: str, now: dt.datetime) -
         return ""  # reopened (the fault returned) or cancelled since the list was read
     if host is None or ticket.verify_until is None or ticket.verify_started_at is None:
         return ""
-    if host.last_report_at is not None and host.last_report_at >= ticket.verify_until:
-        lifecycle.close(
-            session,
-            ticket,
-            actor=SYSTEM,
-            reason=f"the host reported without the fault until {host.last_report_at.isoformat()}",
-            now=now,
-        )
+    settled = host.last_report_at is not None and host.last_report_at >= ticket.verify_until
+    if settled and repair_load.holds_close(session, ticket.id, host, now):
+        return ""  # its load test has no verdict yet (a fail reopens it; silence is the deadline sweep's)
+    if settled and host.last_report_at is not None:
+        reason = f"the host reported without the fault until {host.last_report_at.isoformat()}"
+        if repair_load.wanted(ticket.part_type):
+            load_test = repair_load.verdict_of(ticket.events) or {}
+            reason += "; " + repair_load.CLOSE_NOTES.get(str(load_test.get("verdict")), "no load test ran")
+        lifecycle.close(session, ticket, actor=SYSTEM, reason=reason, now=now)
         release_host(session, host, now, reason=f"ticket {ticket.id} closed after verification")
         return "closed"
     last_heard = max(filter(None, [host.last_report_at, ticket.verify_started_at]))
@@ -246,8 +258,8 @@ def hold_for_repair(session: Session, host: Host, ticket_id: int, *, actor: str 
 
 
 def release_host(session: Session, host: Host, now: dt.datetime, *, reason: str, actor: str = SYSTEM) -> bool:
-    """Back in service when no ticket holds the host any more."""
-    if host.state != HostState.awaiting_repair or queries.open_tickets_of_host(session, host.hostname):
+    """Back in service when no ticket holds the host any more (open tickets that do not hold it are ignored)."""
+    if host.state != HostState.awaiting_repair or queries.holding_tickets_of_host(session, host.hostname):
         return False
     host.state = HostState.in_service
     draining.undrain_after_repair(session, host, now)

@@ -8,12 +8,16 @@ asks `wave_hold` before it creates each host's remediation, so at any time only 
 hosts have one (they point at the rollout). Wave k covers the first `waves[k]` hosts of the class (a
 count, or a share of the class's hosts in the inventory); the next wave starts when every host
 started so far has succeeded (its settle period is the verification, out of service) and the last of
-them has baked for `bake` back in service, where side effects show. A halted or paused rollout starts
-no one: the hosts not yet upgraded are left alone, and the upgraded ones keep the change (no automatic
-rollback: the old release is what the change was for — an erratum, a firmware bug — and going back is
-a disruptive step on evidence that may be ambiguous; the ticket asks the change's owners). An operator
-resumes it (`resume`). The comparison of health signals is `remediator.rollout_compare`, run by
-`evaluate` (the scheduler's `remediator.evaluate_rollouts`); its halt opens one ticket for the owners.
+them has baked for `bake` back in service, where side effects show, and every `expect: expected` or
+`expect: better` comparison says the change brought what it is for, or that it cannot be judged
+(`gain_unconfirmed`: the rollout never goes past its canary while one is undecided; `not judged` holds
+nothing, so a class without an expected score, or with no host left on the old release, never waits for
+ever). A halted or paused rollout starts no one: the hosts not yet upgraded are left alone, and the
+upgraded ones keep the change (no automatic rollback: the old release is what the change was for —
+an erratum, a firmware bug — and going back is a disruptive step on evidence that may be ambiguous;
+the ticket asks the change's owners). An operator resumes it (`resume`). The comparison of health
+signals is `remediator.rollout_compare`, run by `evaluate` (the scheduler's
+`remediator.evaluate_rollouts`); its halt opens one ticket for the owners.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from sqlalchemy.orm import Session
 from core import audit
 from core.db import serialize_on
 from core.errors import Conflict, NotFound
-from remediator import rollout_compare
+from remediator import rollout_compare, rollout_gain
 from remediator.decisions import SYSTEM
 from remediator.models import (
     ACTIVE_REMEDIATION_STATES,
@@ -39,6 +43,7 @@ from remediator.models import (
     Rollout,
     RolloutState,
 )
+from remediator.rules import Rollout as RolloutConfig
 from remediator.rules import Rule, RuleSet, wave_limit
 from remediator.signals import SignalValue
 from ticketing import service as tickets
@@ -136,6 +141,9 @@ def wave_hold(
         limit = min(wave_limit(wave, in_class), in_class)
         name = "the canary" if index == 0 else f"wave {index + 1} of {len(rollout.waves)}"
         if len(started) < limit:
+            waiting = gain_unconfirmed(rollout, config) if index > 0 else None
+            if waiting is not None:
+                return f"rollout: {name} of {rollout.change} on {cls} waits: {waiting}", None
             rollout.current_wave = max(rollout.current_wave, index)
             return None, rollout
         if index == len(rollout.waves) - 1:
@@ -148,6 +156,29 @@ def wave_hold(
                 None,
             )
     return None, rollout
+
+
+def gain_unconfirmed(rollout: Rollout, config: RolloutConfig) -> str | None:
+    """Why the next wave must wait for an `expect: expected` or `better` comparison (None: every one said
+    `met` or `not judged`)."""
+    for spec in config.compare:
+        if spec.expect not in rollout_gain.EXPECTATIONS:
+            continue
+        found = next(
+            (
+                r
+                for r in rollout.comparison or []
+                if r.get("expect") == spec.expect
+                and r.get("signal") == spec.signal
+                and r.get("subject_pattern") == spec.subject_pattern
+            ),
+            None,
+        )
+        if found is None or found.get("gain") not in rollout_gain.LETS_GO:
+            why = found.get("why") if found is not None else "not compared yet"
+            what = "performance" if spec.expect == "expected" else "gain"
+            return f"the expected {what} of {spec.signal} is not confirmed ({why})"
+    return None
 
 
 def halt(session: Session, rollout: Rollout, reason: str, *, actor: str, now: dt.datetime) -> None:
@@ -244,6 +275,7 @@ def _open_ticket(session: Session, rollout: Rollout, results: list[dict[str, Any
         title=f"Rollout of {rollout.change} on {rollout.hardware_class} halted: "
         f"{what or rollout.halt_reason.removeprefix('rollout halted: ')}",
         priority=2,
+        holds_host=False,  # for the change's owners: the upgraded host keeps its job
         evidence={
             "rollout": {
                 "id": rollout.id,
@@ -257,6 +289,7 @@ def _open_ticket(session: Session, rollout: Rollout, results: list[dict[str, Any
             "comparison": results,
             "note": "The hosts not yet upgraded are left alone and the upgraded ones keep the change: "
             "decide on a corrected build or a rollback, then resume the rollout.",
+            **rollout_compare.judgement(halting),
         },
     )
     ticket, _ = tickets.open_ticket(session, request, actor=SYSTEM, now=now)
@@ -279,8 +312,7 @@ def evaluate(session: Session, ruleset: RuleSet, now: dt.datetime) -> dict[str, 
         counts["compared"] += 1
         halting = [r for r in results if r["halt"]]
         if rollout.state == RolloutState.running and halting:
-            reasons = "; ".join(f"{r['signal']}: {r['why']}" for r in halting)
-            halt(session, rollout, f"side effect on {rollout.change}: {reasons}", actor=SYSTEM, now=now)
+            halt(session, rollout, rollout_compare.halt_reason(rollout.change, halting), actor=SYSTEM, now=now)
             counts["halted"] += 1
         elif rollout.state == RolloutState.running and _complete(session, rollout, now):
             rollout.state = RolloutState.completed

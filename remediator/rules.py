@@ -130,11 +130,25 @@ class Step(RuleModel):
             raise ValueError(f"unknown action {action!r} (known: {', '.join(sorted(ACTIONS))})")
         return action
 
+    @model_validator(mode="after")
+    def _ticket_params(self) -> Step:
+        in_service = self.params.get("in_service")
+        if self.action == "ticket" and in_service is not None and not isinstance(in_service, bool):
+            raise ValueError(f"ticket param in_service must be true or false, not {in_service!r}")
+        return self
+
+    @property
+    def leaves_host_in_service(self) -> bool:
+        """A ticket for the owners of software, configuration or a class: the host keeps working."""
+        return self.action == "ticket" and self.params.get("in_service") is True
+
 
 def _ticket_last(plan: list[Step]) -> list[Step]:
     for step in plan[:-1]:
         if step.action == "ticket":
             raise ValueError("a ticket step ends a plan; put it last")
+    if plan and plan[-1].leaves_host_in_service and any(step.action == "drain" for step in plan):
+        raise ValueError("a plan that drains the host cannot end in a ticket with in_service: true; choose one")
     return plan
 
 
@@ -194,6 +208,25 @@ class Comparison(RuleModel):
         3, ge=1, description="Hosts not yet upgraded that must have reported within the window for any verdict."
     )
     min_hosts: int = Field(1, ge=1, description="share: upgraded hosts that must show the signal before a halt.")
+    expect: Literal["no_worse", "better", "expected"] = Field(
+        "no_worse",
+        description="no_worse: halt on a difference for the worse. better (median only): once the upgraded hosts "
+        "have baked, their median must be better than the others' by at least `min_change` (not judged without "
+        "`min_baseline` old hosts with a value). expected (median of a benchmark_score only): once baked, their "
+        "median must reach the class's expected score (firmware_baselines.yaml, performance.expected) within "
+        "`min_change` (not judged for a class without one). Else the rollout halts: the change did not bring "
+        "what it is for (a patched kernel that leaves a workaround on).",
+    )
+
+    @model_validator(mode="after")
+    def _expectation_is_a_median(self) -> Comparison:
+        if self.expect != "no_worse" and self.measure != "median":
+            raise ValueError(f"expect: {self.expect} compares medians: set measure: median")
+        if self.expect == "expected" and self.signal != "benchmark_score":
+            raise ValueError("expect: expected judges benchmark_score against the class's expected scores")
+        if self.expect == "expected" and self.min_change >= 1:
+            raise ValueError("expect: expected takes min_change below 100% (a shortfall of all the score accepts any)")
+        return self
 
 
 def _default_waves() -> list[str | int]:

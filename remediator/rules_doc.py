@@ -5,7 +5,7 @@ document equal to it, so the documentation cannot drift from the pack.
 
 from __future__ import annotations
 
-from remediator.rules import Condition, Rule, RulePack
+from remediator.rules import Condition, Rule, RulePack, Step
 
 
 def _number(value: float) -> str:
@@ -37,7 +37,11 @@ def _duration(seconds: float) -> str:
 
 def plan_text(rule: Rule) -> str:
     rungs = [rule.plan, *(rung.plan for rung in rule.escalation)]
-    return " → ".join(" + ".join(step.action for step in plan) for plan in rungs)
+    return " → ".join(" + ".join(_step_text(step) for step in plan) for plan in rungs)
+
+
+def _step_text(step: Step) -> str:
+    return "ticket (in service)" if step.leaves_host_in_service else step.action
 
 
 def _cell(text: str) -> str:

@@ -5,7 +5,8 @@ the same task cannot both run it; a step already running when its worker died
 is run again only if its action is idempotent, otherwise the remediation is
 escalated. After the last step the host must stay healthy for the rule's
 settle period (`verifying`); the same fault firing meanwhile escalates it.
-A ticket step hands the host to a technician (`escalated`).
+A ticket step hands the host to a technician (`escalated`), or, with `in_service: true`, leaves it
+working and tells the owners of its software, configuration or class.
 
 Every other step is cyborg's to carry out (remediator.handoff, docs/cyborg.md): a central one
 finishes here, a host action (or a reinstall) is handed over and the step waits; what the host
@@ -25,7 +26,7 @@ from sqlalchemy.orm import Session
 from core.db import utcnow
 from core.errors import NotFound
 from cyborg.central import SCHEDULER_ACTIONS, StepFailed
-from remediator import decisions, draining, handoff, planning
+from remediator import decisions, draining, handoff, planning, repair_load
 from remediator.actions import ACTIONS
 from remediator.evidence import evidence_bundle, ticket_title
 from remediator.models import (
@@ -57,6 +58,8 @@ def advance(
     if remediation.paused_by is not None:
         return remediation.state  # held by an operator: nothing starts until operations.resume
     host = session.get_one(Host, remediation.host_id)
+    if repair_load.owned(remediation):  # a repaired DIMM's load test: its ticket decides, not the plan
+        return repair_load.advance(session, remediation, host, now)
     step = next((s for s in remediation.steps if s.state in (StepState.pending, StepState.running)), None)
     if step is None:
         return _verify(session, remediation, ruleset, now)
@@ -78,6 +81,11 @@ def advance(
         step.state = StepState.succeeded
         step.finished_at = now
         step.result = {"ticket_id": ticket_id, "created": created}
+        if leaves_host_in_service(step.params):  # for owners of software, configuration, a class: it works on
+            why = f"ticket {ticket_id} for its owners"
+            decisions.finish(session, remediation, RemediationState.escalated, why, now)
+            _release(session, host, remediation, now)
+            return remediation.state
         decisions.finish(session, remediation, RemediationState.escalated, f"ticket {ticket_id} for a technician", now)
         host.state = HostState.awaiting_repair
         return remediation.state
@@ -151,15 +159,24 @@ def settle_if_due(
         planning.escalate(session, remediation, why, ruleset, now)
         return remediation.state
     decisions.finish(session, remediation, RemediationState.succeeded, "healthy through the settle period", now)
-    host = session.get_one(Host, remediation.host_id)
-    if tickets.open_tickets_of_host(session, host.hostname):
+    _release(session, session.get_one(Host, remediation.host_id), remediation, now)
+    return remediation.state
+
+
+def leaves_host_in_service(params: dict[str, Any]) -> bool:
+    """Whether a ticket step leaves its host in service (`in_service: true`, checked on load)."""
+    return params.get("in_service") is True
+
+
+def _release(session: Session, host: Host, remediation: Remediation, now: dt.datetime) -> None:
+    """The remediation is done with the host: back in service and undrained, unless a ticket holds it."""
+    if tickets.holding_tickets_of_host(session, host.hostname):
         # A technician holds the host (a ticket opened by hand while this ran): it stays out of
-        # service, and drained, until that repair is verified.
+        # service, and drained, until that repair is verified. A ticket for owners does not hold it.
         host.state = HostState.awaiting_repair
-        return remediation.state
+        return
     host.state = HostState.in_service
     draining.undrain(session, host, remediation, now)
-    return remediation.state
 
 
 def _open_ticket(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> tuple[int, bool]:
@@ -175,6 +192,7 @@ def _open_ticket(session: Session, host: Host, remediation: Remediation, step: R
         priority=int(params.get("priority", 3)),
         remediation_id=remediation.id,
         evidence=evidence,
+        holds_host=not leaves_host_in_service(params),
     )
     ticket, created = tickets.open_ticket(session, request, actor=decisions.SYSTEM)
     return ticket.id, created

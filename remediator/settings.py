@@ -61,6 +61,22 @@ class RemediatorSettings(Settings):
         le=365 * 86400,
         description="The same fault on the same host and part within this long after closing reopens the ticket.",
     )
+    # A DIMM ticket's resolve also runs the memory under load on the host (remediator.repair_load).
+    repair_load_test_s: int = Field(
+        600,
+        ge=10,
+        le=3600,
+        description=(
+            "After a DIMM ticket is resolved, stressapptest runs this long on the host (verify_memory_under_load) "
+            "before the ticket may close."
+        ),
+    )
+    repair_load_test_memory_percent: int = Field(
+        60, ge=1, le=90, description="Memory that load test takes, as a share of the host's MemAvailable."
+    )
+    repair_load_test_stall_ms: float = Field(
+        100.0, ge=1, le=10_000, description="A stall this long on the probed CPUs during that load test fails it."
+    )
 
     @field_validator("baselines_path")
     @classmethod

@@ -164,11 +164,11 @@ def taken_over(session: Session, remediation: Remediation) -> bool:
 
 
 def release_host(session: Session, remediation: Remediation, now: dt.datetime) -> None:
-    """Back in service and undrained, unless a technician holds the host (an open ticket for it)."""
+    """Back in service and undrained, unless a technician holds the host (an open ticket that holds it)."""
     host = session.get_one(Host, remediation.host_id)
     if host.state != HostState.remediating or taken_over(session, remediation):
         return  # this remediation does not hold it (unreachable, in maintenance, another's): left as it is
-    if tickets.open_tickets_of_host(session, host.hostname):
+    if tickets.holding_tickets_of_host(session, host.hostname):
         host.state = HostState.awaiting_repair  # a technician holds it: out, and drained, until the repair
         return
     host.state = HostState.in_service

@@ -142,6 +142,21 @@ def comment(
     return record(session, ticket, actor=actor, kind="comment", note=note, now=now or utcnow())
 
 
+def note_check(
+    session: Session,
+    ticket: Ticket,
+    *,
+    actor: str,
+    kind: str,
+    note: str,
+    detail: dict[str, Any] | None = None,
+    now: dt.datetime | None = None,
+) -> TicketEvent:
+    """A check made for the ticket (a repair's load test, remediator.repair_load) enters its history; the
+    ticket's state does not change (a failed check reopens it through `reopen`), so nothing is announced."""
+    return record(session, ticket, actor=actor, kind=kind, note=note, detail=detail, now=now or utcnow())
+
+
 def resolve(
     session: Session,
     ticket: Ticket,

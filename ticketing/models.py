@@ -6,7 +6,7 @@ import datetime as dt
 import enum
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text, true
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from core.db import Base, utcnow
@@ -54,6 +54,12 @@ class Ticket(Base):
     version: Mapped[int] = mapped_column(default=1, server_default=text("1"))
     assignee: Mapped[str | None] = mapped_column(String(64), default=None)
     remediation_id: Mapped[int | None] = mapped_column(default=None, doc="The remediation that opened it, if any.")
+    holds_host: Mapped[bool] = mapped_column(
+        default=True,
+        server_default=true(),
+        doc="While open, it keeps the host out of service (awaiting_repair): a part a technician replaces. False "
+        "for a ticket to the owners of a workload, kernel, configuration, class or change: the host keeps working.",
+    )
     evidence: Mapped[dict[str, Any]] = mapped_column(default=dict, doc="Frozen at opening; later detections append.")
     detections: Mapped[int] = mapped_column(default=1)
     reopened: Mapped[int] = mapped_column(

@@ -52,6 +52,7 @@ def open_ticket(
             title=request.title[:512],
             priority=request.priority,
             remediation_id=request.remediation_id,
+            holds_host=request.holds_host,
             evidence={"frozen_at": now.isoformat(), **request.evidence},
             created_at=now,
             last_detected_at=now,
@@ -77,14 +78,17 @@ def open_ticket(
             opened = LifecycleEvent(ticket=ticket, kind="opened", actor=actor, at=now, before="", after="open")
             announce(session, opened)
             return ticket, True
+    locked = lock_ticket(session, existing.id)
     _add_detection(
         session,
-        lock_ticket(session, existing.id),
+        locked,
         actor=actor,
         note=request.title,
         detail={"remediation_id": request.remediation_id, "signals": request.evidence.get("signals", [])[:5]},
         now=now,
     )
+    if request.holds_host and not locked.holds_host:
+        _hold_host(session, locked, actor=actor, now=now)
     return existing, False
 
 
@@ -126,6 +130,26 @@ def _add_detection(
     set_committed_value(ticket, "last_detected_at", now)
     set_committed_value(ticket, "evidence", evidence)
     record(session, ticket, actor=actor, kind="detected_again", note=note, detail=detail, now=now, audit_it=False)
+
+
+def _hold_host(session: Session, ticket: Ticket, *, actor: str, now: dt.datetime) -> None:
+    """A request that takes the host out of service landed on an open ticket that did not: from now on the
+    ticket holds the host (never the other way: a ticket that holds its host is released only by closing).
+    Written like a detection, without moving the version, for the same reason."""
+    session.execute(
+        update(Ticket).where(Ticket.id == ticket.id).values(holds_host=True),
+        execution_options={"synchronize_session": False},
+    )
+    set_committed_value(ticket, "holds_host", True)
+    record(
+        session,
+        ticket,
+        actor=actor,
+        kind="comment",
+        note="now holds the host out of service: a later request asked for it",
+        detail={"holds_host": True},
+        now=now,
+    )
 
 
 def ticket_for_detection(

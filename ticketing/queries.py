@@ -52,6 +52,12 @@ def open_tickets_of_host(session: Session, hostname: str) -> list[Ticket]:
     )
 
 
+def holding_tickets_of_host(session: Session, hostname: str) -> list[Ticket]:
+    """The open tickets that keep the host out of service (`holds_host`): those for the owners of a
+    workload, kernel, configuration, class or change leave it working and are not among them."""
+    return [ticket for ticket in open_tickets_of_host(session, hostname) if ticket.holds_host]
+
+
 def tickets_in(session: Session, state: TicketState | str) -> list[Ticket]:
     return list(session.scalars(select(Ticket).where(Ticket.state == TicketState(state)).order_by(Ticket.id)))
 

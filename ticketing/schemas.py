@@ -22,6 +22,9 @@ class TicketRequest(BaseModel):
     priority: int = Field(3, ge=1, le=5)
     evidence: dict[str, Any] = Field(default_factory=dict)
     remediation_id: int | None = None
+    holds_host: bool = Field(
+        True, description="Keeps the host out of service while open; False: for owners, the host keeps working."
+    )
 
     @property
     def dedup_key(self) -> str:
@@ -151,6 +154,7 @@ class TicketOut(BaseModel):
     version: int
     assignee: str | None
     remediation_id: int | None
+    holds_host: bool = Field(True, description="While open, it keeps its host out of service (awaiting_repair).")
     detections: int
     reopened: int
     created_at: dt.datetime

@@ -31,6 +31,7 @@ from ticketing.opening import (
 from ticketing.queries import (
     find_open,
     get_ticket,
+    holding_tickets_of_host,
     list_tickets,
     lock_ticket,
     open_tickets_of_host,
@@ -58,6 +59,7 @@ __all__ = [
     "comment",
     "find_open",
     "get_ticket",
+    "holding_tickets_of_host",
     "list_tickets",
     "lock_ticket",
     "note_detection",

@@ -67,8 +67,10 @@ class Wave(BaseModel):
 class RolloutDetail(RolloutOut):
     waves_detail: list[Wave]
     comparison: list[dict[str, Any]] = Field(
-        description="Per compared signal: each side's hosts checked and showing it (or its median), the test, "
-        "its p-value, whether it halts and why (docs/rules.md, Rollouts)."
+        description="Per compared signal: each side's hosts checked and showing it (or its median), host-hours, "
+        "the old side's hosts excluded for a withdrawn release, the test, its p-value and support (significant or "
+        "none), an expected gain or score (met, missing, not judged), whether it halts and why (docs/rules.md, "
+        "Rollouts)."
     )
     compared_at: dt.datetime | None
 

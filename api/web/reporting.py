@@ -45,5 +45,9 @@ def reporting_fact(signals: Iterable[_Signal]) -> str | None:
             text += f" (baseline {float(baseline):.2f}/s)"
         if smi.detail.get("errors_arriving"):
             text += f", errors arriving: {', '.join(smi.detail.get('error_sources') or [])}"
+        elif smi.detail.get("errors_arriving") is None and smi.detail.get("blind_spots"):
+            text += f", errors may go unseen: {'; '.join(smi.detail.get('blind_spots') or [])}"
+        if smi.detail.get("tracks_ce_rate"):
+            text += f", tracks the CE rate ({float(smi.detail.get('ce_rate') or 0):.2f}/s)"
         parts.append(text)
     return " · ".join(parts) or None

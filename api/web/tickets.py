@@ -34,6 +34,7 @@ from api.web.common import (
 from core.auth import Principal
 from core.errors import FleetfixError, NotFound
 from core.models import Role, User
+from remediator import repair_load
 from remediator import service as remediator
 from ticketing import lifecycle
 from ticketing.models import Ticket, TicketState
@@ -200,6 +201,7 @@ def _ticket_context(session: Session, ticket: Ticket, principal: Principal) -> d
         "kernel_log": evidence.get("kernel_log") or [],
         "smart": evidence.get("smart") or {},
         "attempts": evidence.get("remediations") or [],
+        "load_test": repair_load.verdict_of(ticket.events),  # a repaired DIMM's run under load, latest
         "mine": mine,
         "read_only": not ours,
         "may_claim": ours and ticket.state == TicketState.open,

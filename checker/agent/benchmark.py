@@ -1,6 +1,13 @@
 """The agent's own benchmark: a short, bounded CPU + memory/TLB run, once a day off-peak, on one
-housekeeping CPU, scored per core per GHz so hosts of one hardware class can be compared (seed 001:
-the erratum-298 BIOS workaround disabled the TLB and halved HEP-SPEC06 per core per GHz, 1.66 vs 3.4-3.9).
+housekeeping CPU, scored per core per GHz so a host can be compared with its hardware class (our own check
+for single-host drift) and a class with the score expected of it (seed 001: the erratum-298 BIOS workaround
+disabled the TLB, and the whole Opteron 8356 class scored 1.66 HEP-SPEC06 per core per GHz against 3.4-3.9
+on other models and platforms; remediator/benchmark_class.py).
+
+A busy host is not measured: before the run the agent reads the 1-minute load average per CPU and the
+chosen CPU's use and steal over SAMPLE_S from /proc/stat; over the limits it skips and tries again
+RETRY_AFTER later within the window. What it saw, and the steal and thermal throttling during the run,
+go with the score (`conditions`).
 
 The work is fixed, so the time it takes is the measurement: SHA-256 over a 4 MiB buffer (compute at
 C speed) and a chain of dependent reads, one per 4 KiB page in a shuffled order, over a 64 MiB buffer
@@ -41,6 +48,22 @@ BUDGET_S = 3.0  # repeats stop once the run has taken this long (a very slow hos
 CPUINFO = "/proc/cpuinfo"
 CPUFREQ = "/sys/devices/system/cpu/cpu{cpu}/cpufreq/{name}"
 _MODEL_GHZ = re.compile(r"@\s*([0-9]+(?:\.[0-9]+)?)\s*GHz", re.IGNORECASE)
+LOADAVG = "/proc/loadavg"
+PROC_STAT = "/proc/stat"
+THROTTLE = "/sys/devices/system/cpu/cpu{cpu}/thermal_throttle/core_throttle_count"
+SAMPLE_S = 0.5  # the chosen CPU's use is sampled this long before the run
+MAX_LOAD_PER_CPU = 0.5  # half the CPUs runnable on average over the last minute: a job is running
+MAX_CPU_BUSY_PCT = 20.0  # the chosen CPU itself busy: the run would share it
+MAX_STEAL_PCT = 5.0  # a hypervisor taking the CPU: the time measured is not the CPU's
+RETRY_AFTER = dt.timedelta(minutes=15)
+
+
+class HostBusy(Exception):
+    """The host is too busy to be measured now; `seen` is what was read."""
+
+    def __init__(self, why: str, seen: dict[str, float]) -> None:
+        super().__init__(why)
+        self.seen = seen
 
 
 class WindowError(ValueError):
@@ -143,8 +166,58 @@ def housekeeping_cpu(host: HostAccess) -> tuple[int | None, str]:
     return usable[-1], ""
 
 
-def run_benchmark(host: HostAccess, now: dt.datetime) -> tuple[BenchmarkResult | None, CollectorRun]:
-    """One run pinned to one housekeeping CPU (this thread only, put back afterwards)."""
+def cpu_times(host: HostAccess, cpu: int) -> list[int] | None:
+    """The cpuN line of /proc/stat: user nice system idle iowait irq softirq steal (jiffies), or None."""
+    for line in (host.read_text(PROC_STAT) or "").splitlines():
+        if line.startswith(f"cpu{cpu} "):
+            fields = line.split()[1:9]
+            if len(fields) >= 4 and all(f.isdigit() for f in fields):
+                return [int(f) for f in fields] + [0] * (8 - len(fields))
+    return None
+
+
+def cpu_use(before: list[int] | None, after: list[int] | None) -> tuple[float, float] | None:
+    """Busy and steal per cent of the CPU between two samples (busy: not idle, not iowait, not steal)."""
+    if before is None or after is None:
+        return None
+    delta = [b - a for a, b in zip(before, after, strict=True)]
+    total = sum(delta)
+    if total <= 0:
+        return None
+    idle, steal = delta[3] + delta[4], delta[7]
+    return round(100 * (total - idle - steal) / total, 1), round(100 * steal / total, 1)
+
+
+def throttle_count(host: HostAccess, cpu: int) -> int | None:
+    text = (host.read_text(THROTTLE.format(cpu=cpu)) or "").strip()
+    return int(text) if text.isdigit() else None
+
+
+def load_seen(host: HostAccess, cpu: int, *, check: bool = True) -> dict[str, float]:
+    """The load average per CPU and the CPU's own use and steal over SAMPLE_S; HostBusy over the limits
+    (unless `check` is off: bench/agent_benchmark.py measures the cost on a busy machine)."""
+    seen: dict[str, float] = {}
+    fields = (host.read_text(LOADAVG) or "").split()
+    with contextlib.suppress(IndexError, ValueError):
+        seen["loadavg_1m"] = float(fields[0])
+        seen["load_per_cpu"] = round(seen["loadavg_1m"] / (os.cpu_count() or 1), 3)
+    first = cpu_times(host, cpu)
+    if first is not None:
+        time.sleep(SAMPLE_S)
+        if (use := cpu_use(first, cpu_times(host, cpu))) is not None:
+            seen["cpu_busy_pct"], seen["steal_pct"] = use
+    limits = (("load_per_cpu", MAX_LOAD_PER_CPU), ("cpu_busy_pct", MAX_CPU_BUSY_PCT), ("steal_pct", MAX_STEAL_PCT))
+    over = [f"{key} {seen[key]} > {limit}" for key, limit in limits if seen.get(key, 0.0) > limit]
+    if over and check:
+        raise HostBusy(f"host busy on cpu{cpu} ({', '.join(over)}): not run", seen)
+    return seen
+
+
+def run_benchmark(
+    host: HostAccess, now: dt.datetime, *, check_load: bool = True
+) -> tuple[BenchmarkResult | None, CollectorRun]:
+    """One run pinned to one housekeeping CPU (this thread only, put back afterwards); HostBusy when the
+    host is too busy to be measured."""
     started = time.perf_counter()
     cpu, why = housekeeping_cpu(host)
     if cpu is None:
@@ -153,12 +226,18 @@ def run_benchmark(host: HostAccess, now: dt.datetime) -> tuple[BenchmarkResult |
     if ghz is None:
         reason = f"no nominal clock for cpu{cpu} ({CPUINFO}, cpufreq): no per-GHz score"
         return None, CollectorRun(status=CollectorStatus.unavailable, duration_ms=0.0, reason=reason)
+    seen = load_seen(host, cpu, check=check_load)
     before = os.sched_getaffinity(0)
+    times, throttled = cpu_times(host, cpu), throttle_count(host, cpu)
     try:
         os.sched_setaffinity(0, {cpu})  # pid 0: this thread
         hash_s, walk_s, pages = measure()
     finally:
         os.sched_setaffinity(0, before)
+    if (use := cpu_use(times, cpu_times(host, cpu))) is not None:
+        seen["steal_pct_run"] = use[1]
+    if throttled is not None and (after := throttle_count(host, cpu)) is not None:
+        seen["throttle_events"] = float(after - throttled)
     duration = time.perf_counter() - started
     result = BenchmarkResult(
         name=NAME,
@@ -170,6 +249,7 @@ def run_benchmark(host: HostAccess, now: dt.datetime) -> tuple[BenchmarkResult |
         clock_source=clock_source,
         ran_at=now,
         parts={"hash_mib_s": round(HASH_BYTES / 2**20 / hash_s, 1), "walk_mpages_s": round(pages / walk_s / 1e6, 3)},
+        conditions=seen,
     )
     return result, CollectorRun(status=CollectorStatus.ok, duration_ms=duration * 1000)
 
@@ -177,12 +257,14 @@ def run_benchmark(host: HostAccess, now: dt.datetime) -> tuple[BenchmarkResult |
 @dataclass
 class BenchmarkSchedule:
     """Once a local day, at a minute of the window fixed per host (spread across the fleet, the same every
-    day), or at the first cycle after it within the window; the day of the last run is kept on disk."""
+    day), or at the first cycle after it within the window; the day of the last run is kept on disk. A host
+    found busy is tried again RETRY_AFTER later, within the window."""
 
     window: tuple[int, int] | None
     hostname: str
     state_file: Path | None = None
     last_day: str | None = None
+    retry_at: dt.datetime | None = None
 
     def __post_init__(self) -> None:
         if self.state_file is not None:
@@ -205,7 +287,10 @@ class BenchmarkSchedule:
         return minute <= now < self.window[1] and self.last_day != local.date().isoformat()
 
     def ran(self, local: dt.datetime) -> None:
-        self.last_day = local.date().isoformat()
+        self.mark(local.date().isoformat())
+
+    def mark(self, day: str | None) -> None:
+        self.last_day = day
         if self.state_file is not None:
             with contextlib.suppress(OSError):  # in memory only: at worst one more run after a restart
                 self.state_file.write_text(json.dumps({"last_day": self.last_day}), encoding="utf-8")
@@ -216,11 +301,19 @@ class BenchmarkSchedule:
         """The run when one is due now (and mark the day, whatever its outcome), else None."""
         now = now or dt.datetime.now(dt.UTC)
         local = now.astimezone()
-        if not self.due(local):
+        if not self.due(local) or (self.retry_at is not None and now < self.retry_at):
             return None
+        previous = self.last_day
         self.ran(local)  # before the run: a run that fails is not retried every cycle of the night
         try:
             return run_benchmark(host, now)
+        except HostBusy as busy:  # not a failure: the day stays open, tried again later in the window
+            self.mark(previous)
+            self.retry_at = now + RETRY_AFTER
+            seen = ", ".join(f"{k} {v}" for k, v in busy.seen.items())
+            again = self.retry_at.astimezone(dt.UTC)
+            reason = f"{busy}; saw {seen or 'nothing readable'}; tried again after {again:%H:%M} UTC"
+            return None, CollectorRun(status=CollectorStatus.unavailable, duration_ms=0.0, reason=reason[:1000])
         except (MemoryError, OSError) as error:
             reason = f"benchmark failed: {type(error).__name__}: {error}"[:1000]
             return None, CollectorRun(status=CollectorStatus.error, duration_ms=0.0, reason=reason)

@@ -109,7 +109,13 @@ class AgentConfig(BaseSettings):
         description="Run the stall probe on the housekeeping CPUs (never isolated or nohz_full ones) and report it.",
     )
     stall_probe_period_ms: float = Field(
-        20.0, ge=1, le=1000, description="How long each probe thread sleeps: the stall resolution, and its cost."
+        100.0,
+        ge=1,
+        le=1000,
+        description=(
+            "The probe threads' wake-up period: every stall this long or longer is seen (its length to within one "
+            "period), shorter ones only by chance; each wake-up costs CPU (docs/agent.md, 'Stall probe')."
+        ),
     )
     stall_probe_threshold_ms: float = Field(
         5.0, gt=0, le=10_000, description="An overshoot at or over this counts as a stall (count and total)."
@@ -118,6 +124,15 @@ class AgentConfig(BaseSettings):
         2, ge=1, le=64, description="Housekeeping CPUs probed, spread over them (two tell all-core stalls from one's)."
     )
     stall_probe_window_s: float = Field(10.0, ge=1, le=600, description="How often the probe writes its results.")
+    stall_probe_active_share: float = Field(
+        1.0,
+        ge=0.05,
+        le=1,
+        description=(
+            "The share of every window the probe is awake (a duty cycle): its CPU cost scales with it, and stalls "
+            "in the rest go unseen. 1: always awake, so every all-core stall of the period or longer is seen."
+        ),
+    )
     # -- cyborg: actions on this host (docs/cyborg.md) --
     action_public_key: Path | None = Field(
         None,

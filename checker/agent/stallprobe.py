@@ -9,10 +9,22 @@ agent; docs/agent.md says why a process and not threads of the agent: the agent'
 GIL and would read as stalls), only on housekeeping CPUs (seed 004: never on isolated or nohz_full
 cores; an SMI stalls every core, so the housekeeping ones see it).
 
+The threads wake on one grid of the monotonic clock (multiples of the period, each thread a
+millisecond after the one before: two threads woken at the same instant fight over the GIL, which
+nearly doubled the CPU a wake-up costs), so an all-core stall is cut about the same way on every CPU.
+Its measured length, from the latest due moment to the wake-up, is at most one period short of the
+whole stall (each thread was due within one period of its start). A stall shorter than the period
+is seen only when it covers a wake-up (with a probability of about its length over the period).
+With an active share below 1 the threads sleep through the rest of each window (a duty cycle:
+cheaper, and blind there). Each wake-up costs CPU whatever the language; docs/agent.md ("Stall
+probe") has the measurements and the probe's own budget.
+
 Every WINDOW seconds it appends one JSON line to its results file (the `stalls` collector reads
 them, checker/parsers/stalls.py): per CPU the largest overshoot, the overshoots at or over the
 threshold summed and counted, and the wake-ups; the all-core stalls with their time and length; the
-probe's own CPU seconds. `--run -- ARGV…` instead probes while ARGV runs (cyborg's verification
+probe's own CPU seconds; the CPUs it was asked to probe; and what else went on meanwhile (steal time,
+its cgroup's throttling, load, SMIs counted, the hypervisor flag: checker/agent/stallwitness.py).
+`--run -- ARGV…` instead probes while ARGV runs (cyborg's verification
 under load) and prints one summary with ARGV's exit status and output.
 """
 
@@ -31,10 +43,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from checker.agent.stallwitness import SmiSampler, Witness
+
 FORMAT = 1
 KEEP_WINDOWS = 360  # an hour of 10 s windows: a report interval up to that loses nothing
 MAX_COINCIDENT = 32  # all-core stalls kept per window (all are counted)
 RUN_OUTPUT_CHARS = 8000  # of the wrapped command's output, its tail
+STAGGER_S = 0.001  # between the threads' wake-ups (at most a quarter period over all of them)
 
 
 @dataclass
@@ -46,18 +61,43 @@ class CpuWindow:
     stalls: list[tuple[float, float]] = field(default_factory=list)  # (due, woke), monotonic, over the threshold
 
 
-class CpuProbe(threading.Thread):
-    """Sleeps `period_s` at a time on one CPU and records each wake-up's overshoot."""
+def next_due(now: float, period: float, cycle: float, active: float) -> float:
+    """The next wake-up after `now`: the next multiple of `period`, or, when that falls outside the
+    active part (the first `active` seconds of every `cycle`), the start of the next active part. The
+    same for every thread (each shifted by its own offset), so the probed CPUs are due together."""
+    due = (now // period + 1) * period
+    if due - now < 1e-9:  # `now` on a grid moment, which float division put one period early
+        due += period
+    if active < cycle:
+        phase = due % cycle
+        if phase >= active:
+            due += cycle - phase
+    return due
 
-    def __init__(self, cpu: int, period_s: float, threshold_s: float, stop: threading.Event) -> None:
+
+class CpuProbe(threading.Thread):
+    """Sleeps to the next wake-up of the shared grid on one CPU and records each wake-up's overshoot."""
+
+    def __init__(
+        self,
+        cpu: int,
+        period_s: float,
+        threshold_s: float,
+        stop: threading.Event,
+        duty: tuple[float, float] | None = None,
+        offset_s: float = 0.0,
+    ) -> None:
         super().__init__(name=f"stall-probe-cpu{cpu}", daemon=True)
         self.cpu = cpu
         self.period_s = period_s
         self.threshold_s = threshold_s
+        self.cycle_s, self.active_s = duty or (period_s, period_s)  # (cycle, active part): continuous by default
+        self.offset_s = offset_s  # after the grid's moments
         self.stop = stop
         self.lock = threading.Lock()
         self.window = CpuWindow()
         self.error: str | None = None
+        self.smi: SmiSampler | None = None  # the first thread's: MSR_SMI_COUNT around each stall
 
     def run(self) -> None:
         try:
@@ -65,8 +105,12 @@ class CpuProbe(threading.Thread):
         except OSError as error:
             self.error = f"cpu{self.cpu}: cannot pin ({error.strerror})"
             return
+        smi = self.smi
+        if smi is not None:
+            smi.open()
         clock, sleep, period, threshold = time.monotonic, time.sleep, self.period_s, self.threshold_s
-        due = clock() + period
+        cycle, active, offset = self.cycle_s, self.active_s, self.offset_s
+        due = next_due(clock() - offset, period, cycle, active) + offset
         while not self.stop.is_set():
             left = due - clock()
             if left > 0:
@@ -82,7 +126,11 @@ class CpuProbe(threading.Thread):
                     window.total_s += over
                     window.count += 1
                     window.stalls.append((due, woke))
-            due = woke + period
+            if smi is not None:
+                smi.maybe(woke, over >= threshold)
+            due = next_due(woke - offset, period, cycle, active) + offset
+        if smi is not None:
+            smi.close()
 
     def take(self) -> CpuWindow:
         with self.lock:
@@ -112,10 +160,22 @@ def coincident(windows: list[CpuWindow]) -> list[tuple[float, float]]:
     return found
 
 
-def summary(windows: dict[int, CpuWindow], started: float, ended: float, meta: dict[str, Any]) -> dict[str, Any]:
-    """One window as the results line: wall-clock times (epoch seconds), milliseconds."""
+def summary(
+    windows: dict[int, CpuWindow],
+    started: float,
+    ended: float,
+    meta: dict[str, Any],
+    smi: SmiSampler | None = None,
+) -> dict[str, Any]:
+    """One window as the results line: wall-clock times (epoch seconds), milliseconds; each all-core
+    stall with the SMIs counted around it when the counter could be sampled."""
     to_wall = time.time() - time.monotonic()
     events = coincident([windows[cpu] for cpu in sorted(windows)])
+
+    def smis(at: float, length: float) -> dict[str, Any]:
+        found = smi.around(at, at + length) if smi is not None else None
+        return {"smis": found[0], "smis_span_s": found[1]} if found is not None else {}
+
     return {
         "format": FORMAT,
         "start": round(started + to_wall, 3),
@@ -130,18 +190,40 @@ def summary(windows: dict[int, CpuWindow], started: float, ended: float, meta: d
             }
             for cpu, w in sorted(windows.items())
         },
-        "coincident": [{"at": round(at + to_wall, 3), "ms": round(ms * 1000, 3)} for at, ms in events[:MAX_COINCIDENT]],
+        "coincident": [
+            {"at": round(at + to_wall, 3), "ms": round(ms * 1000, 3), **smis(at, ms)}
+            for at, ms in events[:MAX_COINCIDENT]
+        ],
         "coincident_count": len(events),
     }
 
 
 class StallProbe:
-    """The probe's threads; `window()` closes the current window and returns its summary."""
+    """The probe's threads; `window()` closes the current window and returns its summary. With
+    `duty` (cycle_s, active_share) the threads probe only the first share of every cycle."""
 
-    def __init__(self, cpus: list[int], period_ms: float, threshold_ms: float) -> None:
+    def __init__(
+        self, cpus: list[int], period_ms: float, threshold_ms: float, duty: tuple[float, float] | None = None
+    ) -> None:
         self.stop = threading.Event()
-        self.threads = [CpuProbe(cpu, period_ms / 1000, threshold_ms / 1000, self.stop) for cpu in cpus]
-        self.meta = {"period_ms": period_ms, "threshold_ms": threshold_ms}
+        period_s = period_ms / 1000
+        cycle_s, share = duty or (period_s, 1.0)
+        active_s = min(cycle_s, max(cycle_s * share, period_s))
+        spacing = min(STAGGER_S, period_s / 4 / max(len(cpus), 1))
+        self.threads = [
+            CpuProbe(cpu, period_s, threshold_ms / 1000, self.stop, (cycle_s, active_s), index * spacing)
+            for index, cpu in enumerate(cpus)
+        ]
+        self.meta = {
+            "period_ms": period_ms,
+            "threshold_ms": threshold_ms,
+            "active_share": round(active_s / cycle_s, 4),
+            "cpus_asked": cpus,
+        }
+        self.witness = Witness(cpus)
+        if self.threads:
+            self.threads[0].smi = SmiSampler(self.threads[0].cpu)
+        self.seen = self.witness.sample()
         self.started = time.monotonic()
         self.cpu_at_start = _own_cpu_s()
 
@@ -152,8 +234,11 @@ class StallProbe:
     def window(self) -> dict[str, Any]:
         ended, cpu_now = time.monotonic(), _own_cpu_s()
         windows = {t.cpu: t.take() for t in self.threads if t.error is None}
-        line = summary(windows, self.started, ended, self.meta)
+        line = summary(windows, self.started, ended, self.meta, self.threads[0].smi if self.threads else None)
         line["probe_cpu_s"] = round(cpu_now - self.cpu_at_start, 4)
+        seen = self.witness.sample()
+        line.update(self.witness.window(self.seen, seen))
+        self.seen = seen
         errors = [t.error for t in self.threads if t.error]
         if errors:
             line["problems"] = errors
@@ -227,16 +312,22 @@ def _cpus(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checker.agent.stallprobe", description=__doc__.split("\n")[0])
     parser.add_argument("--cpus", required=True, help="CPUs to probe, a cpu list (0-1,64): housekeeping CPUs only")
-    parser.add_argument("--period-ms", type=float, default=10.0)
+    parser.add_argument("--period-ms", type=float, default=100.0)
     parser.add_argument("--threshold-ms", type=float, default=5.0)
     parser.add_argument("--window-s", type=float, default=10.0)
+    parser.add_argument(
+        "--active-share", type=float, default=1.0, help="probe only this share of every window (0.05-1; 1: always)"
+    )
     parser.add_argument("--out", help="results file (JSON lines), written each window")
     parser.add_argument("--timeout-s", type=float, default=3600.0, help="with a command: its time limit")
     parser.add_argument("command", nargs="*", help="-- ARGV: probe while it runs, print one summary")
     args = parser.parse_args(argv)
     if not 0.5 <= args.period_ms <= 1000 or args.threshold_ms <= 0 or args.window_s < 1:
         parser.error("period 0.5-1000 ms, threshold above 0, window 1 s or more")
-    probe = StallProbe(_cpus(args.cpus), args.period_ms, args.threshold_ms)
+    if not 0.05 <= args.active_share <= 1:
+        parser.error("active share 0.05-1")
+    duty = (args.window_s, args.active_share) if args.active_share < 1 and not args.command else None
+    probe = StallProbe(_cpus(args.cpus), args.period_ms, args.threshold_ms, duty)
     signal.signal(signal.SIGTERM, lambda *_: probe.stop.set())
     if args.command:
         print(json.dumps(run_under(probe, args.command, args.timeout_s)))

@@ -1,5 +1,5 @@
 """Memory tiers: NUMA nodes (cpus, memory; CPU-less nodes with memory are CXL/far memory), page
-demotion, the NUMA balancing mode and the weighted-interleave weights."""
+demotion, the NUMA balancing mode and the weighted-interleave weights and mode (auto, Linux 6.16 on)."""
 
 from __future__ import annotations
 
@@ -30,5 +30,8 @@ def collect(ctx: Context) -> None:
         content = ctx.host.read_text(f"{INTERLEAVE}/{node}")
         if content is not None:
             weights[node] = content
-    parsed = parse_memory_tiers(node_files, ctx.host.read_text(DEMOTION), ctx.host.read_text(NUMA_BALANCING), weights)
+    auto = ctx.host.read_text(f"{INTERLEAVE}/auto")  # Linux 6.16 on
+    parsed = parse_memory_tiers(
+        node_files, ctx.host.read_text(DEMOTION), ctx.host.read_text(NUMA_BALANCING), weights, auto
+    )
     ctx.observations.memory_tiers = ctx.take(parsed, "memory tiers", repr(node_files)[:2000])

@@ -3,7 +3,9 @@
 Sources (kernel ABI docs): /sys/devices/system/node/nodeN/{cpulist,meminfo},
 /sys/kernel/mm/numa/demotion_enabled ('true'/'false'), /proc/sys/kernel/numa_balancing
 (0 off, 1 normal, 2 memory tiering, 3 both), /sys/kernel/mm/mempolicy/weighted_interleave/nodeN
-(a weight 1-255). CPU-less nodes with memory are the CXL/far-memory tier.
+(a weight 1-255), /sys/kernel/mm/mempolicy/weighted_interleave/auto (Linux 6.16 on: 'true'/'false', 'Y'/'N'
+in the first patches; true: the kernel sets the weights from bandwidth data). CPU-less nodes with memory
+are the CXL/far-memory tier.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def parse_memory_tiers(
     demotion_enabled: str | None = None,
     numa_balancing: str | None = None,
     interleave_files: Mapping[str, str] | None = None,
+    interleave_auto: str | None = None,
 ) -> Parsed[MemoryTiers]:
     """node_files: paths relative to /sys/devices/system/node ('node0/cpulist', 'node0/meminfo').
     interleave_files: paths relative to /sys/kernel/mm/mempolicy/weighted_interleave ('node0').
@@ -66,6 +69,14 @@ def parse_memory_tiers(
             problems.append(problem("numa_balancing is not an integer", numa_balancing))
         else:
             tiers.numa_balancing = mode
+    if interleave_auto is not None:
+        value = interleave_auto.strip().lower()
+        if value in ("true", "1", "y"):
+            tiers.interleave_auto = True
+        elif value in ("false", "0", "n"):
+            tiers.interleave_auto = False
+        else:
+            problems.append(problem("weighted_interleave/auto is not true/false", interleave_auto))
     for path, content in (interleave_files or {}).items():
         m = _WEIGHT_FILE.search(path.rstrip("/"))
         if m is None:

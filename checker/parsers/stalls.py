@@ -26,10 +26,18 @@ class Window:
     period_ms: float
     threshold_ms: float
     cpus: dict[int, dict[str, float]]
-    coincident: list[tuple[float, float]]
+    coincident: list[tuple[float, float, float | None, float | None]]  # at, ms, SMIs around it, over how long
     coincident_count: int
     probe_cpu_s: float | None
     problems: tuple[str, ...] = ()
+    active_share: float = 1.0  # the share of the window the probe was awake (1 before duty cycles existed)
+    # What else went on (checker/agent/stallwitness.py); None: not read, or a probe from before it.
+    cpus_asked: tuple[int, ...] = ()
+    hypervisor: bool | None = None
+    steal_ms: float | None = None
+    throttled_ms: float | None = None
+    load_per_cpu: float | None = None
+    smis: int | None = None
 
 
 def _number(value: Any) -> float:
@@ -38,13 +46,25 @@ def _number(value: Any) -> float:
     return float(value)
 
 
+def _optional(line: dict[str, Any], key: str) -> float | None:
+    value = line.get(key)
+    return None if value is None else _number(value)
+
+
 def _window(line: dict[str, Any]) -> Window:
     cpus = {
         int(cpu): {k: _number(v[k]) for k in ("max_ms", "total_ms", "count", "wakeups")}
         for cpu, v in line["cpus"].items()
     }
-    events = [(_number(e["at"]), _number(e["ms"])) for e in line.get("coincident", [])]
+    events = [
+        (_number(e["at"]), _number(e["ms"]), _optional(e, "smis"), _optional(e, "smis_span_s"))
+        for e in line.get("coincident", [])
+    ]
     cpu_s = line.get("probe_cpu_s")
+    cpus_online = _optional(line, "online_cpus")
+    share = _number(line.get("active_share", 1.0))
+    if not 0 < share <= 1:
+        raise ValueError(f"active_share out of (0, 1]: {share!r}")
     return Window(
         start=_number(line["start"]),
         end=_number(line["end"]),
@@ -55,6 +75,15 @@ def _window(line: dict[str, Any]) -> Window:
         coincident_count=int(_number(line.get("coincident_count", len(events)))),
         probe_cpu_s=_number(cpu_s) if cpu_s is not None else None,
         problems=tuple(str(p)[:200] for p in line.get("problems", [])[:4]),
+        active_share=share,
+        cpus_asked=tuple(int(_number(cpu)) for cpu in line.get("cpus_asked", [])[:4096]),
+        hypervisor=line["hypervisor"] if isinstance(line.get("hypervisor"), bool) else None,
+        steal_ms=_optional(line, "steal_ms"),
+        throttled_ms=_optional(line, "throttled_ms"),
+        load_per_cpu=(
+            round(load / cpus_online, 3) if (load := _optional(line, "load1")) is not None and cpus_online else None
+        ),
+        smis=int(smis) if (smis := _optional(line, "smis")) is not None else None,
     )
 
 
@@ -80,7 +109,8 @@ def _at(seconds: float) -> dt.datetime:
 
 def merge_windows(windows: list[Window]) -> Stalls:
     """The windows (oldest first, at least one) as one section: per CPU the largest stall, the totals
-    and counts added; the all-core stalls listed up to MAX_LISTED and all counted."""
+    and counts added; the all-core stalls listed up to MAX_LISTED and all counted; the active share
+    weighted by each window's length."""
     per_cpu: dict[int, dict[str, float]] = {}
     for window in windows:
         for cpu, figures in window.cpus.items():
@@ -88,9 +118,29 @@ def merge_windows(windows: list[Window]) -> Stalls:
             seen["max_ms"] = max(seen["max_ms"], figures["max_ms"])
             for key in ("total_ms", "count", "wakeups"):
                 seen[key] += figures[key]
-    events = [event for window in windows for event in window.coincident]
+    events = [
+        CoincidentStall(
+            at=_at(at),
+            ms=ms,
+            # the counter read around the stall, else over its whole window
+            smis_around=int(smis) if smis is not None else window.smis,
+            smis_span_s=span
+            if smis is not None
+            else (round(window.end - window.start, 3) if window.smis is not None else None),
+            window_steal_ms=window.steal_ms,
+            window_throttled_ms=window.throttled_ms,
+            window_load_per_cpu=window.load_per_cpu,
+        )
+        for window in windows
+        for at, ms, smis, span in window.coincident
+    ]
     cpu_costs = [w.probe_cpu_s for w in windows if w.probe_cpu_s is not None]
+    spans = [max(w.end - w.start, 0.0) for w in windows]
+    active = (
+        sum(w.active_share * span for w, span in zip(windows, spans, strict=True)) / sum(spans) if sum(spans) else 1.0
+    )
     last = windows[-1]
+    flags = [w.hypervisor for w in windows]
     return Stalls(
         started_at=_at(windows[0].start),
         ended_at=_at(last.end),
@@ -107,7 +157,35 @@ def merge_windows(windows: list[Window]) -> Stalls:
             )
             for cpu, f in sorted(per_cpu.items())
         ],
-        coincident=[CoincidentStall(at=_at(at), ms=ms) for at, ms in events[:MAX_LISTED]],
+        coincident=events[:MAX_LISTED],
         coincident_count=sum(w.coincident_count for w in windows),
         probe_cpu_s=round(sum(cpu_costs), 4) if cpu_costs else None,
+        active_share=round(min(max(active, 0.0001), 1.0), 4),
+        hypervisor=True if True in flags else (False if flags and None not in flags else None),
+        steal_ms=_sum([w.steal_ms for w in windows]),
+        throttled_ms=_sum([w.throttled_ms for w in windows]),
+        smis=int(smis) if (smis := _sum([w.smis for w in windows], every=True)) is not None else None,
+        one_cpu=one_cpu(windows, sorted(per_cpu)),
     )
+
+
+def _sum(values: list[float | int | None], every: bool = False) -> float | None:
+    """The known values added; None when none is known (or, with `every`, when one is not)."""
+    known = [v for v in values if v is not None]
+    if not known or (every and len(known) < len(values)):
+        return None
+    return round(sum(known), 3)
+
+
+def one_cpu(windows: list[Window], probed: list[int]) -> str | None:
+    """Why fewer than two CPUs were probed (then an all-core stall cannot be told from one CPU's)."""
+    if len(probed) >= 2:
+        return None
+    asked = sorted({cpu for w in windows for cpu in w.cpus_asked})
+    troubles = sorted({p for w in windows for p in w.problems if "cannot pin" in p})
+    got = ",".join(map(str, probed)) or "none"
+    if not asked:
+        return f"one CPU probed ({got})"
+    if len(asked) < 2:
+        return f"the agent found one housekeeping CPU to probe ({asked[0]}); probed: {got}"
+    return f"asked for CPUs {','.join(map(str, asked))}, probed {got}" + (f": {troubles[0]}" if troubles else "")

@@ -138,6 +138,8 @@ def enable_demotion(host: VirtualHost, params: dict[str, Any]) -> Changes:
 def set_numa_balancing(host: VirtualHost, params: dict[str, Any]) -> Changes:
     hw = host.hardware
     previous = host.numa_balancing if host.numa_balancing is not None else (2 if hw.cxl_nodes else 1)
+    if previous == 0:  # as the real action: balancing turned off is its owner's, not overridden
+        raise ValueError(f"numa_balancing is 0 on {host.hostname}: NUMA balancing was turned off, not overridden")
     cleared = host.clear({"cxl_promotion_disabled"})
     host.numa_balancing = previous | 2  # the bit added to what was there, as the real action does (1 -> 3)
     return {"numa_balancing": host.numa_balancing, "previous": previous, "cleared": cleared}

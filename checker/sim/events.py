@@ -39,7 +39,7 @@ def valid_for(host: VirtualHost, kind: str) -> bool:
     hw = host.hardware
     if kind == "cmci_storm":
         return hw.intel  # CMCI is Intel's corrected-error interrupt
-    if kind in ("firmware_first_left", "smi_storm"):
+    if kind in ("firmware_first_left", "smi_storm", "stalls_not_smi"):
         return hw.intel  # MSR_SMI_COUNT is Intel's: the fault would not show on AMD
     if kind == "errata_unpatched":
         return (hw.cpu_vendor, hw.cpu_family, hw.cpu_model, hw.cpu_stepping) == ("AuthenticAMD", 16, 2, 2)
@@ -128,7 +128,8 @@ def start(host: VirtualHost, fault: Fault) -> None:
     elif kind == "cxl_interleave_default":
         host.interleave_weights = dict.fromkeys(host.interleave_weights, 1)
     elif kind == "cxl_promotion_disabled":
-        host.numa_balancing = 1  # NORMAL only, as tuned before the CXL memory came: demoted pages never come back
+        # NORMAL only, as tuned before the CXL memory came: demoted pages never come back; or turned off (0)
+        host.numa_balancing = 0 if fault.variant == "off" else 1
     elif kind == "slow_host":
         host.benchmark_at = None  # shown at the next run (the demo's next report rather than the next night)
     elif kind == "sel_full":

@@ -45,7 +45,10 @@ FaultKind = Literal[
     "firmware_first_left",
     "smi_storm",
     "smi_stalls",
+    "stalls_not_smi",
     "verify_tool_missing",
+    "verify_scope_refused",
+    "corrected_errors_ignored",
 ]
 
 # kind -> relative rate among faulty hosts
@@ -82,7 +85,10 @@ FAULT_RATES: dict[FaultKind, float] = {
     "firmware_first_left": 2,
     "smi_storm": 2,
     "smi_stalls": 2,
+    "stalls_not_smi": 1,
     "verify_tool_missing": 1,
+    "verify_scope_refused": 1,
+    "corrected_errors_ignored": 1,
 }
 FAULT_KINDS: tuple[FaultKind, ...] = tuple(FAULT_RATES)
 

@@ -134,7 +134,8 @@ class SimulatedFleet:
     Kinds are shared out in proportion to FAULT_RATES (each faulty host gets, among the kinds its
     hardware can have, the one furthest below its share so far), so even a small fleet shows the
     common faults and a large one shows them in realistic proportions. With `showcase` (the demo),
-    every kind a faulty host can have comes once before any comes twice.
+    every kind a faulty host can have comes once before any comes twice, and at least as many hosts
+    as there are kinds are faulty (when the fleet has that many), so the demo shows every kind.
     """
 
     def __init__(self, size: int, *, seed: int = 1, fault_fraction: float = 0.1, showcase: bool = False) -> None:
@@ -142,6 +143,8 @@ class SimulatedFleet:
         self.hosts = [_make_host(i, self.rng) for i in range(size)]
         # Any fraction above zero means at least one faulty host (the demo always shows one); zero means none.
         count = max(1, round(size * fault_fraction)) if size and fault_fraction > 0 else 0
+        if showcase and count:  # enough faulty hosts for every kind, as far as the fleet's size allows
+            count = max(count, min(size, len(FAULT_KINDS)))
         faulty = self.rng.sample(range(size), k=count)
         given: dict[FaultKind, int] = dict.fromkeys(FAULT_KINDS, 0)
         for index in faulty:
@@ -160,7 +163,8 @@ class SimulatedFleet:
         if kind == "dimm_ce_storm":
             return Fault(kind, dimm_index, ce_per_s=rng.uniform(20, 80))
         if kind == "dimm_ce_moderate":
-            return Fault(kind, dimm_index, ce_per_s=rng.uniform(0.05, 2))
+            # below 1/s: the PPR flow's ceiling (dimm-ce-ppr; faster is dimm-ce-too-fast-for-ppr's)
+            return Fault(kind, dimm_index, ce_per_s=rng.uniform(0.05, 0.9))
         if kind == "cmci_storm":
             # the kernel declares a storm at 15 CMCIs/s (before 6.8): the DIMM throws at least that many
             return Fault(kind, dimm_index, ce_per_s=rng.uniform(15, 40), per_hour=rng.uniform(12, 20))
@@ -178,6 +182,8 @@ class SimulatedFleet:
             return Fault(kind, dimm_index, variant=rng.choice(("stock", "withdrawn")))
         if kind == "fan_failure":
             return Fault(kind, dimm_index, variant=f"System Fan {rng.randrange(1, 7)}")
+        if kind == "cxl_promotion_disabled":  # a third turned off by their owners (no draw: the stream stays)
+            return Fault(kind, dimm_index, variant="off" if dimm_index % 3 == 2 else "normal")
         if kind == "cpu_core_errors":  # one core's L1 correcting an error every few minutes
             return Fault(kind, dimm_index, per_hour=rng.uniform(10, 16))
         if kind == "sel_full":  # filled by a flooding sensor, or by years of ordinary history

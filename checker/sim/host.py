@@ -114,6 +114,7 @@ class VirtualHost:
     smi_count: float = 0.0  # MSR_SMI_COUNT since the boot (Intel); reported modulo 2**32
     reporting_mode: str = "cmci"  # how corrected memory errors reach the OS: cmci or firmware_first
     stalls_pending: list[tuple[dt.datetime, float]] = field(default_factory=list)  # all-core stalls (at, ms) to report
+    probe_smi_seen: int | None = None  # MSR_SMI_COUNT at the stall probe's previous report (checker/sim/stalls.py)
 
     def __post_init__(self) -> None:
         self.kernel = self.kernel or self.hardware.kernel

@@ -1,6 +1,7 @@
 """A virtual host's processes as the agent's cputime watch reports them (docs/simulated-fleet.md).
 
-Every host runs batch jobs one after another (eight hours each), its scan complete and clean. A host
+Every host runs batch jobs one after another (eight hours each), its scan complete and clean: 140-199
+user processes, two cycles of the agent's rotation through them (MAX_STATS_READ a cycle). A host
 whose kernel build has the `cputime_wrap` side effect (checker/sim/hardware.py, KERNEL_BUILDS) shows
 what INFN Pisa saw on 2.6.23.17-amdpatch: the running job's CPU time in /proc/PID/stat about 22 million
 seconds above what it ran, with its stat line in the layout of the host's kernel (42 fields up to
@@ -13,7 +14,7 @@ import datetime as dt
 import zlib
 from typing import TYPE_CHECKING
 
-from checker.collectors.cputime import TOLERANCE_S, USER_HZ
+from checker.collectors.cputime import MAX_STATS_READ, TOLERANCE_S, USER_HZ
 from checker.schemas import CputimeExcess, CputimeWatch
 from checker.sim.hardware import CPUTIME_WRAP_TICKS, kernel_side_effects
 
@@ -68,13 +69,22 @@ def cputime_watch(host: VirtualHost, now: dt.datetime) -> CputimeWatch:
                 stat_line=line,
             )
         )
+    processes = 140 + seed % 60
+    cycles = -(-processes // MAX_STATS_READ)  # the agent's rotation, one slice a cycle (a minute)
+    per_cycle = -(-processes // cycles)
+    slot = int(uptime // 60) % cycles
+    checked = per_cycle if slot < cycles - 1 else processes - per_cycle * (cycles - 1)
     return CputimeWatch(
-        checked=140 + seed % 60,
+        checked=checked,
         flagged=len(found),
         processes=found,
         threads_read=len(found) + 3 * (seed % 4),  # the job's thread, and a few busy threaded daemons'
-        bytes_read=(140 + seed % 60) * 330,
+        bytes_read=checked * 330,
         complete=True,
+        rotation_cycles=cycles,
+        rotation_checked=processes,
+        rotation_ahead=max(0, processes - per_cycle * (slot + 1)),
+        rechecked=len(found),  # the job, flagged since it started, re-read every cycle
         tolerance_s=TOLERANCE_S,
         cpus=host.hardware.logical_cpus,
         clk_tck=USER_HZ,

@@ -78,7 +78,7 @@ def error_reporting(host: VirtualHost) -> ErrorReporting:
         ghes_sources=2,
         ghes_disabled=False,
         cmci_disabled=False if intel else None,
-        ignore_ce=False,
+        ignore_ce=host.has("corrected_errors_ignored"),  # someone wrote 1 to machinecheck0/ignore_ce
         dont_log_ce=False,
     )
 

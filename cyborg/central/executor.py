@@ -5,8 +5,9 @@ A host action is resolved, signed (cyborg.central.issuing) and given to the `sen
 host's result, until a deadline of the envelope's expiry (unstarted) or its budget (started). A
 central action runs here: a power cycle or a reinstall through the host's BMC (`FLEETFIX_BMC_*`, or
 the host's `bmc_address` label), the cluster's scheduler hooks (drain, undrain), an agent restart.
-Which BMC, which way to reach a host and which Celery app are given at construction, so the demo
-hands in the simulated fleet's and no caller asks which one it holds.
+Which BMC, which way to reach a host, which scheduler drains a host with no hook and which Celery
+app are given at construction, so the demo hands in the simulated fleet's and no caller asks which one
+it holds.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cyborg.commands import ActionContext, ActionFailed, LiveSystem, System
 from cyborg.drivers import hooks
 from cyborg.drivers.bmc import Bmc, IpmitoolBmc
 from cyborg.drivers.reach import LiveReach, Reach
+from cyborg.drivers.scheduler import Scheduler
 from cyborg.envelope import KeyMaterialError, Signer
 
 log = logging.getLogger(__name__)
@@ -45,8 +47,10 @@ def deadline_grace(timeout_s: int) -> dt.timedelta:
 class CentralCyborg:
     """`cyborg.central.Cyborg` as fleetfix runs it. `bmc`: the out-of-band power control (default ipmitool
     with the BMC settings); `reach`: how a silent host is pinged and its agent restarted (default ping and
-    the clusters' restart_agent hooks); `app`: the Celery app host messages go out on (default the current
-    one); `actions`: what `execute` runs here (default every action)."""
+    the clusters' restart_agent hooks); `scheduler`: what drains and undrains a host whose cluster has no
+    hook (default none: the drain is a recorded no-op; the demo hands in the simulated fleet's); `app`: the
+    Celery app host messages go out on (default the current one); `actions`: what `execute` runs here
+    (default every action)."""
 
     def __init__(
         self,
@@ -54,12 +58,14 @@ class CentralCyborg:
         *,
         bmc: Bmc | None = None,
         reach: Reach | None = None,
+        scheduler: Scheduler | None = None,
         app: Celery | None = None,
         actions: Collection[str] | None = None,
     ) -> None:
         self.settings = settings
         self.bmc = bmc
         self.reach = reach
+        self.scheduler = scheduler
         self.app = app
         self.actions = frozenset(actions) if actions is not None else None
         self._signer: Signer | None = None
@@ -266,9 +272,12 @@ class CentralCyborg:
         return Done({"outcome": "succeeded", **done, "commands": ctx.log.as_json()})
 
     def _scheduler_hook(self, order: Order) -> Done:
-        """drain/undrain: the cluster's scheduler hook; with none configured there is nothing to call."""
+        """drain/undrain: the cluster's scheduler hook; with none configured, the scheduler this executor was
+        given (the demo's simulated one), else there is nothing to call."""
         target = order.target
         hook = hooks.hook_for(self.settings.scheduler_hooks, target.cluster, order.action)
+        if hook is None and self.scheduler is not None:
+            return self._scheduler(order, self.scheduler)
         if hook is None:
             return Done({"skipped": f"no {order.action} hook configured for cluster {target.cluster or '(none)'}"})
         ctx = self._context(order, LiveSystem())
@@ -283,4 +292,15 @@ class CentralCyborg:
             )
         except ActionFailed as error:
             raise StepFailed(str(error), {"commands": ctx.log.as_json()}) from None
+        return Done({"outcome": "succeeded", **done, "commands": ctx.log.as_json()})
+
+    def _scheduler(self, order: Order, scheduler: Scheduler) -> Done:
+        ctx = self._context(order, scheduler.system)
+        target = order.target
+        try:
+            done = scheduler.run(order.action, target.hostname, target.cluster, order.remediation_id, ctx)
+        except ActionFailed as error:
+            raise StepFailed(
+                f"{order.action} ({scheduler.name} scheduler): {error}", {"commands": ctx.log.as_json()}
+            ) from None
         return Done({"outcome": "succeeded", **done, "commands": ctx.log.as_json()})

@@ -4,7 +4,8 @@ The central executor (cyborg.central.executor) calls these when a step is a host
 may leave the pinned target to cyborg: a firmware reflash takes the baseline version from the signal
 that justified it, a kernel install takes the patched kernel configured for the host's class (the
 errata signal carries it, from the class baselines), interleave weights those the class is configured
-for (the interleave_weights_mismatch signal carries them). Nothing here touches the database.
+for (the interleave_weights_mismatch signal carries them); a load test learns whether a scheduler hook
+really drained the host. Nothing here touches the database.
 """
 
 from __future__ import annotations
@@ -85,7 +86,24 @@ def resolve_params(action: CyborgAction, params: dict[str, Any], evidence: dict[
                 "L0/L1 cache or TLB does; a shared cache's bank is logged by any CPU)"
             )
         own["cpu"] = cpu
+    if action.name == "verify_memory_under_load":
+        own["drained"] = drain_confirmed(evidence)  # what the centre knows, never what a plan claims
     return action.parse(own).model_dump(mode="json", exclude_none=True)
+
+
+def drain_confirmed(evidence: dict[str, Any]) -> bool:
+    """Whether a scheduler hook really drained the host and nothing undrained it since: the remediation's own
+    `drain` record (remediator.draining), or `host_drain`, that of the remediation whose drain still holds the
+    host. A cluster with no hook records `skipped`, a dry-run drain called nothing: neither is a drain."""
+    if evidence.get("undrain"):
+        return False
+    record = evidence.get("drain") or evidence.get("host_drain")
+    if not isinstance(record, dict) or record.get("outcome") != "succeeded":
+        return False
+    if "skipped" in record or "error" in record:
+        return False
+    commands = record.get("commands") or []
+    return not any(isinstance(c, dict) and c.get("kind") == "dry_run" for c in commands)
 
 
 def issue(

@@ -3,37 +3,36 @@
 A repair of memory (hard PPR, a new DIMM) is not verified by a quiet CE rate alone: an idle host may
 simply not touch the weak rows. Seed 000 reproduced memory errors with stressapptest and measured
 their cost with a fine-grained stall detector; so this runs `stressapptest -s SECONDS -M MB` (MB a
-share of MemAvailable, bounded) under the stall probe on the housekeeping CPUs, reads the EDAC
-counters and the kernel log before and after, and passes only if stressapptest says PASS, no new
-CE or UE was counted or logged, and no probed CPU stalled past the threshold. stressapptest missing
-is a gap, never a pass: the step fails saying so, and the ticket it leads to carries it.
+share of MemAvailable, bounded) under the stall probe, in a scope of its own on the housekeeping CPUs
+(memtest_scope), reads the EDAC counters per DIMM (memtest_edac) and the kernel log before and after,
+and passes only if stressapptest says PASS, no new CE or UE was counted or logged, no probed CPU
+stalled past the threshold, and nothing left a gap. Gaps, never a pass: the centre did not confirm a
+drain (nothing runs: the load would sit next to production work), stressapptest missing (nothing
+runs), a run that covered less than `min_coverage_percent` of MemAvailable or was CPU-throttled by the
+agent's cgroup, no EDAC counters. A gap fails the step saying so, and the ticket it leads to carries it.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 from checker.agent.probe import probe_cpus
-from checker.parsers.common import parse_cpu_list
 from checker.parsers.kernel_events import match_line
 from checker.parsers.stressapptest import parse_stressapptest
-from checker.schemas import KernelEventKind
+from checker.schemas import EdacState, KernelEventKind
 from cyborg.actions import VerifyMemoryUnderLoadParams
 from cyborg.commands import ActionContext, ActionFailed
 from cyborg.drivers.base import VerificationFailed
+from cyborg.drivers.memtest_edac import describe, edac_changes, edac_snapshot
+from cyborg.drivers.memtest_scope import Placement, coverage_gap, place
 
 if TYPE_CHECKING:
     from cyborg.drivers.linux import LinuxDriver
 
 TOOL = "stressapptest"
-EDAC_MC = "/sys/devices/system/edac/mc"
-MEMINFO = "/proc/meminfo"
-ONLINE = "/sys/devices/system/cpu/online"
-SELF_CGROUP = "/proc/self/cgroup"
-CGROUP_ROOT = "/sys/fs/cgroup"
+NOT_DRAINED = "host not drained: load test not run"
 PROBE_CPUS = 2
 PROBE_PERIOD_MS = 10.0  # finer than the agent's own probe: the run is short and the host drained
 MEMORY_EVENTS = frozenset(
@@ -47,21 +46,6 @@ MEMORY_EVENTS = frozenset(
         KernelEventKind.memory_failure,
     }
 )
-_MC = re.compile(r"mc\d{1,4}")
-
-
-def edac_counts(driver: LinuxDriver) -> dict[str, int] | None:
-    """Every memory controller's CE and UE totals ({'mc0': ce, 'mc0_ue': ue, …}); None without EDAC."""
-    entries = driver.system.list_dir(EDAC_MC)
-    if entries is None:
-        return None
-    counts: dict[str, int] = {}
-    for mc in sorted(e for e in entries if _MC.fullmatch(e)):
-        for kind in ("ce", "ue"):
-            text = (driver.system.read_text(f"{EDAC_MC}/{mc}/{kind}_count") or "").strip()
-            if text.isdigit():
-                counts[f"{mc}_{kind}"] = int(text)
-    return counts
 
 
 def memory_log_lines(before: str, after: str) -> list[str]:
@@ -78,93 +62,83 @@ def memory_log_lines(before: str, after: str) -> list[str]:
     return found[:20]
 
 
-def cgroup_room_mb(driver: LinuxDriver) -> tuple[int, str] | None:
-    """What this process's cgroup (v2) still lets it allocate, and its memory.max path; None: no limit.
-    The agent's unit caps its memory (deploy/fleetfix-agent.service, MemoryMax=), and stressapptest,
-    its child, shares the cap: asked for more, it would be killed half-way."""
-    own = next(
-        (ln[3:].strip() for ln in (driver.system.read_text(SELF_CGROUP) or "").splitlines() if ln[:3] == "0::"), None
-    )
-    if own is None:
-        return None
-    limit_path = f"{CGROUP_ROOT}{own.rstrip('/')}/memory.max"
-    limit = (driver.system.read_text(limit_path) or "max").strip()
-    current = (driver.system.read_text(f"{CGROUP_ROOT}{own.rstrip('/')}/memory.current") or "0").strip()
-    if not limit.isdigit():
-        return None
-    used = int(current) if current.isdigit() else 0
-    return max(0, int(limit) - used) * 8 // 10 // (1024 * 1024), limit_path  # a fifth left for the agent
-
-
-def memory_mb(driver: LinuxDriver, params: VerifyMemoryUnderLoadParams) -> tuple[int, list[str]]:
-    """The memory stressapptest tests (-M), and the gaps: what bounded it below the share asked for."""
-    for line in (driver.system.read_text(MEMINFO) or "").splitlines():
-        if line.startswith("MemAvailable:"):
-            available_mb = int(line.split()[1]) // 1024
-            wanted = available_mb * params.memory_percent // 100
-            megabytes, gaps = min(wanted, params.max_memory_mb or wanted), []
-            room = cgroup_room_mb(driver)
-            if room is not None and room[0] < megabytes:
-                gaps.append(
-                    f"only {room[0]} MB of the {megabytes} MB asked for tested: the agent's cgroup caps it "
-                    f"({room[1]}; MemoryMax= of its unit)"
-                )
-                megabytes = room[0]
-            if megabytes < 16:
-                raise ActionFailed(f"precondition: {megabytes} MB to test is too little to verify memory")
-            return megabytes, gaps
-    raise ActionFailed(f"precondition: no MemAvailable in {MEMINFO}: cannot bound the memory stressapptest takes")
-
-
-def _probe_cpus(driver: LinuxDriver) -> list[int]:
-    online = set(parse_cpu_list(driver.system.read_text(ONLINE) or "").value)
-    cpus, why = probe_cpus(driver.system, online, PROBE_CPUS)  # type: ignore[arg-type]  # read_text is all it uses
-    if not cpus:
-        raise ActionFailed(f"precondition: no CPU to run the stall probe on: {why}")
-    return cpus
+def _gap(gap: str, ctx: ActionContext, **found: Any) -> VerificationFailed:
+    """Nothing was run: the step fails as a gap, saying why."""
+    ctx.note("gap", gap, kind="check")
+    return VerificationFailed(f"verification gap: {gap}", {"verdict": "gap", "gap": gap, **found})
 
 
 def verify_memory_under_load(
     driver: LinuxDriver, params: VerifyMemoryUnderLoadParams, ctx: ActionContext
 ) -> dict[str, Any]:
     what = f"DIMM {params.dimm}" if params.dimm else "the host's memory"
+    if not params.drained:
+        gap = f"{NOT_DRAINED} ({what} not verified: no scheduler drain confirmed by the centre)"
+        raise _gap(gap, ctx, failures=[], dimm=params.dimm)
     if ctx.system.which(TOOL) is None:
         gap = f"{TOOL} is not installed: {what} is not verified under load (install the Debian package {TOOL})"
-        ctx.note("gap", gap, kind="check")
-        raise VerificationFailed(f"verification gap: {gap}", {"verdict": "gap", "gap": gap})
-    megabytes, bounded = memory_mb(driver, params)
-    cpus = _probe_cpus(driver)
-    edac_before = edac_counts(driver)
+        raise _gap(gap, ctx)
+    placement = place(driver, params, ctx)
+    if placement.megabytes < 16:
+        raise ActionFailed(f"precondition: {placement.megabytes} MB to test is too little to verify memory")
+    cpus, why = probe_cpus(driver.system, set(placement.housekeeping), PROBE_CPUS)  # type: ignore[arg-type]
+    if not cpus:
+        raise ActionFailed(f"precondition: no CPU to run the stall probe on: {why}")
+    edac_before = edac_snapshot(driver.system)
     log_before = ctx.must(["dmesg"], changes=False)
-    argv = [sys.executable, "-m", "checker.agent.stallprobe", "--cpus", ",".join(map(str, cpus))]
+    argv = [*placement.prefix, sys.executable, "-m", "checker.agent.stallprobe", "--cpus", ",".join(map(str, cpus))]
     argv += ["--period-ms", f"{PROBE_PERIOD_MS:g}", "--threshold-ms", f"{params.stall_threshold_ms:g}"]
-    argv += ["--timeout-s", str(params.seconds + 120), "--", TOOL, "-s", str(params.seconds), "-M", str(megabytes)]
+    argv += ["--timeout-s", str(params.seconds + 120), "--", TOOL, "-s", str(params.seconds)]
+    argv += ["-M", str(placement.megabytes)]
     output = ctx.must(argv, timeout_s=params.seconds + 180)  # a load on the host: not run dry
     if ctx.dry_run:
-        return {"verdict": "dry_run", "memory_mb": megabytes, "probe_cpus": cpus}
+        return {"verdict": "dry_run", "memory_mb": placement.megabytes, "probe_cpus": cpus, "scope": placement.scope}
     try:
         probed = json.loads(output)
         run = probed["run"]
     except (ValueError, KeyError, TypeError):
         raise ActionFailed(f"the stall probe printed no summary: {output[:300]!r}") from None
-    edac_after = edac_counts(driver)
+    edac_after = edac_snapshot(driver.system)
     new_log = memory_log_lines(log_before, ctx.must(["dmesg"], changes=False))
     stress = parse_stressapptest(str(run.get("output", ""))).value
-    findings = _findings(params, megabytes, probed, run, stress, edac_before, edac_after, new_log)
-    findings["gaps"] = bounded + findings["gaps"]
+    findings = _findings(params, placement, probed, run, stress, (edac_before, edac_after), new_log)
     if findings["failures"]:
         raise VerificationFailed(f"{what} failed verification under load: {'; '.join(findings['failures'])}", findings)
+    if findings["gaps"]:
+        findings["verdict"] = "gap"
+        findings["gap"] = "; ".join(findings["gaps"])
+        raise VerificationFailed(f"verification gap: {what}: {findings['gap']}", findings)
     return findings
+
+
+def _edac(
+    params: VerifyMemoryUnderLoadParams, readings: tuple[EdacState | None, EdacState | None]
+) -> tuple[list[str], dict[str, Any]]:
+    """The failure lines for new EDAC errors, naming the DIMMs, and what goes into the findings."""
+    before, after = readings
+    if before is None or after is None:
+        return [], {"edac_new": {}, "dimms_erred": [], "edac_unplaced": {}, "dimm_erred": None}
+    changes = edac_changes(before, after)
+    labels = {d.label for c in after.controllers for d in c.dimms if d.label}
+    lines, target_erred = describe(changes, params.dimm, labels)
+    if changes["dimms"] and target_erred is False:
+        lines.append(f"not the DIMM verified ({params.dimm}): another DIMM erred under load")
+    found = {
+        "edac_new": changes["edac_new"],
+        "dimms_erred": changes["dimms"],
+        "edac_unplaced": changes["unplaced"],
+        "dimm_erred": target_erred,
+    }
+    return lines, found
 
 
 def _findings(
     params: VerifyMemoryUnderLoadParams,
-    megabytes: int,
+    placement: Placement,
     probed: dict[str, Any],
     run: dict[str, Any],
     stress: Any,
-    edac_before: dict[str, int] | None,
-    edac_after: dict[str, int] | None,
+    edac: tuple[EdacState | None, EdacState | None],
     new_log: list[str],
 ) -> dict[str, Any]:
     failures: list[str] = []
@@ -177,26 +151,25 @@ def _findings(
             f"{TOOL} {stress.status or 'printed no status'}: {stress.hardware_incidents} hardware incidents, "
             f"{stress.errors} errors"
         )
-    new_errors = {
-        key: edac_after[key] - edac_before.get(key, 0)
-        for key in (edac_after or {})
-        if edac_before is not None and edac_after is not None and edac_after[key] > edac_before.get(key, 0)
-    }
-    if new_errors:
-        failures.append(
-            "new EDAC errors during the run: " + ", ".join(f"{k} +{v}" for k, v in sorted(new_errors.items()))
-        )
+    edac_lines, edac_found = _edac(params, edac)
+    failures += edac_lines
     if new_log:
         failures.append(f"{len(new_log)} memory-error lines in the kernel log during the run")
     worst = max((c["max_ms"] for c in probed.get("cpus", {}).values()), default=0.0)
     if worst >= params.stall_threshold_ms:
         failures.append(f"a {worst:.0f} ms stall on the probed CPUs (threshold {params.stall_threshold_ms:g} ms)")
-    gaps = [] if edac_before is not None else ["no EDAC counters on this host: CE/UE counted from the kernel log only"]
+    gaps = list(placement.gaps)
+    short = coverage_gap(placement, params)
+    if short is not None:
+        gaps.append(short)
+    if edac[0] is None:
+        gaps.append("no EDAC counters on this host: CE/UE counted from the kernel log only, no DIMM named")
     return {
-        "verdict": "fail" if failures else "pass",
+        "verdict": "fail" if failures else ("gap" if gaps else "pass"),
         "failures": failures,
         "gaps": gaps,
         "dimm": params.dimm,
+        "coverage": placement.coverage(params),
         "stressapptest": {
             "status": stress.status,
             "reason": stress.reason,
@@ -204,9 +177,9 @@ def _findings(
             "errors": stress.errors,
             "lines": stress.hardware_lines or stress.process_lines,
             "seconds": params.seconds,
-            "memory_mb": megabytes,
+            "memory_mb": placement.megabytes,
         },
-        "edac_new": new_errors,
+        **edac_found,
         "kernel_log_new": new_log,
         "stalls": {
             "cpus": probed.get("cpus", {}),

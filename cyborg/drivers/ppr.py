@@ -3,7 +3,10 @@
 CMCI (the production mode) gives no physical address; firmware-first (SMI) does, at the cost of
 stalling every core while it logs. So: switch memory error reporting to firmware-first, wait for
 the DIMM's next corrected error and record the physical addresses the firmware reports (GHES
-`physical_address:` lines in the kernel log), schedule a hard PPR of each for the next boot with
+memory-error records in the kernel log whose `DIMM location:` or `fru_text:` names the step's DIMM:
+a record of another DIMM, or one naming none, is never repaired against it; if none names it, or
+records come faster than CAPTURE_MAX_RATE, back to CMCI and fail with the records listed),
+schedule a hard PPR of each for the next boot with
 the vendor/BMC tool, reboot (PPR runs during POST), and after the boot switch back to CMCI; the
 remediator's settle period then checks the errors are gone. The commands are argv templates from
 FLEETFIX_AGENT_PPR_TOOL (firmware_first, cmci, schedule; optionally mode, which prints the current
@@ -21,18 +24,25 @@ import datetime as dt
 import json
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from checker.parsers.ghes import GhesSection, ghes_sections
 from cyborg.actions import HardPprParams
 from cyborg.commands import ActionContext, ActionFailed
 
 if TYPE_CHECKING:
     from cyborg.drivers.linux import LinuxDriver
 
-_ADDRESS = re.compile(r"physical_address:\s*(0x[0-9a-fA-F]+)")
 TEMPLATES = ("firmware_first", "cmci", "schedule")
 MODE_TEMPLATE = "mode"  # optional: prints the mode the firmware reports errors in now
 CMCI_DISABLED = "/sys/devices/system/machinecheck/machinecheck0/cmci_disabled"
+# The capture gives up at once above this many memory records per second (each an SMI stalling every
+# core for up to hundreds of ms, seed 000): our choice, the same 1/s as the SMI rules, and at that rate
+# the errors span more rows than a DIMM has spares anyway. The rule (dimm-ce-ppr) starts below it.
+CAPTURE_MAX_RATE = 1.0
+CAPTURE_MIN_RECORDS = 5  # a burst of a few records right after the switch is not yet a rate
+MAX_LISTED = 10
+SWITCH_BACK_S = 30.0  # budget kept for the switch back to CMCI: a capture never eats the time it needs
 
 
 SWITCHES_FILE = "ppr-mode-switches.json"  # in the agent's work dir: the record crosses the PPR reboot
@@ -63,9 +73,26 @@ def _kept_switches(driver: LinuxDriver) -> list[dict[str, str]]:
 def physical_addresses(kernel_log: str) -> list[str]:
     """Distinct physical addresses of memory errors reported firmware-first (GHES), in order."""
     seen: dict[str, None] = {}
-    for match in _ADDRESS.finditer(kernel_log):
-        seen.setdefault(f"0x{int(match.group(1), 16):x}", None)
+    for section in ghes_sections(kernel_log.splitlines()):
+        if section.memory and section.physical_address:
+            seen.setdefault(section.physical_address, None)
     return list(seen)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", text.lower())
+
+
+def dimm_of(section: GhesSection, params: HardPprParams) -> str:
+    """`this` (the record names the step's DIMM), `other` (it names another), `unnamed` (no location).
+    The host matches names only: the firmware's DIMM location (SMBIOS bank locator and locator, which
+    is also ghes_edac's EDAC label) or fru_text against the step's DIMM and the locations the centre
+    put in its params (it knows the board's label map; the host does not)."""
+    names = [_norm(n) for n in section.names()]
+    if not names:
+        return "unnamed"
+    wanted = {_norm(w) for w in (params.dimm, *params.locations) if _norm(w)}
+    return "this" if any(n in wanted for n in names) else "other"
 
 
 def fill(template: list[str], **values: str) -> list[str]:
@@ -84,33 +111,73 @@ def _tool(driver: LinuxDriver, name: str) -> list[str]:
     return template
 
 
+def _give_up(
+    driver: LinuxDriver,
+    params: HardPprParams,
+    ctx: ActionContext,
+    switches: list[dict[str, str]],
+    why: str,
+    seen: list[GhesSection],
+) -> NoReturn:
+    ctx.must(fill(_tool(driver, "cmci"), dimm=params.dimm))  # back to the cheap mode before giving up
+    switches.append(_switch("cmci"))
+    listed = "; ".join(s.summary() for s in seen[:MAX_LISTED]) or "none"
+    more = f" (+{len(seen) - MAX_LISTED} more)" if len(seen) > MAX_LISTED else ""
+    raise ActionFailed(
+        f"{why} (firmware_first at {switches[0]['at']}, back to cmci at {switches[1]['at']}); "
+        f"memory records seen: {listed}{more}"
+    )
+
+
 def hard_ppr(driver: LinuxDriver, params: HardPprParams, ctx: ActionContext) -> dict[str, Any]:
     for name in TEMPLATES:
         _tool(driver, name)
-    known = set(physical_addresses(ctx.must(["dmesg"], changes=False)))
+    known = {s.key for s in ghes_sections(ctx.must(["dmesg"], changes=False).splitlines())}
     ctx.must(fill(_tool(driver, "firmware_first"), dimm=params.dimm))
     switches = [_switch("firmware_first")]
     ctx.note("error reporting: firmware_first", switches[0]["at"])
-    addresses: list[str] = []
-    give_up = time.monotonic() + params.capture_s
-    while not addresses and not ctx.dry_run:
-        addresses = [a for a in physical_addresses(ctx.must(["dmesg"], changes=False)) if a not in known]
-        if addresses:
-            break
-        if time.monotonic() >= give_up or ctx.remaining() <= driver.poll_s:
-            ctx.must(fill(_tool(driver, "cmci"), dimm=params.dimm))  # back to the cheap mode before giving up
-            switches.append(_switch("cmci"))
-            raise ActionFailed(
-                f"no error address for {params.dimm} within {params.capture_s} s in firmware-first mode "
-                f"(firmware_first at {switches[0]['at']}, back to cmci at {switches[1]['at']})"
+    started = time.monotonic()
+    give_up = started + params.capture_s
+    mine: list[GhesSection] = []
+    seen: list[GhesSection] = []
+    while not ctx.dry_run:
+        text = ctx.must(["dmesg"], changes=False)
+        seen = [s for s in ghes_sections(text.splitlines()) if s.memory and s.key not in known]
+        mine = [s for s in seen if s.physical_address and dimm_of(s, params) == "this"]
+        elapsed = max(time.monotonic() - started, driver.poll_s, 1.0)
+        if len(seen) >= CAPTURE_MIN_RECORDS and len(seen) / elapsed > CAPTURE_MAX_RATE:
+            _give_up(
+                driver,
+                params,
+                ctx,
+                switches,
+                f"{len(seen)} memory records in {elapsed:.0f} s in firmware-first mode, above "
+                f"{CAPTURE_MAX_RATE:g}/s: every one is an SMI that stalls all cores; too many rows for PPR",
+                seen,
             )
+        if mine:
+            break
+        if time.monotonic() >= give_up or ctx.remaining() <= driver.poll_s + SWITCH_BACK_S:
+            why = f"no error address for {params.dimm} within {params.capture_s} s in firmware-first mode"
+            if seen:
+                why += ": the records that came name another DIMM or none"
+            _give_up(driver, params, ctx, switches, why, seen)
         ctx.sleep(driver.poll_s)
+    addresses = list(dict.fromkeys(s.physical_address for s in mine if s.physical_address))
     for address in addresses:
         ctx.must(fill(_tool(driver, "schedule"), address=address, dimm=params.dimm))
     if not ctx.dry_run:
         _keep_switches(driver, switches)
     restarted = driver.restart(ctx, warm=False, release=driver.release())  # PPR runs during POST: cold
-    return {"dimm": params.dimm, "addresses": addresses, "mode_switches": switches, **restarted}
+    ignored = [s.summary() for s in seen if s not in mine][:MAX_LISTED]
+    return {
+        "dimm": params.dimm,
+        "addresses": addresses,
+        "records": [s.summary() for s in mine][:MAX_LISTED],
+        "ignored_records": ignored,
+        "mode_switches": switches,
+        **restarted,
+    }
 
 
 def _verified_cmci(driver: LinuxDriver, ctx: ActionContext, dimm: str) -> dict[str, Any]:
@@ -142,5 +209,12 @@ def after_boot(driver: LinuxDriver, params: HardPprParams, ctx: ActionContext) -
 
 
 def restore_cmci(driver: LinuxDriver, ctx: ActionContext) -> dict[str, Any]:
-    """A host left in firmware-first (an interrupted PPR flow) back to CMCI."""
+    """A host left in firmware-first (an interrupted PPR flow) back to CMCI. It has no DIMM: a `cmci`
+    (or `mode`) template that needs one is refused rather than run with `{dimm}` empty."""
+    for name in ("cmci", MODE_TEMPLATE):
+        if any("{dimm}" in part for part in driver.ppr_tool.get(name) or []):
+            raise ActionFailed(
+                f"precondition: FLEETFIX_AGENT_PPR_TOOL's {name!r} command needs {{dimm}}, and restore_cmci "
+                "switches the whole host: give it a command without one"
+            )
     return _verified_cmci(driver, ctx, "")

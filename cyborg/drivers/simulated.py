@@ -61,7 +61,7 @@ def _sim_params(params: ActionParams) -> list[dict[str, Any]]:
     if isinstance(params, OfflineCpuParams):
         return [{"cpu": params.cpu}]
     if isinstance(params, VerifyMemoryUnderLoadParams):
-        return [params.model_dump(include={"seconds", "stall_threshold_ms", "dimm"})]
+        return [params.model_dump(exclude_none=True)]  # drained and coverage too: the virtual host answers as the real
     return [{}]
 
 

@@ -22,6 +22,7 @@ def benchmark_signals(result: BenchmarkResult | None) -> list[SignalValue]:
         "clock_source": result.clock_source,
         "ran_at": result.ran_at.isoformat(),
         "parts": dict(result.parts),
+        "conditions": dict(result.conditions),
         "source": "agent",
     }
     return [SignalValue("benchmark_score", result.name, result.score, detail)]

@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 from api.settings import load_central_settings
 from checker.schemas import Report
 from core.db import utcnow
-from remediator import ingest, runner
+from remediator import ingest, repair_load, runner
 from remediator.inventory import HostInventory, apply_inventory
-from remediator.models import Host, HostState, RemediationState
+from remediator.models import Host, HostState, RemediationState, StepState
 from remediator.rules import load_ruleset
 from tests.builders.reports import LABEL, edac_report
 from ticketing import service as tickets
@@ -81,3 +81,17 @@ def healthy(hostname: str, start: float, end: float, *, boot: str = "boot-2") ->
 
 def host_state(session: Session, hostname: str = "web-1") -> HostState:
     return session.scalars(select(Host.state).where(Host.hostname == hostname)).one()
+
+
+def load_test_answers(session: Session, ticket_id: int, when: dt.datetime, verdict: str = "pass") -> None:
+    """The host's answer to a resolved DIMM ticket's load test, handed on as remediator.host_results hands
+    it (for tests about something else; tests/ticketing/test_repair_load.py sends the envelope and its result)."""
+    ticket = tickets.lock_ticket(session, ticket_id)
+    host = session.scalars(select(Host).where(Host.hostname == ticket.hostname)).one()
+    run = repair_load.run_of(session, ticket_id, host)
+    assert run is not None, f"no load test for ticket {ticket_id}"
+    step = run.steps[0]
+    step.state = StepState.succeeded if verdict == "pass" else StepState.failed
+    step.finished_at = when
+    step.result = {**step.result, "changed": {"verdict": verdict, "failures": [], "gaps": []}}
+    repair_load.conclude(session, run, step, when)

@@ -22,12 +22,22 @@ COMPARED = {
     "subject_pattern": "panic",
     "measure": "share",
     "worse": "higher",
-    "upgraded": {"checked": 1, "showing": 1, "examples": ["skx-000"]},
-    "not_upgraded": {"checked": 19, "showing": 0, "examples": []},
+    "expect": "no_worse",
+    "upgraded": {"checked": 1, "showing": 1, "examples": ["skx-000"], "host_hours": 5.0},
+    "not_upgraded": {
+        "checked": 19,
+        "showing": 0,
+        "examples": [],
+        "host_hours": 95.0,
+        "excluded": 1,
+        "excluded_examples": ["skx-019: 2.6.23.17-amdpatch is withdrawn"],
+    },
     "test": "Fisher's exact, one-sided",
     "p_value": 0.05,
+    "support": "none",
     "halt": True,
-    "why": "on 1 of 1 upgraded hosts and none of the 19 not yet upgraded",
+    "why": "on 1 of 1 upgraded hosts and none of the 19 not yet upgraded: one host, no statistical support "
+    "(Fisher p 0.05 > 0.01): halted as a precaution, not a significant difference; an operator should judge",
     "since": T0.isoformat(),
 }
 

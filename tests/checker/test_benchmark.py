@@ -137,3 +137,76 @@ def test_the_agents_cycle_carries_the_run_once_a_day(tmp_path: Path, monkeypatch
         assert (tmp_path / "state" / "benchmark.json").exists()
     finally:
         loop.stop()
+
+
+class Changing(Files):
+    """A host whose /proc/stat moves between reads (the agent samples it twice)."""
+
+    def __init__(self, files: dict[str, str], stats: list[str]) -> None:
+        super().__init__(files)
+        self.stats = stats
+
+    def read_text(self, path: str) -> str | None:
+        if path == "/proc/stat" and self.stats:
+            return self.stats.pop(0) if len(self.stats) > 1 else self.stats[0]
+        return super().read_text(path)
+
+
+def stat(cpu: int, user: int, idle: int, steal: int = 0) -> str:
+    return f"cpu  1 2 3 4 5 6 7 8 0 0\ncpu{cpu} {user} 0 0 {idle} 0 0 0 {steal} 0 0\n"
+
+
+def test_a_busy_host_is_skipped_with_what_was_seen_and_tried_again_later_in_the_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(benchmark, "SAMPLE_S", 0.0)
+    monkeypatch.setattr(benchmark, "WALK_BYTES", 4 << 20)
+    cpu = max(os.sched_getaffinity(0))
+    cpus = os.cpu_count() or 1
+    busy_load = {**HOUSEKEEPING, "/proc/cpuinfo": XEON, "/proc/loadavg": f"{cpus * 0.9:.2f} 1.0 1.0 3/400 99\n"}
+    schedule = BenchmarkSchedule((0, 24 * 60), "web-001", tmp_path / "benchmark.json")
+    monkeypatch.setattr(BenchmarkSchedule, "minute", property(lambda self: 0))
+    at = dt.datetime(2026, 11, 27, 12, 0, tzinfo=dt.UTC)
+    outcome = schedule.maybe_run(Files(busy_load), at)  # type: ignore[arg-type]
+    assert outcome is not None
+    result, run = outcome
+    assert result is None
+    assert run.status == CollectorStatus.unavailable
+    assert "host busy" in (run.reason or "")
+    assert "load_per_cpu" in (run.reason or "")
+    assert schedule.last_day is None  # the day is still open
+    assert schedule.maybe_run(Files(busy_load), at + dt.timedelta(minutes=5)) is None  # not every cycle
+    # the chosen CPU itself 60 % busy over the sample (load average fine): skipped as well
+    busy_cpu = Changing(
+        {**busy_load, "/proc/loadavg": "0.01 0.01 0.01 1/400 99\n"}, [stat(cpu, 0, 0), stat(cpu, 60, 40)]
+    )
+    outcome = schedule.maybe_run(busy_cpu, at + dt.timedelta(minutes=16))  # type: ignore[arg-type]
+    assert outcome is not None
+    assert "cpu_busy_pct 60.0 > 20.0" in (outcome[1].reason or "")
+    # quiet now: it runs, and the score carries what the host looked like
+    quiet = Changing(
+        {**busy_load, "/proc/loadavg": "0.01 0.01 0.01 1/400 99\n"},
+        [stat(cpu, 0, 0), stat(cpu, 1, 99), stat(cpu, 1, 99), stat(cpu, 101, 99, steal=1)],
+    )
+    outcome = schedule.maybe_run(quiet, at + dt.timedelta(minutes=32))  # type: ignore[arg-type]
+    assert outcome is not None
+    result, run = outcome
+    assert run.status == CollectorStatus.ok
+    assert result is not None
+    assert result.conditions == {
+        "loadavg_1m": 0.01,
+        "load_per_cpu": round(0.01 / cpus, 3),
+        "cpu_busy_pct": 1.0,
+        "steal_pct": 0.0,
+        "steal_pct_run": 1.0,
+    }
+    assert schedule.last_day == at.astimezone().date().isoformat()
+
+
+def test_a_stealing_hypervisor_is_busy_too() -> None:
+    host = Changing({}, [stat(2, 0, 0), stat(2, 0, 90, steal=10)])
+    with pytest.raises(benchmark.HostBusy, match=r"steal_pct 10\.0 > 5\.0") as busy:
+        benchmark.load_seen(host, 2)  # type: ignore[arg-type]
+    assert busy.value.seen["steal_pct"] == 10.0
+    # nothing readable: measured, and nothing claimed
+    assert benchmark.load_seen(Files({}), 2) == {}  # type: ignore[arg-type]

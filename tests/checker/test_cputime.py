@@ -59,6 +59,8 @@ def test_a_young_job_with_22_million_seconds_is_flagged_by_its_thread(tmp_path: 
     assert job.stat_line.startswith("4711 (cmsRun) S 1")
     # systemd, cmsRun, root.exe, athena, sshd; not kthreadd's children nor the zombie
     assert (found.checked, found.unscanned, found.unverified, found.complete) == (5, 0, 0, True)
+    # one cycle was a whole rotation: a host this small is judged whole every cycle
+    assert (found.rotation_cycles, found.rotation_checked, found.rotation_ahead, found.rechecked) == (1, 5, 0, 0)
     assert (found.cpus, found.clk_tck, found.uptime_s, found.tolerance_s) == (16, 100, 90000.0, 3600.0)
     assert found.threads_read == 1 + 8 + 1  # cmsRun's, root.exe's and athena's: only those over their run time
     assert found.caps_hit == []
@@ -97,11 +99,12 @@ def test_threads_past_the_cap_leave_a_process_unverified_and_the_scan_incomplete
     assert (found.flagged, found.unverified, found.complete, found.caps_hit) == (1, 1, False, ["threads"])
 
 
-def test_processes_past_the_cap_are_counted_oldest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cputime, "MAX_PROCESSES_READ", 2)
+def test_a_cycle_reads_its_slice_and_says_nothing_of_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cputime, "MAX_STATS_READ", 3)
     found = cycle(tmp_path)
-    # pids 1 and 4711 read, 5100, 5200, 6100, 6200 not
-    assert (found.checked, found.unscanned, found.complete, found.flagged) == (2, 4, False, 1)
+    # pid 1 (one read), cmsRun (its stat and its one thread's): the rest waits for the next cycles, uncounted
+    assert (found.checked, found.unscanned, found.unverified, found.flagged) == (2, 0, 0, 1)
+    assert (found.complete, found.rotation_cycles, found.rotation_ahead) == (False, None, 4)
     assert found.caps_hit == ["processes"]
 
 
@@ -110,6 +113,7 @@ def test_the_byte_cap_stops_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     found = cycle(tmp_path)
     assert "bytes" in found.caps_hit
     assert not found.complete
+    assert found.rotation_ahead > 0  # the rest is read in the next cycles
     assert found.bytes_read < 600 + 1024
 
 

@@ -162,3 +162,14 @@ def test_memory_tiers_garbage_values_are_problems() -> None:
     assert len(parsed.problems) == 4
     tiers = parsed.value
     assert (tiers.demotion_enabled, tiers.numa_balancing, tiers.interleave_weights) == (None, None, {})
+
+
+def test_weighted_interleave_auto_mode() -> None:
+    """weighted_interleave/auto (Linux 6.16 on) prints true/false; the first patches' Y/N read too."""
+    for text, value in (("true\n", True), ("false\n", False), ("Y\n", True), ("N", False)):
+        parsed = parse_memory_tiers({"node0/cpulist": "0-3"}, interleave_auto=text)
+        assert (parsed.value.interleave_auto, parsed.problems) == (value, [])
+    assert parse_memory_tiers({"node0/cpulist": "0-3"}).value.interleave_auto is None  # before 6.16
+    garbage = parse_memory_tiers({"node0/cpulist": "0-3"}, interleave_auto="maybe\n")
+    assert garbage.value.interleave_auto is None
+    assert "weighted_interleave/auto is not true/false" in garbage.problems[0]

@@ -326,7 +326,7 @@ def test_memory_tiers(tmp_path: Path) -> None:
     assert ("/sys/kernel/mm/mempolicy/weighted_interleave/node2", "1") in system.written
 
 
-@pytest.mark.parametrize(("before", "after"), [("0", "2"), ("1", "3")])
+@pytest.mark.parametrize(("before", "after"), [("1", "3")])  # 0 is refused: tests/cyborg/test_tiers_driver.py
 def test_set_numa_balancing_adds_the_tiering_bit_reads_it_back_and_keeps_it(
     tmp_path: Path, before: str, after: str
 ) -> None:
@@ -442,8 +442,8 @@ def test_reflash_through_fwupd_skips_what_already_runs_the_version(tmp_path: Pat
 
 
 def test_hard_ppr_captures_addresses_schedules_repair_and_reboots(tmp_path: Path) -> None:
-    ghes = sample("kernel-log/ghes-apei-memory-ce-ghes-edac-hisilicon-arm64.log")
-    assert physical_addresses(ghes) == ["0x4000000300"]
+    ghes = sample("kernel-log/syslog-ghes-recoverable-memory-fru-text-already-poisoned.log")  # x86: names its DIMM
+    assert physical_addresses(ghes) == ["0xe16677000"]
     system = RecordedSystem(files={OSRELEASE: "6.1.0\n"}, tools={"systemctl"})
     system.answer(["dmesg"], "")  # before the switch: no addresses
     system.answer(["dmesg"], ghes)  # firmware-first: the next error carries its address
@@ -452,13 +452,13 @@ def test_hard_ppr_captures_addresses_schedules_repair_and_reboots(tmp_path: Path
         "cmci": ["/opt/oem/memmode", "--cmci"],
         "schedule": ["/opt/oem/ppr", "--hard", "--address", "{address}", "--dimm", "{dimm}"],
     }
-    changed, ctx = run(linux(system, tmp_path, ppr_tool=tools), "hard_ppr", {"dimm": "CPU0_DIMM_A1"})
+    changed, ctx = run(linux(system, tmp_path, ppr_tool=tools), "hard_ppr", {"dimm": "CPU 1 DIMM 5"})
     assert [a for a in argvs(ctx) if a[0] != "dmesg"] == [
         ["/opt/oem/memmode", "--firmware-first"],
-        ["/opt/oem/ppr", "--hard", "--address", "0x4000000300", "--dimm", "CPU0_DIMM_A1"],
+        ["/opt/oem/ppr", "--hard", "--address", "0xe16677000", "--dimm", "CPU 1 DIMM 5"],
         ["systemctl", "reboot"],  # PPR runs during POST: a cold reboot, never kexec
     ]
-    assert changed["addresses"] == ["0x4000000300"]
+    assert changed["addresses"] == ["0xe16677000"]
     with pytest.raises(ActionFailed, match="PPR_TOOL has no 'firmware_first'"):
         run(linux(system, tmp_path), "hard_ppr", {"dimm": "CPU0_DIMM_A1"})
 

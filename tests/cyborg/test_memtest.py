@@ -48,7 +48,24 @@ def test_stressapptest_pass_failure_and_procedural_error_are_told_apart() -> Non
     assert cut.problems
 
 
-def host_system(*, ce_after: int = 0, output: str = "stressapptest-pass.txt", stall_ms: float = 2.0) -> RecordedSystem:
+LABELS = ("CPU_SrcID#0_MC#0_Chan#0_DIMM#0", "CPU_SrcID#0_MC#0_Chan#1_DIMM#0")
+"""EDAC labels as skx/i10nm_edac write them (the sample corpus's edac-sysfs/i10nm-mc7-dimm0-ce4.txt)."""
+
+
+def is_probe(argv: list[str]) -> bool:
+    return "checker.agent.stallprobe" in argv
+
+
+def probe_of(argv: list[str]) -> list[str]:
+    """The stall probe's argv inside whatever the run was placed in (a scope, taskset)."""
+    return argv[argv.index(sys.executable) :]
+
+
+def host_system(
+    *, ce_after: int = 0, output: str = "stressapptest-pass.txt", stall_ms: float = 2.0, erring: int = 0
+) -> RecordedSystem:
+    """A host with two DIMMs on mc0 (per-DIMM counts), systemd-run and taskset; `ce_after` new CEs on DIMM
+    `erring` while the probe runs."""
     system = RecordedSystem(
         files={
             "/proc/meminfo": "MemTotal:       65536000 kB\nMemAvailable:   32768000 kB\n",
@@ -56,9 +73,12 @@ def host_system(*, ce_after: int = 0, output: str = "stressapptest-pass.txt", st
             "/proc/cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1 isolcpus=4-7 nohz_full=4-7\n",
             f"{EDAC}/mc0/ce_count": "3\n",
             f"{EDAC}/mc0/ue_count": "0\n",
+            **{f"{EDAC}/mc0/dimm{i}/dimm_label": f"{label}\n" for i, label in enumerate(LABELS)},
+            **{f"{EDAC}/mc0/dimm{i}/dimm_ce_count": f"{3 if i == 0 else 0}\n" for i in range(2)},
+            **{f"{EDAC}/mc0/dimm{i}/dimm_ue_count": "0\n" for i in range(2)},
         },
-        tools={"stressapptest", "dmesg"},
-        dirs={EDAC: ["mc0", "power"]},
+        tools={"stressapptest", "dmesg", "systemd-run", "taskset"},
+        dirs={EDAC: ["mc0", "power"], f"{EDAC}/mc0": ["ce_count", "ue_count", "dimm0", "dimm1"]},
     )
     summary = {
         "cpus": {"0": {"max_ms": stall_ms, "total_ms": 0, "count": 0, "wakeups": 60000}, "2": {"max_ms": 1.0}},
@@ -68,13 +88,16 @@ def host_system(*, ce_after: int = 0, output: str = "stressapptest-pass.txt", st
 
     system.answer(["dmesg"], "[  1.0] boot\n")
     system.answer(["dmesg"], "[  1.0] boot\n" + ("[ 99.1] EDAC MC0: 1 CE memory read error on DIMM_A1 (page:0x1)\n"))
-    system.answer(list(PROBE), json.dumps(summary))
+    for prefix in (list(PROBE), ["systemd-run"], ["taskset"]):  # wherever the run is placed
+        system.answer(prefix, json.dumps(summary))
     if ce_after:
         original = system.run
 
         def run(argv: list[str], *, timeout_s: float):  # type: ignore[no-untyped-def]
             result = original(argv, timeout_s=timeout_s)
-            if tuple(argv[:3]) == PROBE:  # the errors the load found, counted by EDAC meanwhile
+            if is_probe(argv):  # the errors the load found, counted by EDAC meanwhile
+                dimm = f"{EDAC}/mc0/dimm{erring}/dimm_ce_count"
+                system.files[dimm] = f"{int(system.files[dimm]) + ce_after}\n"
                 system.files[f"{EDAC}/mc0/ce_count"] = f"{3 + ce_after}\n"
             return result
 
@@ -85,7 +108,7 @@ def host_system(*, ce_after: int = 0, output: str = "stressapptest-pass.txt", st
 def verify(system: RecordedSystem, **params: object) -> tuple[dict, ActionContext]:  # type: ignore[type-arg]
     spec = ACTIONS["verify_memory_under_load"]
     ctx = ActionContext(system, timeout_s=4000)
-    return LinuxDriver(system).run(spec, spec.parse({"dimm": "DIMM_A1", **params}), ctx), ctx
+    return LinuxDriver(system).run(spec, spec.parse({"dimm": LABELS[0], "drained": True, **params}), ctx), ctx
 
 
 def test_a_clean_run_with_no_new_errors_and_short_stalls_passes() -> None:
@@ -94,11 +117,13 @@ def test_a_clean_run_with_no_new_errors_and_short_stalls_passes() -> None:
     found, _ctx = verify(system, seconds=60)
     assert found["verdict"] == "pass"
     assert found["failures"] == []
-    probe = next(argv for argv in system.ran if tuple(argv[:3]) == PROBE)
+    placed = next(argv for argv in system.ran if is_probe(argv))
+    probe = probe_of(placed)
     # the probe on housekeeping CPUs only (4-7 are isolated), stressapptest bounded in time and memory
     assert probe[probe.index("--cpus") + 1] == "0,2"
     assert probe[probe.index("--") + 1 :] == ["stressapptest", "-s", "60", "-M", "19200"]
     assert found["stressapptest"]["status"] == "PASS"
+    assert found["coverage"]["percent_of_available"] == 60.0
 
 
 def test_new_ces_under_load_fail_although_stressapptest_says_pass() -> None:
@@ -108,6 +133,11 @@ def test_new_ces_under_load_fail_although_stressapptest_says_pass() -> None:
     findings = failed.value.findings
     assert findings["verdict"] == "fail"
     assert findings["edac_new"] == {"mc0_ce": 4}
+    assert findings["dimms_erred"] == [
+        {"label": LABELS[0], "mc": 0, "entry": "dimm0", "location": None, "ce": 4, "ue": 0}
+    ]
+    assert findings["dimm_erred"] is True
+    assert f"new EDAC errors during the run on {LABELS[0]} (mc0/dimm0) +4 CE" in findings["failures"]
     assert findings["stressapptest"]["status"] == "PASS"  # ECC corrected them: the tool saw nothing
     assert findings["kernel_log_new"] == ["[ 99.1] EDAC MC0: 1 CE memory read error on DIMM_A1 (page:0x1)"]
 
@@ -127,8 +157,8 @@ def test_stressapptest_missing_is_a_gap_never_a_pass() -> None:
     with pytest.raises(VerificationFailed, match="stressapptest is not installed") as failed:
         verify(system)
     assert failed.value.findings["verdict"] == "gap"
-    assert "DIMM DIMM_A1 is not verified under load" in failed.value.findings["gap"]
-    assert not any(tuple(argv[:3]) == PROBE for argv in system.ran)
+    assert f"DIMM {LABELS[0]} is not verified under load" in failed.value.findings["gap"]
+    assert not any(is_probe(argv) for argv in system.ran)
 
 
 @pytest.mark.parametrize(
@@ -142,7 +172,7 @@ def test_stressapptest_missing_is_a_gap_never_a_pass() -> None:
 def test_the_simulated_host_answers_through_the_executor(faults: tuple[str, ...], outcome: str, verdict: str) -> None:
     signer = Signer(Ed25519PrivateKey.generate())
     executor, _, reports = sim_executor(signer, faults=faults)
-    message = signer.sign(envelope("verify_memory_under_load", {"seconds": 60})).model_dump()
+    message = signer.sign(envelope("verify_memory_under_load", {"seconds": 60, "drained": True})).model_dump()
     assert executor.handle(message)["outcome"] == outcome
     [result] = reports.of(RESULT_TASK)
     assert result["changed"]["verdict"] == verdict
@@ -165,18 +195,28 @@ def test_a_real_short_run_under_the_real_probe_passes_here() -> None:
     assert summary["cpus"]["0"]["wakeups"] > 50
 
 
-def test_the_agents_cgroup_bounds_the_memory_tested_and_says_so() -> None:
+def test_the_agents_cgroup_bounds_the_memory_tested_and_that_is_a_gap_never_a_pass() -> None:
     system = host_system()
+    system.tools.discard("systemd-run")  # no scope to be had: the run stays in the agent's cgroup
     system.outputs[("dmesg",)] = [("[  1.0] boot\n", 0), ("[  1.0] boot\n", 0)]
     unit = "/sys/fs/cgroup/system.slice/fleetfix-agent.service"
     system.files["/proc/self/cgroup"] = "0::/system.slice/fleetfix-agent.service\n"
     system.files[f"{unit}/memory.max"] = f"{512 * 1024 * 1024}\n"
     system.files[f"{unit}/memory.current"] = f"{100 * 1024 * 1024}\n"
-    found, _ = verify(system, seconds=60)
-    probe = next(argv for argv in system.ran if tuple(argv[:3]) == PROBE)
-    assert probe[-2:] == ["-M", "329"]  # four fifths of the 412 MB left under MemoryMax
-    assert found["verdict"] == "pass"
-    assert found["gaps"][0].startswith("only 329 MB of the 19200 MB asked for tested")
+    system.files[f"{unit}/cpu.max"] = "50000 100000\n"
+    with pytest.raises(VerificationFailed, match="verification gap") as failed:
+        verify(system, seconds=60)
+    found = failed.value.findings
+    placed = next(argv for argv in system.ran if is_probe(argv))
+    assert placed[:3] == ["taskset", "-c", "0-3"]  # the unit's CPUAffinity= widened to the housekeeping CPUs
+    assert placed[-2:] == ["-M", "329"]  # four fifths of the 412 MB left under MemoryMax
+    assert found["verdict"] == "gap"
+    assert found["failures"] == []
+    assert found["gaps"][0].startswith("ran inside the agent's own cgroup (systemd-run is not installed")
+    assert found["gaps"][1].startswith("only 329 MB of the 19200 MB asked for tested")
+    assert "throttled to 50% of one CPU" in found["gaps"][2]
+    assert found["gaps"][3].startswith("only 329 MB of 32000 MB available tested (1.0%, below the 50%")
+    assert found["gap"] == "; ".join(found["gaps"])
 
 
 @pytest.mark.parametrize(("ppr_took", "verdict"), [(True, "pass"), (False, "fail")])
@@ -188,7 +228,8 @@ def test_after_hard_ppr_the_simulated_host_passes_only_if_the_repair_took(ppr_to
     dimm = driver.host.dimms[fault.dimm_index].locator
     ppr = signer.sign(envelope("hard_ppr", {"dimm": dimm}, step=0)).model_dump()
     assert executor.handle(ppr)["outcome"] == "succeeded"
-    check = signer.sign(envelope("verify_memory_under_load", {"dimm": dimm, "seconds": 600}, step=1)).model_dump()
+    params = {"dimm": dimm, "seconds": 600, "drained": True}
+    check = signer.sign(envelope("verify_memory_under_load", params, step=1)).model_dump()
     executor.handle(check)
     result = reports.of(RESULT_TASK)[-1]
     assert result["changed"]["verdict"] == verdict

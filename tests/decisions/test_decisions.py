@@ -10,7 +10,10 @@ from sqlalchemy.orm import Session
 
 from remediator import host_evaluation
 from remediator.baselines import parse_baselines
-from tests.decisions import cases_performance  # noqa: F401 - registers its cases in CASES
+from tests.decisions import (
+    cases_benchmark_class,  # noqa: F401 - registers its cases in CASES
+    cases_performance,  # noqa: F401 - registers its cases in CASES
+)
 from tests.decisions.cases import CASES
 from tests.decisions.harness import RULES, check, register, run
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -12,7 +13,7 @@ from checker.schemas import BenchmarkResult, HostIdentity, Observations, Report
 from remediator import benchmarks
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
-from remediator.models import Signal
+from remediator.models import Host, Signal
 from remediator.rules import load_ruleset
 
 RULES = load_ruleset([])
@@ -64,3 +65,64 @@ def test_a_host_within_a_few_per_cent_is_no_outlier_even_in_a_tight_class(sessio
     scores = [80.0, 80.0, 80.0, 80.0, 80.0, 77.0]  # MAD 0: the floor, not a division by zero
     ingest(session, [report(n, 0, score=s) for n, s in zip(names, scores, strict=True)], ruleset=RULES)
     assert outliers(session) == []
+
+
+EXPECTING = """version: 1
+classes:
+  slow:
+    performance:
+      expected: {fleetfix-cpumem-v1: 3.65}
+      source: simulated fleet
+"""
+
+
+def test_a_bad_expected_score_is_refused_with_its_file_and_line() -> None:
+    from remediator.baselines import BaselinesError, parse_baselines
+
+    bad = EXPECTING.replace("3.65", "-1")
+    with pytest.raises(BaselinesError, match=r"^b\.yaml:5: classes\.slow\.performance\.expected\.fleetfix-cpumem-v1: "):
+        parse_baselines(bad, "b.yaml")
+    with pytest.raises(
+        BaselinesError,
+        match=r"^b\.yaml:5: classes\.slow\.performance\.expected\.fleetfix-cpumem-v1: Input should be a valid number",
+    ):
+        parse_baselines(EXPECTING.replace("3.65", "fast"), "b.yaml")
+    with pytest.raises(BaselinesError, match=r"b\.yaml:6: classes\.slow\.performance\.expect: Extra"):
+        parse_baselines(EXPECTING.replace("      source", "      expect: 1\n      source"), "b.yaml")
+
+
+def test_a_slow_class_signals_once_on_its_lowest_host_and_not_when_at_its_expected_score(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remediator import host_evaluation
+    from remediator.baselines import parse_baselines
+
+    monkeypatch.setattr(host_evaluation, "firmware_baselines", lambda: parse_baselines(EXPECTING))
+    benchmarks.clear_cache()
+    names = [f"s{i}" for i in range(5)]
+    apply_inventory(session, [HostInventory(hostname=n, hardware_class="slow") for n in names], actor="test")
+    ingest(
+        session,
+        [report(n, 0, score=s) for n, s in zip(names, [1.66, 1.7, 1.73, 1.66, 1.68], strict=True)],
+        ruleset=RULES,
+    )
+    ingest(session, [report(n, 1) for n in names], ruleset=RULES)  # every host's kept score judged again
+    rows = session.execute(
+        select(Host.hostname, Signal.subject, Signal.value)
+        .join(Host, Host.id == Signal.host_id)
+        .where(Signal.kind == "benchmark_class_below_expected")
+    ).all()
+    assert {(h, s) for h, s, _ in rows} == {("s0", "slow")}  # one host of the class carries it
+    assert {v for _, _, v in rows} == {round(100 * (3.65 - 1.68) / 3.65, 1)}
+    benchmarks.clear_cache()
+    ingest(session, [report(n, 2, score=3.6) for n in names], ruleset=RULES)  # the class fixed: 1.4 % under
+    benchmarks.clear_cache()  # (the cache lives a minute: the next report after it)
+    ingest(session, [report(n, 3) for n in names], ruleset=RULES)
+    later = select(Signal.id).where(
+        Signal.kind == "benchmark_class_below_expected", Signal.observed_at == T0 + dt.timedelta(minutes=3)
+    )
+    assert session.execute(later).all() == []
+    at_first = select(Signal.id).where(
+        Signal.kind == "benchmark_class_below_expected", Signal.observed_at == T0 + dt.timedelta(minutes=1)
+    )
+    assert len(session.execute(at_first).all()) == 1  # the same query finds the slow class's

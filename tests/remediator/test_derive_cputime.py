@@ -83,7 +83,12 @@ def test_a_report_whose_scan_only_aged_is_stored_as_the_same_state() -> None:
     from remediator.ingest import report_digest
 
     def at(uptime: float, excess: float) -> Report:
-        seen = watch(job(4711, excess)).model_copy(update={"uptime_s": uptime, "bytes_read": int(uptime) % 977})
+        moved = {"rotation_ahead": int(uptime) % 13, "rotation_checked": int(uptime) % 7, "caps_hit": ["processes"]}
+        if uptime > 90000:
+            moved = {"rotation_cycles": 12, "rechecked": 1}
+        seen = watch(job(4711, excess)).model_copy(
+            update={"uptime_s": uptime, "bytes_read": int(uptime) % 977, **moved}
+        )
         return Report(host=HostIdentity(hostname="opteron-01"), captured_at=AT, observations=Observations(cputime=seen))
 
     assert report_digest(at(90000, 2e7)) == report_digest(at(90060, 2e7 + 60))

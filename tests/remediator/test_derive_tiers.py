@@ -52,23 +52,46 @@ def test_a_class_without_configuration_gets_only_the_known_bad_1_to_1() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mode", "kernel", "wanted", "supported"),
+    ("mode", "kernel", "wanted", "supported", "balancing"),
     [
-        (0, "6.1.0-28-amd64", 2, True),
-        (1, "5.18.0", 3, True),
-        (1, "5.15.0-91-generic", 3, False),
-        (1, "2.6.32-754.el6.x86_64", 3, False),
-        (1, None, 3, None),
-        (None, "6.1.0", 2, False),  # no sysctl: a kernel built without NUMA balancing
+        (0, "6.1.0-28-amd64", 2, True, "off"),  # turned off: the pack tickets it (cxl-numa-balancing-off)
+        (1, "5.18.0", 3, True, "normal"),  # the only state the pack writes to
+        (1, "5.15.0-91-generic", 3, False, "normal"),
+        (1, "2.6.32-754.el6.x86_64", 3, False, "normal"),
+        (1, None, 3, None, "normal"),
+        (None, "6.1.0", 2, False, "absent"),  # no sysctl: a kernel built without NUMA balancing
     ],
 )
 def test_numa_balancing_without_the_tiering_bit(
-    mode: int | None, kernel: str | None, wanted: int, supported: bool | None
+    mode: int | None, kernel: str | None, wanted: int, supported: bool | None, balancing: str
 ) -> None:
     (found,) = of(
         tier_signals(tiers(1, weights={}, numa_balancing=mode), kernel, None, "x"), "numa_balancing_tiering_off"
     )
     assert (found.detail["current"], found.detail["wanted"], found.detail["supported"]) == (mode, wanted, supported)
+    assert found.detail["balancing"] == balancing
+
+
+def test_a_host_whose_kernel_sets_the_weights_itself_is_left_alone() -> None:
+    """weighted_interleave/auto=true (Linux 6.16 on): neither a mismatch with the class nor the 1:1 default."""
+    for auto, configured in ((True, CONFIGURED.for_class("cxl-a")), (True, None)):
+        state = tiers(1, weights={"0": 1, "1": 1}).model_copy(update={"interleave_auto": auto})
+        assert tier_signals(state, "6.16.0", configured, "cxl-a") == []
+    manual = tiers(1, weights={"0": 1, "1": 1}).model_copy(update={"interleave_auto": False})
+    assert [s.kind for s in tier_signals(manual, "6.16.0", CONFIGURED.for_class("cxl-a"), "cxl-a")] == [
+        "interleave_weights_mismatch"
+    ]
+
+
+def test_the_mismatch_says_the_weights_are_per_node_and_what_share_goes_to_cxl() -> None:
+    """Two DRAM nodes and one CXL node at the class's 4:1 per node: 4/4/1 sends 1/9 to CXL, not 1/5."""
+    state = tiers(1, weights={"0": 1, "1": 1, "2": 1})
+    state.nodes.insert(1, state.nodes[0].model_copy(update={"node": 1}))
+    state.nodes[2] = state.nodes[2].model_copy(update={"node": 2})
+    (found,) = tier_signals(state, "6.9.0", CONFIGURED.for_class("cxl-a"), "cxl-a")
+    assert found.detail["configured"] == {"0": 4, "1": 4, "2": 1}
+    assert found.detail["cxl_share_pct"] == 11.1
+    assert "per-node" in found.detail["meaning"]
 
 
 def test_numa_balancing_with_the_bit_or_without_a_cxl_node_says_nothing() -> None:

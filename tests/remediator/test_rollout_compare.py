@@ -47,9 +47,20 @@ def test_mann_whitney_exact_matches_enumeration() -> None:
 def test_one_canary_showing_what_no_old_host_shows_halts() -> None:
     result = verdict(SHARE, sides([2.0], [0.0] * 9))
     assert result["halt"]
-    assert result["why"] == "on 1 of 1 upgraded hosts and none of the 9 not yet upgraded"
+    assert result["why"] == (
+        "on 1 of 1 upgraded hosts and none of the 9 not yet upgraded: one host, no statistical support "
+        "(Fisher p 0.1 > 0.01): halted as a precaution, not a significant difference; an operator should judge"
+    )
+    assert result["support"] == "none"
     assert result["test"] == "Fisher's exact, one-sided"
     assert result["p_value"] == pytest.approx(0.1)
+
+
+def test_several_upgraded_hosts_showing_what_no_old_host_shows_is_significant() -> None:
+    result = verdict(SHARE, sides([1.0, 2.0, 1.0], [0.0] * 10))
+    assert result["halt"]
+    assert result["support"] == "significant"
+    assert result["why"] == "on 3 of 3 upgraded hosts and none of the 10 not yet upgraded: p 0.0035 ≤ 0.01"
 
 
 def test_noise_on_both_sides_does_not_halt() -> None:
@@ -80,7 +91,11 @@ def test_a_score_far_below_every_old_host_halts_a_small_drop_does_not() -> None:
     low = verdict(SCORE, sides([1.66], [3.38, 3.56, 3.73, 3.9, 3.5]))
     assert low["halt"]
     assert low["change"] == pytest.approx((3.56 - 1.66) / 3.56, abs=1e-3)
-    assert low["why"].endswith("every upgraded host worse than every other")
+    assert low["why"].startswith("median 1.66 of 1 upgraded vs 3.56 of 5 (-53.4%): every upgraded host worse")
+    assert "one host, no statistical support (Mann-Whitney p 0.17 > 0.01)" in low["why"]
+    assert low["support"] == "none"
+    many = verdict(SCORE, sides([1.66, 1.73, 1.70, 1.80], [3.38, 3.56, 3.73, 3.9, 3.5, 3.6]))
+    assert (many["halt"], many["support"]) == (True, "significant")
     assert not verdict(SCORE, sides([3.3], [3.38, 3.56, 3.73, 3.9, 3.5]))["halt"]  # lowest, but 7% below
 
 
@@ -91,3 +106,56 @@ def test_the_pack_format_takes_percentages_and_refuses_nonsense() -> None:
     with pytest.raises(ValueError, match="alpha"):
         Comparison(signal="x", alpha=0.7)
     assert issubclass(Comparison, RuleModel)
+
+
+GAIN = Comparison(signal="benchmark_score", measure="median", worse="lower", expect="better", min_change="50%")
+# INFN/CCR-11/01 per core per GHz: 1.660, 1.733 (Tabella 1) and 1.798 (Tabella 4) with the BIOS workaround
+WORKAROUND = [1.66, 1.733, 1.798]
+
+
+def baked(upgraded: list[float], others: list[float], *, done: bool = True) -> Sides:
+    found = sides(list(upgraded), list(others))
+    found.baked = done
+    return found
+
+
+def test_a_patched_kernel_brings_the_expected_gain() -> None:
+    result = verdict(GAIN, baked([3.727], WORKAROUND))  # 2.6.23.17 with AMD's patch (Tabella 4)
+    assert (result["gain"], result["halt"]) == ("met", False)
+    assert result["change"] == pytest.approx(3.727 / 1.733 - 1, abs=1e-3)
+    assert result["why"].endswith("(+115.1%; at least +50% expected): the expected gain")
+
+
+def test_a_kernel_that_leaves_the_workaround_on_brings_no_gain_and_halts() -> None:
+    result = verdict(GAIN, baked([2.013], WORKAROUND))  # 2.6.32.12 without AMD's patch (Tabella 4): +16 %
+    assert (result["gain"], result["halt"]) == ("missing", True)
+    assert result["why"] == (
+        "median 2.013 of 1 upgraded vs 1.733 of 3 not yet upgraded (+16.2%; at least +50% expected): "
+        "the change did not bring the expected gain"
+    )
+
+
+def test_the_gain_is_decided_only_after_the_bake_and_on_enough_hosts() -> None:
+    waiting = verdict(GAIN, baked([2.013], WORKAROUND, done=False))
+    assert (waiting["gain"], waiting["halt"]) == (None, False)
+    assert waiting["why"].endswith("decided once every upgraded host has baked")
+    few = verdict(GAIN, baked([2.013], WORKAROUND[:2], done=False))
+    assert (few["gain"], few["halt"]) == (None, False)
+    assert verdict(GAIN, baked([], WORKAROUND))["gain"] is None  # nothing known of the change yet: it waits
+
+
+def test_expect_better_without_old_hosts_is_not_judged_once_baked_never_a_wait_for_ever() -> None:
+    # every other host of the class upgraded already or on a withdrawn release: nothing to be better than
+    for others in ([], WORKAROUND[:2]):
+        result = verdict(GAIN, baked([3.727], others))
+        assert (result["gain"], result["halt"]) == ("not judged", False)
+        assert result["why"] == (
+            f"{len(others)} hosts not yet upgraded have a value in the window (at least 3 needed): the gain cannot "
+            "be compared, not judged"
+        )
+
+
+def test_expect_better_is_a_median() -> None:
+    with pytest.raises(ValueError, match="expect: better compares medians"):
+        Comparison(signal="kernel_event_count", expect="better")
+    assert Comparison(signal="x").expect == "no_worse"  # packs without it keep their meaning

@@ -66,6 +66,11 @@ def test_the_demo_rollout_halts_on_its_canary_and_leaves_the_class_alone(session
     assert cputime["halt"]
     assert cputime["upgraded"]["examples"] == [canary.hostname]
     assert (cputime["not_upgraded"]["checked"], cputime["not_upgraded"]["showing"]) == (5, 0)
+    # the class already runs a patched build (~3.65): no gain to expect, only its expected score, judged after the
+    # bake; the halt is the cputime side effect's, never "no gain"
+    [expected] = [r for r in rollout.comparison if r.get("expect") == "expected"]
+    assert (expected["halt"], expected["gain"], expected["expected_score"]["score"]) == (False, None, 3.65)
+    assert "no gain" not in rollout.halt_reason
     [ticket] = session.scalars(select(Ticket).where(Ticket.part == rollout.change)).all()
     assert (ticket.id, ticket.hostname, ticket.part_type) == (rollout.ticket_id, canary.hostname, "kernel")
     planned = session.scalars(select(Remediation.host_id).where(Remediation.rule_id == RULE)).all()

@@ -109,7 +109,12 @@ def test_a_cputime_side_effect_on_the_canary_halts_the_rollout_with_one_ticket(s
     assert rollout.halted_by == SYSTEM
     [cputime] = [r for r in rollout.comparison if r["signal"] == "cputime_exceeds_elapsed"]
     assert cputime["halt"]
-    assert cputime["upgraded"] == {"checked": 1, "showing": 1, "examples": [canary]}
+    assert {k: cputime["upgraded"][k] for k in ("checked", "showing", "examples")} == {
+        "checked": 1,
+        "showing": 1,
+        "examples": [canary],
+    }
+    assert cputime["support"] == "none"  # one canary: Fisher's p is 0.1, a precaution, not a significant difference
     assert (cputime["not_upgraded"]["checked"], cputime["not_upgraded"]["showing"]) == (9, 0)
     tickets = session.scalars(select(Ticket).where(Ticket.part_type == "kernel", Ticket.part == rollout.change)).all()
     assert [t.id for t in tickets] == [rollout.ticket_id]
@@ -119,6 +124,10 @@ def test_a_cputime_side_effect_on_the_canary_halts_the_rollout_with_one_ticket(s
     assert ticket.title.startswith(f"Rollout of kernel {FIRST_BUILD} on {CLASS} halted: cputime_exceeds_elapsed")
     assert ticket.evidence["rollout"]["id"] == rollout.id
     assert any(r["signal"] == "cputime_exceeds_elapsed" and r["halt"] for r in ticket.evidence["comparison"])
+    assert "one host, no statistical support" in ticket.title
+    judged = ticket.evidence["statistical_support"]
+    assert judged.startswith("none: cputime_exceeds_elapsed: 1 upgraded and 9 not yet upgraded hosts compared")
+    assert judged.endswith("an operator should judge whether the change caused it.")
 
     # The rest of the class keeps its kernel: nobody else gets the build, however often they fire.
     ingest(session, [report(n, T0 + dt.timedelta(days=3)) for n in others], ruleset=RULES)
@@ -183,7 +192,8 @@ def test_the_comparison_halts_what_no_side_effect_rule_watches(session: Session)
     assert rollout.state == RolloutState.halted
     assert rollout.halt_reason == (
         f"side effect on kernel {FIRST_BUILD}: cputime_exceeds_elapsed: on 1 of 1 upgraded hosts and none of the 9 "
-        "not yet upgraded"
+        "not yet upgraded: one host, no statistical support (Fisher p 0.1 > 0.01): halted as a precaution, not a "
+        "significant difference; an operator should judge"
     )
     assert remediation.state == RemediationState.verifying  # the upgraded canary keeps its kernel: no rollback
     assert session.get_one(Ticket, rollout.ticket_id).hostname == canary

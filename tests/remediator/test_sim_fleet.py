@@ -51,7 +51,10 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "firmware_first_left": [("smi_rate_firmware_first", "host"), ("error_reporting_mode", "host")],
     "smi_storm": [("smi_rate", "host")],
     "smi_stalls": [("cpu_stall", "all-cores"), ("all_core_stalls", "host")],
+    "stalls_not_smi": [("cpu_stall", "all-cores"), ("all_core_stalls_not_smi", "smi-counter-flat")],
     "verify_tool_missing": [],  # shows only when a verification runs (tests/cyborg/test_memtest.py)
+    "verify_scope_refused": [],  # likewise (tests/cyborg/test_memtest_scope.py)
+    "corrected_errors_ignored": [("corrected_errors_ignored", "machinecheck0")],
 }
 CE_STORM = 10.0  # the default pack's dimm-ce-storm threshold
 
@@ -132,7 +135,7 @@ SHOWS: dict[str, Callable[[VirtualHost, list[Report]], bool]] = {
     "isolated_tlb": lambda h, r: _tlb_on_isolated(h, r),
     "cxl_demotion_disabled": lambda h, r: r[-1].observations.memory_tiers.demotion_enabled is False,
     "cxl_interleave_default": lambda h, r: set(r[-1].observations.memory_tiers.interleave_weights.values()) == {1},
-    "cxl_promotion_disabled": lambda h, r: r[-1].observations.memory_tiers.numa_balancing == 1,
+    "cxl_promotion_disabled": lambda h, r: r[-1].observations.memory_tiers.numa_balancing in (0, 1),
     "slow_host": lambda h, r: any(x.observations.benchmark and x.observations.benchmark.score < 50 for x in r),
     "sel_full": lambda h, r: (r[-1].observations.sel.percent_used or 0) >= 90,
     "cpu_core_errors": lambda h, r: any(
@@ -152,7 +155,15 @@ SHOWS: dict[str, Callable[[VirtualHost, list[Report]], bool]] = {
     "smi_stalls": lambda h, r: any(
         s.ms >= 100 for x in r if x.observations.stalls for s in x.observations.stalls.coincident
     ),
+    # as long and on every core, but no SMI counted in their windows
+    "stalls_not_smi": lambda h, r: any(
+        s.ms >= 100 and s.smis_around == 0 for x in r if x.observations.stalls for s in x.observations.stalls.coincident
+    ),
     "verify_tool_missing": lambda h, r: h.has("verify_tool_missing") and bool(r),
+    "verify_scope_refused": lambda h, r: h.has("verify_scope_refused") and bool(r),
+    "corrected_errors_ignored": lambda h, r: any(
+        x.observations.error_reporting is not None and x.observations.error_reporting.ignore_ce for x in r
+    ),
 }
 
 
@@ -297,3 +308,12 @@ def test_the_same_seed_replays_the_same_fleet() -> None:
 
     assert dump(4) == dump(4)
     assert dump(4) != dump(5)
+
+
+def test_the_demo_fleet_of_make_run_shows_every_fault_kind() -> None:
+    """`make run` simulates 50 hosts as embedded.run_up builds them: every fault kind is on some host (the SMI
+    and stall faults and slow_host were the ones a half-faulty fleet of 50 left out), the rest are healthy."""
+    fleet = SimulatedFleet(50, seed=1, fault_fraction=0.5, showcase=True)
+    kinds = [fault.kind for host in fleet.hosts for fault in host.faults]
+    assert sorted(set(kinds)) == sorted(FAULT_KINDS)
+    assert len(kinds) == len(FAULT_KINDS) < 50

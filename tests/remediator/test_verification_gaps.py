@@ -50,3 +50,35 @@ def test_a_passing_verification_records_no_gap(session: Session, cyborg_installe
     report = result(envelope, changed={"verdict": "pass", "failures": [], "gaps": []})
     assert host_results.record_host_result(session, report, rs, T0) == "succeeded"
     assert "gaps" not in (session.get_one(Remediation, remediation.id).evidence or {})
+
+
+def test_a_fail_under_load_is_summed_up_on_the_ticket(session: Session, cyborg_installed: dict[str, Any]) -> None:
+    """The ticket's evidence says at its top which DIMMs erred under load (`load_tests`), beside the gaps."""
+    rs, remediation = plan(session, ["verify_memory_under_load"], escalation=[["ticket"]])
+    runner.advance(session, remediation.id, ruleset=rs, now=T0)
+    [envelope] = sent_envelopes(session)
+    erred = {"label": "DIMM_B1", "mc": 0, "entry": "dimm1", "location": "mc0/dimm1", "ce": 4, "ue": 0}
+    found = {
+        "verdict": "fail",
+        "failures": ["new EDAC errors during the run on DIMM_B1 (mc0/dimm1) +4 CE"],
+        "gaps": [],
+        "dimm": "DIMM_A1",
+        "dimms_erred": [erred],
+        "dimm_erred": False,
+        "coverage": {"percent_of_available": 61.2},
+    }
+    assert host_results.record_host_result(session, result(envelope, "failed", changed=found), rs, T0) == "failed"
+    escalated = remediation_of(session, "h0")
+    runner.advance(session, escalated.id, ruleset=rs, now=T0)
+    ticket = session.scalars(select(Ticket).where(Ticket.hostname == "h0")).one()
+    assert "gaps" not in ticket.evidence
+    assert ticket.evidence["load_tests"] == [
+        {
+            "remediation_id": remediation.id,
+            "verdict": "fail",
+            "dimm": "DIMM_A1",
+            "dimms_erred": ["DIMM_B1"],
+            "dimm_erred": False,
+            "percent_tested": 61.2,
+        }
+    ]

@@ -195,7 +195,12 @@ def test_claim_start_comment_resolve_then_verify(
         actions = session.scalars(
             select(AuditEntry.action).where(AuditEntry.object_id == str(ticket_id)).order_by(AuditEntry.id)
         ).all()
-    assert actions[-3:] == ["ticketing.ticket.comment", "ticketing.ticket.resolved", "ticketing.ticket.verifying"]
+    assert actions[-4:] == [
+        "ticketing.ticket.comment",
+        "ticketing.ticket.resolved",
+        "ticketing.ticket.verifying",
+        "remediator.repair.load_test_started",  # a DIMM: its load test (docs/tickets.md)
+    ]
 
 
 def test_operators_open_by_hand_reassign_and_cancel_with_a_reason(

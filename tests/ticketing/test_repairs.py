@@ -39,6 +39,7 @@ from tests.builders.repairs import (
     at,
     healthy,
     host_state,
+    load_test_answers,
     located,
     repaired,
     send,
@@ -213,6 +214,8 @@ def test_a_verified_repair_closes_the_ticket_and_returns_the_host(session: Sessi
     send(session, *healthy("web-1", 61, 60 + settle_minutes - 1))
     assert repairs.settle_repairs(session, now=at(60 + settle_minutes)) == {"verifying": 0, "closed": 0, "reopened": 0}
     send(session, *healthy("web-1", 60 + settle_minutes, 60 + settle_minutes))
+    assert repairs.settle_repairs(session, now=at(61 + settle_minutes))["closed"] == 0  # a DIMM: under load too
+    load_test_answers(session, ticket.id, at(61 + settle_minutes))  # (tests/ticketing/test_repair_load.py)
     assert repairs.settle_repairs(session, now=at(61 + settle_minutes))["closed"] == 1
     assert ticket.state == TicketState.closed
     assert host_state(session) == HostState.in_service

@@ -22,6 +22,7 @@ from core.db import Database
 from core.models import Role
 from remediator import repairs
 from tests.builders.people import make_user
+from tests.builders.repairs import load_test_answers
 from tests.builders.reports import edac_report, payload
 from tests.builders.rollouts import halted_rollout
 from tests.builders.runtime import wired
@@ -184,6 +185,9 @@ def test_technician_repairs_a_dimm_and_the_host_returns_to_service(
         f"{server}/api/v1/reports", json=payload(clean), headers={"Authorization": f"Bearer {host_token}"}
     )
     assert posted.status_code == 200, posted.text
+    # … its load test passes (a worker would send it to the host: tests/ticketing/test_repair_load.py) …
+    with database.session() as session:
+        load_test_answers(session, ticket_id, dt.datetime.now(dt.UTC))
     # … and the scheduler's settle task closes the ticket and puts the host back in service.
     with database.session() as session:
         settled = repairs.settle_repairs(session)
@@ -196,6 +200,7 @@ def test_technician_repairs_a_dimm_and_the_host_returns_to_service(
     )
     page.goto(f"{server}/tickets/{ticket_id}")
     expect(page.locator("#ticket-state")).to_have_text("closed")
+    expect(page.locator("#load-test")).to_contain_text("Verified under load")
 
     page.click("text=Sign out")
     page.wait_for_url(f"{server}/login")

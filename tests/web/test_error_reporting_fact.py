@@ -37,3 +37,15 @@ def test_the_facts_line_shows_the_mode_against_the_class_and_the_smi_rate(client
 
 def test_no_signals_no_line() -> None:
     assert reporting_fact([]) is None
+
+
+def test_unknown_arrivals_say_why_and_smis_that_track_the_ces_say_so() -> None:
+    class Row:
+        def __init__(self, kind: str, value: float, detail: dict[str, object]) -> None:
+            self.kind, self.value, self.detail = kind, value, detail
+
+    blind = {"errors_arriving": None, "blind_spots": ["ignore_ce=1"], "baseline": None}
+    assert reporting_fact([Row("smi_rate", 2.0, blind)]) == "2.00 SMI/s, errors may go unseen: ignore_ce=1"  # type: ignore[list-item]
+    tracks = {"errors_arriving": True, "error_sources": ["edac"], "tracks_ce_rate": True, "ce_rate": 2.5}
+    line = reporting_fact([Row("smi_rate", 3.0, tracks)])  # type: ignore[list-item]
+    assert line == "3.00 SMI/s, errors arriving: edac, tracks the CE rate (2.50/s)"

@@ -1,0 +1,97 @@
+"""A ticket step's `in_service` (rule-pack format version 1 addition, docs/rules.md): a boolean, never
+beside a drain, shown in the pack's table, and set on the default pack's tickets for owners only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remediator.rules import DEFAULT_PACK, RulePackError, load_pack
+from remediator.rules_doc import plan_text
+
+PACK = """\
+version: 1
+rules:
+  - id: workload-test
+    description: test rule
+    when: {signal: isolated_cpu_tlb_rate, op: ">=", value: 1}
+    plan:
+      - action: ticket
+        params: {in_service: true, part_type: workload}
+"""
+
+# The rules whose ticket goes to owners of software, configuration, a workload, a class: the host works on.
+FOR_OWNERS = {
+    "corrected-errors-ignored",
+    "error-reporting-mode-mismatch",
+    "ghes-edac-expects-cmci",
+    "microcode-below-baseline",
+    "errata-no-patched-kernel",
+    "cputime-exceeds-elapsed",
+    "isolated-core-tlb-shootdowns",
+    "cxl-numa-balancing-tiering",
+    "cxl-numa-balancing-off",
+    "cxl-numa-balancing-unsupported",
+    "cxl-interleave-default",
+    "benchmark-class-below-expected",
+}
+PARTS = {"dimm", "disk", "psu", "fan", "nic", "cpu", "pcie", "power", "power_feed", "airflow"}
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pack.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_in_service_loads_and_shows_in_the_plan(tmp_path: Path) -> None:
+    [rule] = load_pack(write(tmp_path, PACK)).rules
+    assert rule.plan[0].leaves_host_in_service
+    assert plan_text(rule) == "ticket (in service)"
+    [plain] = load_pack(write(tmp_path, PACK.replace("in_service: true, ", ""))).rules
+    assert not plain.plan[0].leaves_host_in_service  # the default: today's behaviour, the host held
+    assert plan_text(plain) == "ticket"
+
+
+@pytest.mark.parametrize("value", ['"true"', "1", "yes please", "[true]"])
+def test_a_value_that_is_not_a_boolean_is_refused_with_its_line(tmp_path: Path, value: str) -> None:
+    path = write(tmp_path, PACK.replace("in_service: true", f"in_service: {value}"))
+    with pytest.raises(RulePackError, match=r"pack\.yaml:\d+: rules\.0\.plan\.0: .*in_service must be true or false"):
+        load_pack(path)
+
+
+def test_a_drain_before_a_ticket_that_leaves_the_host_in_service_is_refused(tmp_path: Path) -> None:
+    drained = PACK.replace("    plan:\n", "    plan:\n      - action: drain\n")
+    with pytest.raises(RulePackError, match="drains the host cannot end in a ticket with in_service: true"):
+        load_pack(write(tmp_path, drained))
+    rung = "[{action: drain}, {action: ticket, params: {in_service: true}}]"
+    in_a_rung = PACK + f"    escalation:\n      - plan: {rung}\n"
+    with pytest.raises(RulePackError, match=r"rules\.0\.escalation\.0\.plan: .*drains the host"):
+        load_pack(write(tmp_path, in_a_rung))
+
+
+def test_fleetfix_rules_validate_refuses_it(tmp_path: Path) -> None:
+    path = write(tmp_path, PACK.replace("in_service: true", 'in_service: "no"'))
+    done = subprocess.run(
+        [sys.executable, "-m", "api", "rules", "validate", str(path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert "in_service must be true or false" in done.stderr
+
+
+def test_the_default_pack_leaves_hosts_in_service_only_for_owners() -> None:
+    tickets = [
+        (rule.id, step)
+        for rule in load_pack(DEFAULT_PACK).rules
+        for plan in (rule.plan, *(rung.plan for rung in rule.escalation))
+        for step in plan
+        if step.action == "ticket"
+    ]
+    in_service = {rule_id for rule_id, step in tickets if step.leaves_host_in_service}
+    assert in_service >= FOR_OWNERS, FOR_OWNERS - in_service  # (others may join, never a part's)
+    for rule_id, step in tickets:  # a part a technician replaces always takes the host
+        if step.params.get("part_type") in PARTS:
+            assert not step.leaves_host_in_service, rule_id
