@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("FLEETFIX_TEST_SAMPLES", str(REPO.parent / "shared" / "fixtures"))
 
+from bench._collector_cost import median_cpu_ms as collector_cpu_ms  # noqa: E402
 from bench.samples import SnapshotBuilder, listing_to_files, ours  # noqa: E402
 from checker.collectors import cputime  # noqa: E402
 from checker.collectors.base import HostAccess, LiveHost  # noqa: E402
@@ -42,19 +43,10 @@ PROC = listing_to_files(ours("proc-cputime.txt"), "/")
 
 
 def median_cpu_ms(host: HostAccess, runs: int) -> tuple[float, CputimeWatch]:
-    for _ in range(3):
-        report = run_cycle(host, hostname="bench", collectors=ONLY)
-    with_it, without = [], []
-    for _ in range(runs):
-        c = time.process_time()
-        run_cycle(host, hostname="bench", collectors=ONLY)
-        with_it.append(time.process_time() - c)
-        c = time.process_time()
-        run_cycle(host, hostname="bench", collectors={})
-        without.append(time.process_time() - c)
+    ms, report = collector_cpu_ms(host, "cputime", cputime.collect, runs)
     found = report.observations.cputime
     assert found is not None, report.collectors["cputime"]
-    return (statistics.median(with_it) - statistics.median(without)) * 1000, found
+    return ms, found
 
 
 def baseline_ms(host: HostAccess, runs: int) -> float:

@@ -13,10 +13,8 @@ Usage: FLEETFIX_TEST_SAMPLES=../shared/fixtures .venv/bin/python bench/isolated_
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,29 +22,20 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("FLEETFIX_TEST_SAMPLES", str(REPO.parent / "shared" / "fixtures"))
 
+from bench._collector_cost import median_cpu_ms as collector_cpu_ms  # noqa: E402
 from bench.samples import SnapshotBuilder, listing_to_files, ours, rich_snapshot  # noqa: E402
 from checker.collectors import isolated_workload  # noqa: E402
 from checker.collectors.base import HostAccess, LiveHost, SnapshotHost  # noqa: E402
-from checker.cycle import run_cycle  # noqa: E402
 from checker.schemas import IsolatedWorkload  # noqa: E402
 
 ONLY = {"isolated_workload": isolated_workload.collect}
 
 
 def median_cpu_ms(host: HostAccess, runs: int) -> tuple[float, IsolatedWorkload]:
-    for _ in range(3):
-        report = run_cycle(host, hostname="bench", collectors=ONLY)
-    with_it, without = [], []
-    for _ in range(runs):
-        c = time.process_time()
-        run_cycle(host, hostname="bench", collectors=ONLY)
-        with_it.append(time.process_time() - c)
-        c = time.process_time()
-        run_cycle(host, hostname="bench", collectors={})
-        without.append(time.process_time() - c)
+    ms, report = collector_cpu_ms(host, "isolated_workload", isolated_workload.collect, runs)
     found = report.observations.isolated_workload
     assert found is not None, report.collectors["isolated_workload"]
-    return (statistics.median(with_it) - statistics.median(without)) * 1000, found
+    return ms, found
 
 
 def line(what: str, ms: float, found: IsolatedWorkload) -> None:
