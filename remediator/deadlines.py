@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from core import audit
 from cyborg.actions import ACTIONS
 from cyborg.central import deadline_grace
-from remediator import decisions, handoff, planning, repair_load, stopping
+from remediator import decisions, handoff, planning, repair_hold, repair_load, repairs, stopping
 from remediator.handoff import locked, order_of, stop_waiting
 from remediator.models import (
     Awaiting,
@@ -73,6 +73,13 @@ def check_deadlines(session: Session, ruleset: RuleSet, now: dt.datetime) -> int
         step = next((s for s in remediation.steps if s.awaiting), None)
         if step is None:
             continue  # moved on since it was read
+        if stopping.held(step) and repair_load.owned(remediation):  # abandoned by its ticket: let go at its deadline
+            if step.deadline is not None and now >= step.deadline:
+                why = f"no result by {step.deadline.isoformat()}"
+                host = repair_hold.end_hold(session, remediation, step, now, why)
+                repairs.release_host(session, host, now, reason=f"abandoned load test {remediation.id}: {why}")
+                handled += 1
+            continue
         if stopping.held(step):
             handled += _check_held(session, remediation, step, now)
             continue

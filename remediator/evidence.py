@@ -266,7 +266,11 @@ def dimm_aliases(session: Session, host: Host, subject: str) -> list[str]:
     if not part.get("certain"):
         return []
     locator, bank = (part.get("locator") or "").strip(), (part.get("bank_locator") or "").strip()
-    names = [f"{bank} {locator}" if bank and locator else "", locator]
+    dimms = (observations.get("identity") or {}).get("dimms") or []
+    same = sum(1 for d in dimms if str(d.get("locator") or "").strip().lower() == locator.lower())
+    # The Locator alone only when no other DIMM of the board has it: many boards repeat DIMM_A1 per socket,
+    # told apart by the Bank Locator alone, and a record naming the other socket's DIMM_A1 must not match.
+    names = [f"{bank} {locator}" if bank and locator else "", locator if same <= 1 else ""]
     return [n for n in dict.fromkeys(names) if n and n != subject and _FIRMWARE_NAME.fullmatch(n)]
 
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from core import audit
 from cyborg.central import deadline_grace, envelope_refused
-from remediator import planning, repair_load, stopping
+from remediator import planning, repair_hold, repair_load, repairs, stopping
 from remediator.handoff import locked, stop_waiting
 from remediator.models import Awaiting, Host, Remediation, RemediationState, RemediationStep, StepState
 from remediator.rules import RuleSet
@@ -78,7 +78,10 @@ def record_host_result(
     )
     if step.state != StepState.running or step.awaiting is None:
         step.result = {**dispatched, "late_report": kept}  # after a stop or a timeout: kept for the record
-        if stopping.held(step) and step.awaiting == Awaiting.host:
+        if stopping.held(step) and repair_load.owned(remediation):  # its ticket cancelled or reopened meanwhile
+            host = repair_hold.end_hold(session, remediation, step, now, f"{step.action} {outcome} after its abandon")
+            repairs.release_host(session, host, now, reason=f"abandoned load test {remediation.id} ended ({outcome})")
+        elif stopping.held(step) and step.awaiting == Awaiting.host:
             # stopped while the host ran it: the host was held for this report
             error = f": {report.get('error')}" if report.get("error") else ""
             reason = f"step {step.index} ({step.action}) {outcome} on the host after a stop{error}"

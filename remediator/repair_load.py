@@ -34,7 +34,7 @@ from core.errors import Conflict
 from core.queue import REMEDIATE_QUEUE
 from cyborg.actions import DIMM_PATTERN
 from cyborg.central import StepFailed
-from remediator import draining, handoff
+from remediator import draining, handoff, repair_hold
 from remediator.decisions import SYSTEM, finish
 from remediator.models import (
     ACTIVE_REMEDIATION_STATES,
@@ -87,6 +87,11 @@ def start(session: Session, ticket_id: int, host: Host, now: dt.datetime) -> Rem
     ).one_or_none()
     if busy is not None:
         record_gap(session, ticket.id, f"remediation {busy.id} ({busy.rule_id}) is active on the host", None, now)
+        return None
+    if repair_hold.in_flight(session, host):  # an earlier resolve's run, abandoned, may still load the host
+        record_gap(
+            session, ticket.id, "an abandoned load test may still run on the host (no result, no deadline)", None, now
+        )
         return None
     settings = Remediator.in_session(session).settings
     params: dict[str, Any] = {
@@ -330,6 +335,12 @@ def past_deadline(session: Session, run: Remediation, step: RemediationStep, now
     elif host.last_report_at is None or host.last_report_at <= started:
         error = f"{host.hostname} started {step.action} at {started.isoformat()} and has been silent since"
         changed = {"verdict": "fail", "failures": [f"the host went silent under load (no result by {step.deadline})"]}
+    elif (rebooted := repair_hold.rebooted_under_load(host, step)) is not None:
+        error = f"{host.hostname} rebooted under load: {rebooted}"
+        changed = {
+            "verdict": "fail",
+            "failures": [f"host rebooted under load ({rebooted}); no result by {step.deadline}"],
+        }
     else:
         error = f"no result from {host.hostname} by {step.deadline.isoformat()} though it kept reporting"
         changed = {}
@@ -342,8 +353,9 @@ def past_deadline(session: Session, run: Remediation, step: RemediationStep, now
 
 def abandon(session: Session, ticket_id: int, host: Host, why: str, now: dt.datetime) -> None:
     """The ticket was reopened or cancelled: a run of it still under way ends (`cancelled`), so the next
-    resolve can start its own. A step already on the host is not recalled (its envelope expires); its
-    result, if it comes, is kept on the step as `late_report` and decides nothing."""
+    resolve can start its own. A step already handed to the host is not recalled: it keeps waiting, for its
+    result (kept on the step as `late_report`, deciding nothing) or its deadline, and the host is held out and
+    drained meanwhile (remediator.repair_hold; remediator.policies.held_by_a_stop), until it ends."""
     for run in session.scalars(
         select(Remediation).where(Remediation.host_id == host.id, Remediation.active.is_(True))
     ).all():
@@ -356,8 +368,8 @@ def abandon(session: Session, ticket_id: int, host: Host, why: str, now: dt.date
             elif step.state == StepState.running:
                 step.state = StepState.failed
                 step.finished_at = now
-                step.result = {**(step.result or {}), "error": f"abandoned: {why}"}
-                handoff.stop_waiting(step)
+                held = "; the host is held until its result or deadline" if step.awaiting is not None else ""
+                step.result = {**(step.result or {}), "error": f"abandoned: {why}{held}"}
         run.evidence = {**(run.evidence or {}), "verdict": "abandoned"}
         finish(session, run, RemediationState.cancelled, f"load test abandoned: {why}", now)
 

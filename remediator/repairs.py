@@ -35,10 +35,11 @@ from core.db import utcnow
 from core.dispatch import send_after_commit
 from core.errors import Conflict, NotFound
 from core.queue import host_signature
-from remediator import draining, repair_load
+from remediator import draining, repair_hold, repair_load
 from remediator.evaluate import Firing
 from remediator.evidence import part_evidence
 from remediator.models import Host, HostState
+from remediator.rules import Rule
 from remediator.runtime import Remediator
 from remediator.service import get_host
 from ticketing import lifecycle, opening, queries
@@ -81,6 +82,15 @@ def part_types(firing: Firing) -> frozenset[str]:
     return frozenset({*named, signal_part_type(firing.signal.kind)})
 
 
+def for_owners(rule: Rule) -> bool:
+    """A rule whose every ticket, at every rung, is for owners and leaves the host in service (`in_service`):
+    its detections may go to a ticket that does not hold the host. Any other rule would act on the host or
+    take it out, which such a ticket must not stop."""
+    tickets_of = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
+    tickets_of = [step for step in tickets_of if step.action == "ticket"]
+    return bool(tickets_of) and all(step.leaves_host_in_service for step in tickets_of)
+
+
 def route_detection(session: Session, host: Host, firing: Firing, now: dt.datetime) -> str | None:
     """Hand a firing to the ticket of its part, if there is one; returns the decision's reason, or None."""
     signal = firing.signal
@@ -89,6 +99,11 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
         session, host.hostname, signal.subject, part_types=part_types(firing), now=now, reopen_window=window
     )
     if ticket is None:
+        return None
+    if not ticket.holds_host and not for_owners(firing.rule):
+        # A ticket for owners (a configuration, a kernel) leaves the host working; a rule that acts on the
+        # host or takes it out is not held by it: it plans as usual, and a holding ticket of the same part
+        # takes that one over (opening._hold_host). Otherwise a config ticket would swallow an SMI storm.
         return None
     detail = {"rule": firing.rule.id, "kind": signal.kind, "subject": signal.subject, "value": signal.value}
     what = f"{firing.rule.id}: {signal.kind} {signal.value:.3g} on {signal.subject or host.hostname}"
@@ -155,7 +170,8 @@ def on_ticket_change(session: Session, event: lifecycle.LifecycleEvent) -> None:
         host = _host(session, event.ticket.hostname)
         if host is not None:
             repair_load.abandon(session, event.ticket.id, host, f"ticket {event.ticket.id} cancelled", event.at)
-            release_host(session, host, event.at, reason=f"ticket {event.ticket.id} cancelled", actor=event.actor)
+            if not repair_hold.in_flight(session, host):  # else its result or deadline releases it (end_hold)
+                release_host(session, host, event.at, reason=f"ticket {event.ticket.id} cancelled", actor=event.actor)
     elif event.kind == "reopened":
         host = _host(session, event.ticket.hostname)
         if host is not None:  # its load test, if one is still under way, no longer decides anything

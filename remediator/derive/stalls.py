@@ -17,11 +17,15 @@ EDAC poll, stalls one. So the probe's all-core stalls and one CPU's own are told
   so nobody reads "no all-core stalls" as "no SMI stalls".
 - `all_core_stalls_not_smi`, subject the cause: the long all-core stalls something else explains,
   counted per cause (`not_smi_cause`, first match wins): `hypervisor` (the CPU's hypervisor flag: a
-  VM, whose vCPUs the hypervisor deschedules together), `steal` (steal time on the probed CPUs in the
-  stall's window), `throttled` (the probe's own cgroup hit its CPU quota in that window: the agent's
-  threads stopped, not the host), `smi-counter-flat` (bare metal, MSR_SMI_COUNT readable and still
-  around the stall: real all-core stalls, but not SMIs), `saturated` (no SMI counter, and the load
-  was at least one runnable task per CPU: the probe's nice-10 threads may simply have waited).
+  VM, whose vCPUs the hypervisor deschedules together); then a stall the SMI counter moved around is
+  an SMI suspect whatever else went on (SMM time is charged to the running task, so an SMI storm can
+  itself throttle the probe's cgroup; `all_core_stalls` says so in `also_present`); only with the
+  counter flat or absent: `steal` (steal time on the probed CPUs in the stall's window), `throttled`
+  (the probe's own cgroup hit its CPU quota in that window: the agent's threads stopped, not the
+  host), `smi-counter-flat` (bare metal, MSR_SMI_COUNT readable and still around the stall on the
+  one CPU it is read on: real all-core stalls, but not SMIs), `saturated` (no SMI counter, and the
+  load was at least one runnable task per CPU: the probe's nice-10 threads may simply have waited,
+  or an SMI stopped them: ambiguous, so its own low-priority ticket).
 Every detail also says what the probe could see (`period_ms`, `active_share`, `sees`): a measured
 length is a lower bound (the stall began at most one period before the wake-up was due), a stall
 shorter than the period is seen only when it covers a wake-up, and a duty-cycled probe is blind
@@ -71,6 +75,8 @@ def not_smi_cause(stall: CoincidentStall, stalls: Stalls) -> str | None:
     """What explains an all-core stall other than an SMI (module doc), or None: an SMI suspect."""
     if stalls.hypervisor:
         return "hypervisor"
+    if stall.smis_around:  # SMM time is charged to the running task: an SMI storm can itself throttle the probe
+        return None
     if stall.window_steal_ms:
         return "steal"
     if stall.window_throttled_ms:
@@ -105,6 +111,9 @@ def _long_signals(stalls: Stalls, base: dict[str, Any]) -> list[SignalValue]:
     if suspects:
         confirmed = all(s.smis_around for s in suspects)
         evidence = "the SMI counter moved around each" if confirmed else "no SMI counter read to confirm it"
+        also = _also_present(suspects)
+        if also:
+            evidence += f" ({' and '.join(also)} in their windows too)"
         signals.append(
             SignalValue(
                 "all_core_stalls",
@@ -116,6 +125,7 @@ def _long_signals(stalls: Stalls, base: dict[str, Any]) -> list[SignalValue]:
                     "counts_all_from_ms": LONG_STALL_MS + stalls.period_ms,
                     "smi_counter": "moved" if confirmed else "none",
                     "smi_evidence": evidence,
+                    "also_present": also,
                     "coincidence_unknown": False,
                 },
             )
@@ -124,6 +134,16 @@ def _long_signals(stalls: Stalls, base: dict[str, Any]) -> list[SignalValue]:
         detail = {**long_base, **_listed(found), "cause": cause, "why": NOT_SMI_WHY[str(cause)]}
         signals.append(SignalValue("all_core_stalls_not_smi", str(cause), float(len(found)), detail))
     return signals
+
+
+def _also_present(suspects: list[CoincidentStall]) -> list[str]:
+    """What else went on in the SMI suspects' windows (steal, throttling): present, but the counter moved."""
+    also = []
+    if any(s.window_steal_ms for s in suspects):
+        also.append("steal")
+    if any(s.window_throttled_ms for s in suspects):
+        also.append("throttling")
+    return also
 
 
 def _listed(stalls: list[CoincidentStall]) -> dict[str, Any]:

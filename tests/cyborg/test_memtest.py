@@ -236,3 +236,23 @@ def test_after_hard_ppr_the_simulated_host_passes_only_if_the_repair_took(ppr_to
     if not ppr_took:
         assert result["outcome"] == "failed"
         assert "new EDAC errors during the run" in result["error"]
+
+
+def test_edac_readable_before_but_not_after_the_run_is_a_gap_never_a_pass() -> None:
+    system = host_system()
+    system.outputs[("dmesg",)] = [("[  1.0] boot\n", 0), ("[  1.0] boot\n", 0)]
+    original = system.run
+
+    def run(argv: list[str], *, timeout_s: float):  # type: ignore[no-untyped-def]
+        result = original(argv, timeout_s=timeout_s)
+        if is_probe(argv):  # the EDAC tree gone by the time the run ends (a driver unloaded, sysfs unreadable)
+            for name in [n for n in system.files if n.startswith(EDAC)]:
+                del system.files[name]
+            system.dirs.pop(EDAC, None)
+        return result
+
+    system.run = run  # type: ignore[method-assign]
+    with pytest.raises(VerificationFailed) as gap:
+        verify(system, seconds=60)
+    assert gap.value.findings["verdict"] == "gap"
+    assert any("could not be read after the run" in g for g in gap.value.findings["gaps"])

@@ -18,9 +18,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from checker.schemas import Report
-from remediator.models import Host, Signal
+from remediator.models import Host, Remediation, Signal
 from tests.decisions.cases import case
 from tests.decisions.harness import T0, Expect, SnapHost
+from ticketing.models import Ticket
 
 RESULTS = "/var/lib/fleetfix-agent/stalls.jsonl"
 QUIET = {"max_ms": 0.4, "total_ms": 0.0, "count": 0, "wakeups": 6000}  # 600 s at the default 100 ms
@@ -197,7 +198,15 @@ def _not_smi(cause: str) -> Callable[[Session, SnapHost], None]:
     return check
 
 
-NOT_SMI_RULES = frozenset({"all-core-stalls", "all-core-stalls-not-smi"})
+NOT_SMI_RULES = frozenset({"all-core-stalls", "all-core-stalls-not-smi", "all-core-stalls-saturated"})
+
+
+def _holds(holds: bool) -> Callable[[Session, Remediation | None, Ticket | None], None]:
+    def also(session: Session, remediation: Remediation | None, ticket: Ticket | None) -> None:
+        assert ticket is not None
+        assert ticket.holds_host is holds
+
+    return also
 
 
 @case("long all-core stalls on a VM (the CPU's hypervisor flag): not SMI, no ticket", None)
@@ -212,31 +221,88 @@ def steal_stalls(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return host, reports, Expect(None, never=NOT_SMI_RULES, then=_not_smi("steal"))
 
 
-@case("long all-core stalls while the agent's cgroup was throttled (CPUQuota=): the probe's own, no ticket", None)
+@case(
+    "long all-core stalls while the agent's cgroup was throttled (CPUQuota=), SMI counter flat: the probe's own", None
+)
 def throttled_stalls(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
-    host, reports = _explained(tmp, around=1, throttled_ms=880.0, nr_throttled=14, smis=3)  # throttling wins
+    host, reports = _explained(tmp, around=0, throttled_ms=880.0, nr_throttled=14, smis=0)
     return host, reports, Expect(None, never=NOT_SMI_RULES, then=_not_smi("throttled"))
 
 
-@case("long all-core stalls on a saturated host without an SMI counter: the probe waited, no ticket", None)
-def saturated_stalls(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
-    host, reports = _explained(tmp, load1=40.0, smis=None)
-    return host, reports, Expect(None, never=NOT_SMI_RULES, then=_not_smi("saturated"))
+@case(
+    "long all-core stalls with throttling and steal in their windows, SMI counter moved: still SMI suspects",
+    "all-core-stalls",
+)
+def throttled_smi_stalls(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    # SMM time is charged to the running task: an SMI storm can itself throttle the agent's CPUQuota
+    host, reports = _explained(tmp, around=1, throttled_ms=880.0, nr_throttled=14, steal_ms=40.0, smis=3)
+
+    def check(session: Session, host: SnapHost) -> None:
+        detail = all_core_details(session, host.hostname)[-1]
+        assert (detail["smi_counter"], detail["not_smi"]) == ("moved", {})
+        assert detail["also_present"] == ["steal", "throttling"]
+        assert not_smi_subjects(session, host.hostname) == []
+
+    title = "SMI. suspect, the SMI counter moved around each .steal and throttling in their windows too."
+    expect = Expect(
+        "all-core-stalls",
+        "ticket",
+        title=title,
+        part_type="host",
+        never=frozenset({"all-core-stalls-not-smi", "all-core-stalls-saturated"}),
+        also=_holds(True),
+        then=check,
+    )
+    return host, reports, expect
 
 
 @case(
-    "long all-core stalls on bare metal, MSR_SMI_COUNT flat: not SMI, a lower-priority ticket",
+    "long all-core stalls, saturated host, no SMI counter: ambiguous, a low-priority ticket, in service",
+    "all-core-stalls-saturated",
+)
+def saturated_stalls(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host, reports = _explained(tmp, load1=40.0, smis=None)
+    expect = Expect(
+        "all-core-stalls-saturated",
+        "ticket",
+        title="no SMI counter and load ≥ 1 per CPU: cannot tell SMI from saturation",
+        part_type="host",
+        never=frozenset({"all-core-stalls", "all-core-stalls-not-smi"}),
+        also=_holds(False),
+        then=_not_smi("saturated"),
+    )
+    return host, reports, expect
+
+
+@case(
+    "long all-core stalls without an SMI counter below one runnable task per CPU: an SMI suspect, not saturated",
+    "all-core-stalls",
+)
+def unsaturated_no_counter_stalls(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host, reports = _explained(tmp, load1=8.0, smis=None)  # 8 tasks on 16 CPUs
+    expect = Expect(
+        "all-core-stalls",
+        "ticket",
+        title="SMI. suspect, no SMI counter read to confirm it",
+        never=frozenset({"all-core-stalls-saturated", "all-core-stalls-not-smi"}),
+    )
+    return host, reports, expect
+
+
+@case(
+    "long all-core stalls on bare metal, MSR_SMI_COUNT flat: not SMI, a ticket that holds the host",
     "all-core-stalls-not-smi",
 )
 def flat_counter_stalls(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host, reports = _explained(tmp, around=0, smis=1)  # a background SMI in the window, none around the stalls
-    title = "not SMI .counter flat.: look at power management, the kernel"
+    title = r"not SMI .counter flat, one CPU's MSR_SMI_COUNT read.: look at power management, the kernel"
     expect = Expect(
         "all-core-stalls-not-smi",
         "ticket",
         title=title,
         part_type="host",
-        never=frozenset({"all-core-stalls"}),
+        never=frozenset({"all-core-stalls", "all-core-stalls-saturated"}),
+        also=_holds(True),  # the same harm to the workload as all-core-stalls: the same hold
         then=_not_smi("smi-counter-flat"),
     )
     return host, reports, expect

@@ -26,6 +26,10 @@ SCENARIOS = {
     "a DIMM at 50 CE/s on the real i10nm listing: drained and ticketed, and no serial guessed": False,
     "an uncorrectable error on the real i10nm listing: the host out, the DIMM goes": False,
     "a host at 60 % of its class's benchmark median: a ticket with the class's distribution": False,
+    # the same harm to the workload as all-core-stalls, on one CPU's MSR_SMI_COUNT read: the host held
+    "long all-core stalls on bare metal, MSR_SMI_COUNT flat: not SMI, a ticket that holds the host": False,
+    # no SMI counter and a saturated host: ambiguous evidence, a person looks while the host works
+    "long all-core stalls, saturated host, no SMI counter: ambiguous, a low-priority ticket, in service": True,
 }
 
 

@@ -6,16 +6,20 @@ gets no other names (tests/decisions/cases.py, the moderate-CE case)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
+import pytest
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from checker.sim.host import VirtualHost
 from checker.sim.standalone import standalone_host
-from remediator import planning
+from remediator import evidence, planning
 from remediator.evidence import dimm_aliases
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Host
+from remediator.models import Report as ReportRow
 from remediator.rules import Step, load_ruleset
 
 AT = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
@@ -49,3 +53,28 @@ def test_no_names_for_an_unknown_subject_other_actions_or_a_step_that_names_its_
     assert planning._with_dimm_aliases(session, host, reboot, sim.dimms[0].label) is reboot
     own = Step(action="hard_ppr", params={"dimm": "{subject}", "locations": ["P1 DIMM_A1"]})
     assert planning._with_dimm_aliases(session, host, own, sim.dimms[0].label) is own
+
+
+def test_a_locator_the_board_repeats_is_passed_only_with_its_bank_locator(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Boards that name DIMM_A1 on each socket tell them apart only by the Bank Locator: the bare Locator
+    would let a record of the other socket's DIMM_A1 match, so it is left out (the label map is certain
+    of the slot: P1's DIMM_A1)."""
+    host, _ = stored_sim_host(session)
+    report = session.scalars(select(ReportRow).where(ReportRow.host_id == host.id)).one()
+    body = json.loads(json.dumps(report.body))
+    first = body["observations"]["identity"]["dimms"][0]
+    body["observations"]["identity"]["dimms"] = [
+        dict(first, locator="DIMM_A1", bank_locator="P0"),
+        dict(first, locator="DIMM_A1", bank_locator="P1"),
+    ]
+    report.body = body
+    session.flush()
+    certain = {"certain": True, "locator": "DIMM_A1", "bank_locator": "P1"}
+    monkeypatch.setattr(evidence, "_dimm", lambda *args: certain)
+    assert dimm_aliases(session, host, "CPU_SrcID#1_MC#0_Chan#0_DIMM#0") == ["P1 DIMM_A1"]
+    body["observations"]["identity"]["dimms"].pop(0)  # the board names it once: the Locator alone is safe too
+    report.body = json.loads(json.dumps(body))
+    session.flush()
+    assert dimm_aliases(session, host, "CPU_SrcID#1_MC#0_Chan#0_DIMM#0") == ["P1 DIMM_A1", "DIMM_A1"]

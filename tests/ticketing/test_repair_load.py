@@ -12,8 +12,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from remediator import deadlines, host_results, repair_load, repairs, runner
+from remediator import deadlines, host_results, repair_hold, repair_load, repairs, runner
 from remediator.models import LOAD_TEST_RULE, Host, HostState, Remediation, RemediationState
+from remediator.policies import held_by_a_stop
 from tests.builders.remediations import result, sent_envelopes
 from tests.builders.repairs import RULES, SETTLE, at, healthy, host_state, located, repaired, send, storm, ticketed
 from ticketing import service as tickets
@@ -193,9 +194,10 @@ def test_a_reopen_abandons_the_run_and_the_next_resolve_starts_its_own(
     assert send(session, *storm("web-1", 20, boot="boot-2")) == []  # the fault returned while verifying
     assert tickets.lock_ticket(session, ticket.id).state == TicketState.open
     assert run.state == RemediationState.cancelled
-    assert run.steps[0].awaiting is None
+    assert run.steps[0].awaiting is not None  # handed to the host: it may still run there, so it holds the host
     late = result(envelope, changed={"verdict": "pass", "failures": [], "gaps": []})
     assert host_results.record_host_result(session, late, RULES, at(25)) == "late"  # it decides nothing now
+    assert run.steps[0].awaiting is None
     repaired(session, ticket, at(30))
     runs = session.scalars(select(Remediation).where(Remediation.rule_id == LOAD_TEST_RULE)).all()
     assert [r.state for r in runs] == [RemediationState.cancelled, RemediationState.planned]
@@ -250,3 +252,67 @@ def test_a_fail_on_another_dimm_names_it_on_the_ticket(session: Session, cyborg_
     assert event.detail["coverage"]["percent_of_available"] == 60.0
     assert event.note.startswith(f"failed under load: DIMM {ticket.part}: another DIMM erred under load: {other}; ")
     assert ticket.state == TicketState.open
+
+
+def _started(session: Session, envelope: dict[str, Any], minute: float, boot: str = "boot-1") -> None:
+    notice = {k: envelope[k] for k in ("hostname", "remediation_id", "step")} | {"envelope_id": envelope["id"]}
+    assert host_results.record_host_started(session, notice | {"boot_id": boot}, at(minute)) == "started"
+
+
+@pytest.mark.parametrize("ends", ["result", "deadline"])
+def test_a_cancel_while_the_test_runs_holds_the_host_until_the_run_ends(
+    session: Session, cyborg_installed: dict[str, Any], ends: str
+) -> None:
+    ticket, run, envelope = resolved(session)
+    _started(session, envelope, 11)
+    tickets.cancel(session, tickets.lock_ticket(session, ticket.id), actor="user:op", reason="wrong DIMM", now=at(12))
+    host = session.get_one(Host, _host_id(session))
+    assert run.state == RemediationState.cancelled
+    # stressapptest may still run there: not back in service, still drained, and held against new plans
+    assert (host.state, host.drained_at is not None) == (HostState.awaiting_repair, True)
+    assert repair_hold.in_flight(session, host)
+    assert held_by_a_stop(session, host)
+    step = run.steps[0]
+    assert step.deadline is not None
+    assert deadlines.check_deadlines(session, RULES, at(13)) == 0  # its deadline is not due yet
+    assert host.state == HostState.awaiting_repair
+    if ends == "result":
+        late = result(envelope, changed={"verdict": "pass", "failures": [], "gaps": []})
+        assert host_results.record_host_result(session, late, RULES, at(20)) == "late"
+    else:
+        assert deadlines.check_deadlines(session, RULES, step.deadline + dt.timedelta(seconds=1)) == 1
+    assert (host.state, host.drained_at) == (HostState.in_service, None)
+    assert not repair_hold.in_flight(session, host)
+    assert not load_events(tickets.lock_ticket(session, ticket.id))  # the abandoned run decided nothing
+
+
+def test_a_cancel_before_the_hand_over_releases_the_host_at_once(session: Session) -> None:
+    ticket = ticketed(session)
+    repaired(session, ticket, at(10))  # the run is planned, not yet handed to the host
+    tickets.cancel(session, tickets.lock_ticket(session, ticket.id), actor="user:op", reason="wrong DIMM", now=at(12))
+    host = session.get_one(Host, _host_id(session))
+    assert (host.state, host.drained_at) == (HostState.in_service, None)
+
+
+@pytest.mark.parametrize(("boot", "verdict"), [("boot-2", "fail"), ("boot-1", "gap")])
+def test_a_reboot_under_load_fails_and_a_lost_result_is_a_gap(
+    session: Session, cyborg_installed: dict[str, Any], boot: str, verdict: str
+) -> None:
+    """The host panicked under load (a UE on the repaired DIMM) and came back reporting from another boot: a
+    fail that reopens the ticket. Reporting on from the boot it started in, the result was lost: a gap."""
+    ticket, run, envelope = resolved(session)
+    _started(session, envelope, 11)
+    send(session, *healthy("web-1", 12, 30, boot=boot))
+    step = run.steps[0]
+    assert step.deadline is not None
+    assert deadlines.check_deadlines(session, RULES, step.deadline + dt.timedelta(seconds=1)) == 1
+    ticket = tickets.lock_ticket(session, ticket.id)
+    [event] = load_events(ticket)
+    assert event.detail["verdict"] == verdict
+    if verdict == "fail":
+        assert "host rebooted under load" in event.note
+        assert "started in boot boot-1 and reports from boot boot-2" in event.note
+        assert ticket.state == TicketState.open
+    else:
+        assert "though it kept reporting" in event.note
+        assert ticket.state == TicketState.verifying

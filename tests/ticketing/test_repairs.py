@@ -371,3 +371,42 @@ def test_the_part_types_a_firing_can_be_ticketed_as() -> None:
     assert types("cmci-storm", "cmci_storm") == {"dimm"}
     assert types("psu-input-lost", "psu_input_lost") == {"power_feed"}  # its feed, not the PSU
     assert types("edac-polling-interval", "edac_poll_interval") == {"host"}  # no ticket step: the ladder ends in one
+
+
+def test_a_ticket_for_owners_holds_only_the_detections_of_rules_for_owners(session: Session) -> None:
+    """A configuration ticket that leaves the host in service (part `host`) must not swallow a firing that
+    acts on the host or takes it out (an SMI storm's ticket, restore_cmci): that one plans as usual. A
+    firing of a rule whose tickets are all for owners still goes to it."""
+    host = located(session)
+    send(session, edac_report("web-1", ce=0, at=at(0)))
+    owners_id, _ = repairs.open_by_hand(
+        session,
+        TicketOpen(
+            hostname="web-1",
+            part_type="host",
+            part="host",
+            title="BIOS set to firmware-first",
+            take_out_of_service=False,
+        ),
+        actor="user:op",
+        now=at(1),
+    )
+
+    def firing(rule_id: str, kind: str) -> Firing:
+        rule = RULES.get(rule_id)
+        assert rule is not None
+        return Firing(rule, SignalValue(kind, "host", 8.0, {}))
+
+    assert repairs.for_owners(RULES.get("error-reporting-mode-mismatch"))  # type: ignore[arg-type]
+    assert not repairs.for_owners(RULES.get("smi-storm-no-errors"))  # type: ignore[arg-type]
+    assert not repairs.for_owners(RULES.get("smi-firmware-first-left"))  # type: ignore[arg-type]
+    assert repairs.route_detection(session, host, firing("smi-storm-no-errors", "smi_rate"), at(2)) is None
+    assert (
+        repairs.route_detection(session, host, firing("smi-firmware-first-left", "smi_rate_firmware_first"), at(2))
+        is None
+    )
+    held = repairs.route_detection(
+        session, host, firing("error-reporting-mode-mismatch", "error_reporting_mode"), at(2)
+    )
+    assert held == f"ticket {owners_id} (open) holds this part: detection added"
+    assert host.state == HostState.in_service
