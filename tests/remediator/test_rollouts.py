@@ -183,9 +183,7 @@ def test_a_panic_that_goes_to_the_canarys_open_ticket_still_halts_the_rollout(se
     ingest(session, [old_bios(name, T0) for name in names], ruleset=RULES)
     [canary] = planned_hosts(session)
     succeed(session, canary, T0 + dt.timedelta(hours=1))
-    request = TicketOpen(
-        hostname=canary, part_type="host", part="panic", title="an earlier panic", take_out_of_service=False
-    )
+    request = TicketOpen(hostname=canary, part_type="host", part="panic", title="an earlier panic")
     ticket_id, _ = repairs.open_by_hand(session, request, actor="op", now=T0 + dt.timedelta(hours=2))
     ingest(session, [old_bios(canary, T0 + dt.timedelta(hours=5), panic=True)], ruleset=RULES)
     rollout = session.scalars(select(Rollout).where(Rollout.rule_id == RULE)).one()
