@@ -3,9 +3,21 @@ ticket id: what the rollout pages and the browser test show."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+import datetime as dt
 
-from checker.schemas import Firmware, HostIdentity, Identity, Observations, Report
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from checker.schemas import (
+    BenchmarkResult,
+    CputimeExcess,
+    CputimeWatch,
+    Firmware,
+    HostIdentity,
+    Identity,
+    Observations,
+    Report,
+)
 from core.db import Database
 from remediator.decisions import SYSTEM
 from remediator.ingest import ingest
@@ -13,9 +25,60 @@ from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Rollout
 from remediator.rollouts import halt
 from remediator.rules import load_ruleset
+from tests.builders.observations import OPTERON, cpu, identity
 from tests.builders.reports import T0
 from ticketing.schemas import TicketRequest
 from ticketing.service import open_ticket
+
+OPTERON_CLASS = "legacy-opteron-8356"
+STOCK_KERNEL = "2.6.16.60-0.21-smp"  # SLES 10.2's, with the BIOS's erratum-298 workaround (INFN/CCR-11/01)
+BENCHMARK = "fleetfix-cpumem-v1"
+
+
+def opterons(session: Session, count: int = 10) -> list[str]:
+    """`count` Opteron 8356 rev B2 hosts of one class, each in its own rack."""
+    names = [f"opteron-{i:03d}" for i in range(count)]
+    rows = [
+        HostInventory(hostname=n, hardware_class=OPTERON_CLASS, datacenter="ams1", rack=f"r{i}")
+        for i, n in enumerate(names)
+    ]
+    apply_inventory(session, rows, actor="test")
+    return names
+
+
+def opteron_report(
+    hostname: str, at: dt.datetime, *, kernel: str = STOCK_KERNEL, flagged: int = 0, score: float | None = None
+) -> Report:
+    """An Opteron host's report with the cputime watch (`flagged` processes at the paper's ~22 Msec) and, when
+    `score` is given, the agent's benchmark per core per GHz."""
+    processes = [
+        CputimeExcess(
+            pid=4242 + i,
+            comm="cmsRun",
+            threads=1,
+            scope="thread",
+            cputime_s=22_000_000.0,
+            elapsed_s=3600.0,
+            excess_s=21_996_400.0,
+        )
+        for i in range(flagged)
+    ]
+    watch = CputimeWatch(
+        checked=120, flagged=flagged, processes=processes, complete=True, tolerance_s=1.0, clk_tck=100, uptime_s=9e4
+    )
+    bench = (
+        BenchmarkResult(name=BENCHMARK, score=score, duration_s=0.1, cpu=0, ghz=2.3, clock_source="x", ran_at=at)
+        if score is not None
+        else None
+    )
+    return Report(
+        host=HostIdentity(hostname=hostname, boot_id=f"boot-{kernel}"),
+        captured_at=at,
+        observations=Observations(
+            identity=identity(kernel=kernel, cpus=[cpu(**OPTERON)]), cputime=watch, benchmark=bench
+        ),
+    )
+
 
 COMPARED = {
     "signal": "kernel_event_count",

@@ -11,16 +11,14 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from checker.schemas import CputimeExcess, CputimeWatch, HostIdentity, Observations, Report
 from remediator import host_evaluation, rollouts
 from remediator.baselines import parse_baselines
 from remediator.decisions import SYSTEM
 from remediator.ingest import ingest
-from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Host, Remediation, RemediationState, Rollout, RolloutState, StepState
 from remediator.rules import load_ruleset
-from tests.builders.observations import OPTERON, cpu, identity
 from tests.builders.reports import T0
+from tests.builders.rollouts import opteron_report, opterons
 from ticketing.models import Ticket
 
 RULES = load_ruleset([])
@@ -42,39 +40,6 @@ def first_build(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host_evaluation, "firmware_baselines", lambda: parse_baselines(BASELINES))
 
 
-def opterons(session: Session, count: int = 10) -> list[str]:
-    names = [f"opteron-{i:03d}" for i in range(count)]
-    rows = [
-        HostInventory(hostname=n, hardware_class=CLASS, datacenter="ams1", rack=f"r{i}") for i, n in enumerate(names)
-    ]
-    apply_inventory(session, rows, actor="test")
-    return names
-
-
-def report(hostname: str, at: dt.datetime, *, kernel: str = STOCK, flagged: int = 0) -> Report:
-    """A host's report with the cputime watch: `flagged` processes over their run time (the 22 Msec of the paper)."""
-    processes = [
-        CputimeExcess(
-            pid=4242 + i,
-            comm="cmsRun",
-            threads=1,
-            scope="thread",
-            cputime_s=22_000_000.0,
-            elapsed_s=3600.0,
-            excess_s=21_996_400.0,
-        )
-        for i in range(flagged)
-    ]
-    watch = CputimeWatch(
-        checked=120, flagged=flagged, processes=processes, complete=True, tolerance_s=1.0, clk_tck=100, uptime_s=9e4
-    )
-    return Report(
-        host=HostIdentity(hostname=hostname, boot_id=f"boot-{kernel}"),
-        captured_at=at,
-        observations=Observations(identity=identity(kernel=kernel, cpus=[cpu(**OPTERON)]), cputime=watch),
-    )
-
-
 def upgrade_canary(session: Session, at: dt.datetime) -> tuple[Remediation, str]:
     """The canary's install_kernel went through; it is being verified on the new build."""
     remediation = session.scalars(select(Remediation).where(Remediation.rule_id == RULE)).one()
@@ -92,7 +57,7 @@ def planned_hosts(session: Session) -> list[str]:
 
 def test_a_cputime_side_effect_on_the_canary_halts_the_rollout_with_one_ticket(session: Session) -> None:
     names = opterons(session)
-    ingest(session, [report(n, T0) for n in names], ruleset=RULES)
+    ingest(session, [opteron_report(n, T0) for n in names], ruleset=RULES)
     rollout = session.scalars(select(Rollout)).one()
     assert (rollout.change, rollout.part_type, rollout.hardware_class) == (f"kernel {FIRST_BUILD}", "kernel", CLASS)
     assert len(planned_hosts(session)) == 1
@@ -100,8 +65,8 @@ def test_a_cputime_side_effect_on_the_canary_halts_the_rollout_with_one_ticket(s
     others = [n for n in names if n != canary]
 
     later = T0 + dt.timedelta(minutes=20)
-    ingest(session, [report(canary, later, kernel=FIRST_BUILD, flagged=2)], ruleset=RULES)
-    ingest(session, [report(n, later) for n in others], ruleset=RULES)
+    ingest(session, [opteron_report(canary, later, kernel=FIRST_BUILD, flagged=2)], ruleset=RULES)
+    ingest(session, [opteron_report(n, later) for n in others], ruleset=RULES)
     rollouts.evaluate(session, RULES, later + dt.timedelta(minutes=1))
 
     session.refresh(rollout)
@@ -130,7 +95,7 @@ def test_a_cputime_side_effect_on_the_canary_halts_the_rollout_with_one_ticket(s
     assert judged.endswith("an operator should judge whether the change caused it.")
 
     # The rest of the class keeps its kernel: nobody else gets the build, however often they fire.
-    ingest(session, [report(n, T0 + dt.timedelta(days=3)) for n in others], ruleset=RULES)
+    ingest(session, [opteron_report(n, T0 + dt.timedelta(days=3)) for n in others], ruleset=RULES)
     assert planned_hosts(session) == [canary]
     rollouts.evaluate(session, RULES, T0 + dt.timedelta(days=3, minutes=1))
     assert session.scalars(select(Ticket.id).where(Ticket.part == rollout.change)).all() == [rollout.ticket_id]
@@ -138,13 +103,13 @@ def test_a_cputime_side_effect_on_the_canary_halts_the_rollout_with_one_ticket(s
 
 def test_noise_on_both_sides_halts_nothing(session: Session) -> None:
     names = opterons(session, 12)
-    ingest(session, [report(n, T0) for n in names], ruleset=RULES)
+    ingest(session, [opteron_report(n, T0) for n in names], ruleset=RULES)
     _, canary = upgrade_canary(session, T0 + dt.timedelta(minutes=10))
     others = [n for n in names if n != canary]
     later = T0 + dt.timedelta(minutes=20)
-    ingest(session, [report(canary, later, kernel=FIRST_BUILD)], ruleset=RULES)
+    ingest(session, [opteron_report(canary, later, kernel=FIRST_BUILD)], ruleset=RULES)
     # two old hosts show the anomaly (a clock oddity, a restored checkpoint), the canary does not
-    ingest(session, [report(n, later, flagged=1 if i < 2 else 0) for i, n in enumerate(others)], ruleset=RULES)
+    ingest(session, [opteron_report(n, later, flagged=1 if i < 2 else 0) for i, n in enumerate(others)], ruleset=RULES)
     rollouts.evaluate(session, RULES, later + dt.timedelta(minutes=1))
     rollout = session.scalars(select(Rollout)).one()
     assert rollout.state == RolloutState.running
@@ -156,11 +121,11 @@ def test_noise_on_both_sides_halts_nothing(session: Session) -> None:
 
 def test_an_operator_resumes_and_older_evidence_no_longer_counts(session: Session) -> None:
     names = opterons(session)
-    ingest(session, [report(n, T0) for n in names], ruleset=RULES)
+    ingest(session, [opteron_report(n, T0) for n in names], ruleset=RULES)
     _, canary = upgrade_canary(session, T0 + dt.timedelta(minutes=10))
     later = T0 + dt.timedelta(minutes=20)
-    ingest(session, [report(canary, later, kernel=FIRST_BUILD, flagged=1)], ruleset=RULES)
-    ingest(session, [report(n, later) for n in names if n != canary], ruleset=RULES)
+    ingest(session, [opteron_report(canary, later, kernel=FIRST_BUILD, flagged=1)], ruleset=RULES)
+    ingest(session, [opteron_report(n, later) for n in names if n != canary], ruleset=RULES)
     rollouts.evaluate(session, RULES, later)
     rollout = session.scalars(select(Rollout)).one()
     assert rollout.state == RolloutState.halted
@@ -180,11 +145,11 @@ def test_the_comparison_halts_what_no_side_effect_rule_watches(session: Session)
     quiet = rule.model_copy(update={"safety": rule.safety.model_copy(update={"rollout": unwatched})})
     ruleset = RULES.model_copy(update={"rules": [quiet if r.id == RULE else r for r in RULES.rules]})
     names = opterons(session)
-    ingest(session, [report(n, T0) for n in names], ruleset=ruleset)
+    ingest(session, [opteron_report(n, T0) for n in names], ruleset=ruleset)
     remediation, canary = upgrade_canary(session, T0 + dt.timedelta(minutes=10))
     later = T0 + dt.timedelta(minutes=20)
-    ingest(session, [report(canary, later, kernel=FIRST_BUILD, flagged=1)], ruleset=ruleset)
-    ingest(session, [report(n, later) for n in names if n != canary], ruleset=ruleset)
+    ingest(session, [opteron_report(canary, later, kernel=FIRST_BUILD, flagged=1)], ruleset=ruleset)
+    ingest(session, [opteron_report(n, later) for n in names if n != canary], ruleset=ruleset)
     rollout = session.scalars(select(Rollout)).one()
     assert rollout.state == RolloutState.running
     assert remediation.state == RemediationState.verifying

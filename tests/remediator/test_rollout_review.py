@@ -11,15 +11,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from checker.schemas import BenchmarkResult, CputimeExcess, CputimeWatch, HostIdentity, Observations, Report
 from remediator import host_evaluation, rollouts
 from remediator.baselines import parse_baselines
 from remediator.ingest import ingest
-from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Decision, Host, Remediation, RemediationState, Rollout, RolloutState, StepState
 from remediator.rules import Comparison, RuleSet, load_ruleset
-from tests.builders.observations import OPTERON, cpu, identity
 from tests.builders.reports import T0
+from tests.builders.rollouts import opteron_report, opterons
 from ticketing.models import Ticket
 
 RULES = load_ruleset([])
@@ -53,49 +51,6 @@ def quiet_rules() -> RuleSet:
     return RULES.model_copy(update={"rules": [quiet if r.id == RULE else r for r in RULES.rules]})
 
 
-def opterons(session: Session, count: int) -> list[str]:
-    names = [f"opteron-{i:03d}" for i in range(count)]
-    rows = [
-        HostInventory(hostname=n, hardware_class=CLASS, datacenter="ams1", rack=f"r{i}") for i, n in enumerate(names)
-    ]
-    apply_inventory(session, rows, actor="test")
-    return names
-
-
-def report(
-    hostname: str, at: dt.datetime, *, kernel: str = STOCK, flagged: int = 0, score: float | None = None
-) -> Report:
-    """A report with the cputime watch (`flagged` processes at the paper's ~22 Msec) and, when `score` is given,
-    the agent's benchmark per core per GHz."""
-    processes = [
-        CputimeExcess(
-            pid=4242 + i,
-            comm="cmsRun",
-            threads=1,
-            scope="thread",
-            cputime_s=22_000_000.0,
-            elapsed_s=3600.0,
-            excess_s=21_996_400.0,
-        )
-        for i in range(flagged)
-    ]
-    watch = CputimeWatch(
-        checked=120, flagged=flagged, processes=processes, complete=True, tolerance_s=1.0, clk_tck=100, uptime_s=9e4
-    )
-    bench = (
-        BenchmarkResult(name=BENCH, score=score, duration_s=0.1, cpu=0, ghz=2.3, clock_source="x", ran_at=at)
-        if score is not None
-        else None
-    )
-    return Report(
-        host=HostIdentity(hostname=hostname, boot_id=f"boot-{kernel}"),
-        captured_at=at,
-        observations=Observations(
-            identity=identity(kernel=kernel, cpus=[cpu(**OPTERON)]), cputime=watch, benchmark=bench
-        ),
-    )
-
-
 def upgrade_canary(session: Session, at: dt.datetime, *, succeeded: bool = False) -> str:
     """The canary's install_kernel went through (and, `succeeded`, its verification too)."""
     remediation = session.scalars(select(Remediation).where(Remediation.rule_id == RULE)).one()
@@ -122,16 +77,18 @@ def cputime_result(rollout: Rollout) -> dict:
 def test_old_hosts_are_looked_at_over_the_upgraded_hosts_time_not_the_whole_bake(session: Session) -> None:
     ruleset = quiet_rules()
     names = opterons(session, 10)
-    ingest(session, [report(n, T0) for n in names], ruleset=ruleset)
+    ingest(session, [opteron_report(n, T0) for n in names], ruleset=ruleset)
     # two old hosts showed the anomaly early in the bake, before the canary was upgraded, and not since
     early = T0 + dt.timedelta(minutes=2)
     canary_to_be = planned(session)[0]
     others = [n for n in names if n != canary_to_be]
-    ingest(session, [report(n, early, flagged=1 if i < 2 else 0) for i, n in enumerate(others)], ruleset=ruleset)
+    ingest(
+        session, [opteron_report(n, early, flagged=1 if i < 2 else 0) for i, n in enumerate(others)], ruleset=ruleset
+    )
     canary = upgrade_canary(session, T0 + dt.timedelta(hours=6))
     later = T0 + dt.timedelta(hours=8)
-    ingest(session, [report(canary, later, kernel=PATCHED, flagged=1)], ruleset=ruleset)
-    ingest(session, [report(n, later) for n in others], ruleset=ruleset)
+    ingest(session, [opteron_report(canary, later, kernel=PATCHED, flagged=1)], ruleset=ruleset)
+    ingest(session, [opteron_report(n, later) for n in others], ruleset=ruleset)
     now = later + dt.timedelta(minutes=1)
     rollouts.evaluate(session, ruleset, now)
 
@@ -150,15 +107,15 @@ def test_old_hosts_on_a_withdrawn_build_do_not_dilute_the_old_side(session: Sess
     names = opterons(session, 8)
     stock, withdrawn = names[:6], names[6:]
     # the stock hosts first: the canary is one of them
-    ingest(session, [report(n, T0) for n in stock], ruleset=ruleset)
-    ingest(session, [report(n, T0, kernel=WITHDRAWN, flagged=1) for n in withdrawn], ruleset=ruleset)
+    ingest(session, [opteron_report(n, T0) for n in stock], ruleset=ruleset)
+    ingest(session, [opteron_report(n, T0, kernel=WITHDRAWN, flagged=1) for n in withdrawn], ruleset=ruleset)
     canary = upgrade_canary(session, T0 + dt.timedelta(minutes=10))
     assert canary in stock
     later = T0 + dt.timedelta(minutes=20)
-    ingest(session, [report(canary, later, kernel=PATCHED, flagged=1)], ruleset=ruleset)
-    ingest(session, [report(n, later) for n in stock if n != canary], ruleset=ruleset)
+    ingest(session, [opteron_report(canary, later, kernel=PATCHED, flagged=1)], ruleset=ruleset)
+    ingest(session, [opteron_report(n, later) for n in stock if n != canary], ruleset=ruleset)
     # they already show the side effect the new build brings back: 1 of 1 against 2 of 7 would be p 0.375
-    ingest(session, [report(n, later, kernel=WITHDRAWN, flagged=1) for n in withdrawn], ruleset=ruleset)
+    ingest(session, [opteron_report(n, later, kernel=WITHDRAWN, flagged=1) for n in withdrawn], ruleset=ruleset)
     rollouts.evaluate(session, ruleset, later + dt.timedelta(minutes=1))
 
     rollout = session.scalars(select(Rollout)).one()
@@ -201,13 +158,15 @@ def scored_class(
     and scores `canary_score` a day later (after its bake), the others their own again."""
     names = opterons(session, 8)
     ingest(
-        session, [report(n, T0, kernel=kernel, score=s) for n, s in zip(names, scores, strict=True)], ruleset=ruleset
+        session,
+        [opteron_report(n, T0, kernel=kernel, score=s) for n, s in zip(names, scores, strict=True)],
+        ruleset=ruleset,
     )
     canary = upgrade_canary(session, T0 + dt.timedelta(minutes=30), succeeded=True)
     others = [(n, s) for n, s in zip(names, scores, strict=True) if n != canary]
     after_bake = T0 + dt.timedelta(days=1, hours=1)
-    ingest(session, [report(canary, after_bake, kernel=to, score=canary_score)], ruleset=ruleset)
-    ingest(session, [report(n, after_bake, kernel=kernel, score=s) for n, s in others], ruleset=ruleset)
+    ingest(session, [opteron_report(canary, after_bake, kernel=to, score=canary_score)], ruleset=ruleset)
+    ingest(session, [opteron_report(n, after_bake, kernel=kernel, score=s) for n, s in others], ruleset=ruleset)
     return session.scalars(select(Rollout)).one(), canary, [n for n, _ in others]
 
 
@@ -221,7 +180,7 @@ def expectation_of(rollout: Rollout, expect: str = "expected") -> dict:
 
 def next_wave(session: Session, ruleset: RuleSet, others: list[str], kernel: str, score: float) -> list[str]:
     """The hosts planned once the hosts not yet upgraded report again after the comparison."""
-    ingest(session, [report(n, NOW, kernel=kernel, score=score) for n in others], ruleset=ruleset)
+    ingest(session, [opteron_report(n, NOW, kernel=kernel, score=score) for n in others], ruleset=ruleset)
     return planned(session)
 
 
@@ -273,7 +232,7 @@ def test_a_build_that_leaves_the_workaround_on_halts_at_its_canary_with_one_tick
     assert (ticket.id, ticket.hostname, ticket.part_type) == (rollout.ticket_id, canary, "kernel")
     assert "the change did not bring the expected performance" in ticket.title
     assert ticket.evidence["expected_gain"].startswith("missing: benchmark_score: median 1.7")
-    ingest(session, [report(n, NOW + dt.timedelta(days=2), score=1.7) for n in others], ruleset=RULES)
+    ingest(session, [opteron_report(n, NOW + dt.timedelta(days=2), score=1.7) for n in others], ruleset=RULES)
     assert planned(session) == [canary]  # the rollout never went past its canary
 
 
@@ -327,13 +286,15 @@ def test_a_resume_does_not_waive_the_expected_performance(session: Session, monk
     resumed = NOW + dt.timedelta(hours=1)
     rollouts.resume(session, rollout.id, actor="olga", reason="the build is the right one", now=resumed)
     # the canary's score since the resume is judged a whole bake after it, not at once: the next wave waits
-    ingest(session, [report(canary, resumed + dt.timedelta(minutes=5), kernel=PATCHED, score=1.70)], ruleset=RULES)
+    ingest(
+        session, [opteron_report(canary, resumed + dt.timedelta(minutes=5), kernel=PATCHED, score=1.70)], ruleset=RULES
+    )
     rollouts.evaluate(session, RULES, resumed + dt.timedelta(minutes=10))
     found = expectation_of(rollout)
     assert (found["gain"], found["halt"], rollout.state) == (None, False, RolloutState.running)
     assert found["why"].endswith("decided once every upgraded host has baked")
     later = resumed + dt.timedelta(minutes=20)
-    ingest(session, [report(n, later, score=1.7) for n in others], ruleset=RULES)
+    ingest(session, [opteron_report(n, later, score=1.7) for n in others], ruleset=RULES)
     assert planned(session) == [canary]
     held = session.scalars(select(Decision.reason).where(Decision.rule_id == RULE, Decision.outcome == "held")).all()
     assert any("the expected performance of benchmark_score is not confirmed (median 1.7" in r for r in held)
