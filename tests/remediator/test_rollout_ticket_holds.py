@@ -12,12 +12,11 @@ from remediator import rollouts
 from remediator.ingest import ingest
 from remediator.models import Host, HostState, RemediationState, Rollout, RolloutState
 from tests.builders.reports import T0
+from tests.builders.rollouts import opteron_report, opterons
 from tests.remediator.test_rollout_halt import (  # noqa: F401 - first_build: the class's configured build
     FIRST_BUILD,
     RULES,
     first_build,
-    opterons,
-    report,
     upgrade_canary,
 )
 from ticketing import service as tickets
@@ -26,11 +25,11 @@ from ticketing.models import Ticket
 
 def test_the_halt_ticket_does_not_hold_the_canary(session: Session) -> None:
     names = opterons(session)
-    ingest(session, [report(n, T0) for n in names], ruleset=RULES)
+    ingest(session, [opteron_report(n, T0) for n in names], ruleset=RULES)
     remediation, canary = upgrade_canary(session, T0 + dt.timedelta(minutes=10))
     later = T0 + dt.timedelta(minutes=20)
-    ingest(session, [report(canary, later, kernel=FIRST_BUILD, flagged=2)], ruleset=RULES)
-    ingest(session, [report(n, later) for n in names if n != canary], ruleset=RULES)
+    ingest(session, [opteron_report(canary, later, kernel=FIRST_BUILD, flagged=2)], ruleset=RULES)
+    ingest(session, [opteron_report(n, later) for n in names if n != canary], ruleset=RULES)
     rollouts.evaluate(session, RULES, later + dt.timedelta(minutes=1))
     rollout = session.scalars(select(Rollout)).one()
     assert rollout.state == RolloutState.halted
