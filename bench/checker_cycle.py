@@ -13,9 +13,13 @@
    `if "EDAC" in line` loop over the same lines, and one `re` scan of the same text.
 4. The smi and error_reporting collectors' CPU time per cycle on the rich snapshot (one MSR pread per
    package, a dozen sysfs files); ceiling: the same preads and file reads done bare.
+5. The gpu collector's CPU time on an 8-GPU host (sysfs vendor look and the nvidia-smi XML parse).
+6. The network collector's CPU time on a four-port host (sysfs counters, `ethtool -S` and lldpctl parsed).
+7. The pcie collector's CPU time on a host of PCIe functions (the sysfs walk, then the steady cycle).
+8. The capacity collector's CPU time on a 24-disk, 64-CPU storage host (sysfs and /proc reads, cpuinfo parsed).
 
 Usage: FLEETFIX_TEST_SAMPLES=../shared/fixtures .venv/bin/python bench/checker_cycle.py [--redis URL]
-       [--part cycle|memory|classify|smi ...] (default: all four)
+       [--part cycle|memory|classify|smi|gpu|network|pcie|capacity ...] (default: all eight)
 It prints figures; it asserts nothing.
 """
 
@@ -333,7 +337,183 @@ def bench_smi(work: Path, runs: int) -> None:
           f"{median_ms(bare):6.3f} ms cpu")  # fmt: skip
 
 
-PARTS = ("cycle", "memory", "classify", "smi")
+def bench_gpu(work: Path, runs: int) -> None:
+    """The gpu collector on an 8-GPU host (the simulated A100 class's `nvidia-smi -q -x`, as the tool prints
+    it): the sysfs look for NVIDIA devices and the XML parse. nvidia-smi's own run is not in it (the
+    snapshot answers for it): on a real host it is one process spawn and the driver's query, measured
+    there with `time nvidia-smi -q -x`."""
+    from bench.samples import SnapshotBuilder
+    from checker.collectors import gpu
+    from checker.collectors.context import Context
+    from checker.schemas import Observations
+    from checker.sim.gpu import nvidia_smi_xml
+    from checker.sim.standalone import standalone_host
+
+    snap = SnapshotBuilder(work / "gpu")
+    for spec in standalone_host("bench-gpu", hardware_class="gpu-a100-8x").hardware.gpus:
+        bdf = spec.bdf.lower()[-12:]
+        snap.file(f"/sys/bus/pci/devices/{bdf}/vendor", "0x10de\n")
+        snap.file(f"/sys/bus/pci/devices/{bdf}/class", "0x030200\n")
+    for n in range(24):  # the rest of a GPU server's PCI functions: bridges, NICs, NVMe
+        snap.file(f"/sys/bus/pci/devices/0000:{n + 0x10:02x}:00.0/vendor", "0x8086\n")
+    snap.command(gpu.NVIDIA_SMI, nvidia_smi_xml(standalone_host("bench-gpu", hardware_class="gpu-a100-8x")))
+    host = SnapshotHost(snap.directory)
+    cpu = []
+    for _ in range(runs + 3):
+        c = time.process_time()
+        observations = Observations()
+        gpu.collect(Context(host, observations, CollectorState(), 25.0))
+        cpu.append(time.process_time() - c)
+    assert observations.gpu is not None
+    print(f"gpu collector, 8 GPUs, 32 PCI functions (nvidia-smi answered by the snapshot): "
+          f"cpu {median_ms(cpu[3:]):6.3f} ms  (median of {runs})")  # fmt: skip
+
+
+def bench_network(work: Path, runs: int) -> None:
+    """The network collector on a host with four physical ports (two two-port mlx5 NICs, our sysfs fixture's
+    layout) and lo, a bond and docker0: its sysfs reads, the `ethtool -S` parse of mlx5's counters and the
+    lldpctl JSON. The tools' own runs are not in it (the snapshot answers for them): on a real host each is
+    a process spawn, `ethtool -S` one per port per cycle and `lldpctl` once per inventory refresh."""
+    from bench.samples import OURS, SnapshotBuilder, listing_to_files, ours
+    from checker.collectors import network
+    from checker.collectors.context import Context
+    from checker.schemas import Observations
+
+    listing = ours("network/sysfs-net-mlx5-two-ports.txt")
+    second = listing.replace("ens1f0np0", "ens2f0np0").replace("ens1f1np1", "ens2f1np1").replace("3b:00", "5e:00")
+    snap = SnapshotBuilder(work / "network")
+    for text in (listing, second):
+        snap.files("/sys/class/net/", listing_to_files(text, "/sys/class/net/"))
+    stats = ours("network/ethtool-S-mlx5-connectx6dx.txt")
+    for port in ("ens1f0np0", "ens1f1np1", "ens2f0np0", "ens2f1np1"):
+        snap.command(network.ethtool_stats_argv(port), stats)
+    snap.command(network.LLDPCTL, (OURS / "network" / "lldpctl-json-two-ports.json").read_text(encoding="utf-8"))
+    host = SnapshotHost(snap.directory)
+    cpu = []
+    for _ in range(runs + 3):
+        c = time.process_time()
+        observations = Observations()
+        network.collect(Context(host, observations, CollectorState(), 15.0))
+        cpu.append(time.process_time() - c)
+    assert observations.network is not None
+    assert len(observations.network.ports) == 4
+    files = [p for p in (snap.directory / "root" / "sys" / "class" / "net").rglob("*") if p.is_file()]
+    bare = []
+    for _ in range(runs):
+        c = time.process_time()
+        for path in files:
+            with open(path, "rb") as handle:
+                handle.read()
+        bare.append(time.process_time() - c)
+    print(f"network collector, 4 physical ports + 3 virtual (ethtool -S and lldpctl answered by the snapshot): "
+          f"cpu {median_ms(cpu[3:]):6.3f} ms  (median of {runs})")  # fmt: skip
+    print(f"  ceiling: {len(files)} bare sysfs file reads: {median_ms(bare):6.3f} ms cpu")
+
+
+def bench_pcie(work: Path, runs: int) -> None:
+    """The pcie collector on the simulated 8-GPU class's PCIe tree (NIC, NVMe, a switch port per GPU) with 40
+    more healthy functions below their root ports (64 in all), each function's files as the kernel writes
+    them: the walk, uevent, the four link files and the three aer_dev_* counters of each. Most of the cost
+    is opening files; the ceiling line is those reads alone."""
+    from bench.samples import SnapshotBuilder
+    from checker.collectors import pcie
+    from checker.collectors.context import Context
+    from checker.schemas import Observations
+    from checker.sim.pcie import Function, sysfs_files, topology
+    from checker.sim.standalone import standalone_host
+
+    functions = topology(standalone_host("bench-pcie", hardware_class="gpu-a100-8x"))
+    for n in range(20):  # more root ports, each with a healthy x4 device
+        port = f"0000:{0xC0 + n:02x}:00.0"
+        functions.append(Function(port, None, "060400", "8086", "347a", "pcieport", 16.0, 16))
+        functions.append(Function(f"0000:{0xC0 + n:02x}:01.0", port, "010802", "144d", "a80a", "nvme", 16.0, 4))
+    paths: dict[str, str] = {}
+    snap = SnapshotBuilder(work / "pcie")
+    for function in functions:
+        above = paths.get(function.parent) if function.parent else f"/sys/devices/pci{function.bdf[:7]}"
+        paths[function.bdf] = f"{above}/{function.bdf}"
+        speed, width = function.speed, min(function.width, 16)
+        snap.files(paths[function.bdf], sysfs_files(function, speed, width, 0))
+    host = SnapshotHost(snap.directory)
+    walks, steady = [], []
+    agent = CollectorState()  # an agent's: the walk and the static files are kept between its cycles
+    for _ in range(runs + 3):
+        c = time.process_time()
+        observations = Observations()
+        pcie.collect(Context(host, observations, CollectorState(), 15.0))
+        walks.append(time.process_time() - c)
+        c = time.process_time()
+        pcie.collect(Context(host, Observations(), agent, 15.0))
+        steady.append(time.process_time() - c)
+    assert observations.pcie is not None
+    assert observations.pcie.functions == len(functions)
+    files = [p for p in (snap.directory / "root" / "sys" / "devices").rglob("*") if p.is_file()]
+    bare = []
+    for _ in range(runs):
+        c = time.process_time()
+        for path in files:
+            with open(path, "rb") as handle:
+                handle.read()
+        bare.append(time.process_time() - c)
+    print(f"pcie collector, {len(functions)} PCIe functions (8 GPUs, NIC, NVMe): walk (first cycle, every "
+          f"{pcie.REWALK_S:.0f} s) cpu {median_ms(walks[3:]):6.3f} ms, steady cycle cpu "
+          f"{median_ms(steady[3:]):6.3f} ms  (median of {runs})")  # fmt: skip
+    print(f"  ceiling: {len(files)} bare sysfs file reads: {median_ms(bare):6.3f} ms cpu")
+
+
+def bench_capacity(work: Path, runs: int) -> None:
+    """The capacity collector on a storage host: 24 whole disks, a loop and a dm device, 4 physical NICs and 3
+    virtual interfaces, 64 CPUs in /proc/cpuinfo (our fixture's files, repeated). The ceiling line is the same
+    file reads done bare."""
+    from bench.samples import SnapshotBuilder, ours, read_ttar, sample
+    from checker.collectors import capacity
+    from checker.collectors.context import Context
+    from checker.schemas import Observations
+
+    snap = SnapshotBuilder(work / "capacity")
+    base = read_ttar(ours("sysfs-capacity.ttar"))
+    snap.files("/", {k: v for k, v in base.items() if not k.startswith("sys/block/")})
+    sda = {k.removeprefix("sys/block/sda/"): v for k, v in base.items() if k.startswith("sys/block/sda/")}
+    for n in range(24):
+        snap.files(f"/sys/block/sd{chr(97 + n)}/", {k: v.replace("4a21", f"{n:04x}") for k, v in sda.items()})
+    snap.files("/", {k: v for k, v in base.items() if k.startswith(("sys/block/loop0/", "sys/block/dm-0/"))})
+    for n in range(4):
+        snap.file(f"/sys/class/net/ens{n}/device/uevent", "DRIVER=mlx5_core\n")
+    for name in ("lo", "bond0", "docker0"):
+        snap.file(f"/sys/class/net/{name}/mtu", "1500\n")
+    snap.file("/sys/devices/system/cpu/present", "0-63\n")
+    snap.file("/sys/devices/system/cpu/online", "0-63\n")
+    cpuinfo = sample("cpuinfo/intel-i7-8650u-8thread-microcode-0xb4.txt").strip() + "\n\n"
+    snap.file("/proc/cpuinfo", cpuinfo * 8)
+    host = SnapshotHost(snap.directory)
+    cpu, steady = [], []
+    agent = CollectorState()  # an agent's: the disks' model, serial and size kept between its cycles
+    for _ in range(runs + 3):
+        c = time.process_time()
+        observations = Observations()
+        capacity.collect(Context(host, observations, CollectorState(), 15.0))
+        cpu.append(time.process_time() - c)
+        c = time.process_time()
+        capacity.collect(Context(host, Observations(), agent, 15.0))
+        agent.commit()
+        steady.append(time.process_time() - c)
+    assert observations.capacity is not None
+    assert len(observations.capacity.disks or []) == 24
+    files = [p for p in (snap.directory / "root").rglob("*") if p.is_file()]
+    bare = []
+    for _ in range(runs):
+        c = time.process_time()
+        for path in files:
+            with open(path, "rb") as handle:
+                handle.read()
+        bare.append(time.process_time() - c)
+    print("capacity collector, 24 disks + 2 virtual block devices, 4 NICs + 3 virtual, 64 CPUs: first cycle "
+          f"cpu {median_ms(cpu[3:]):6.3f} ms, steady cycle cpu {median_ms(steady[3:]):6.3f} ms"
+          f"  (median of {runs})")  # fmt: skip
+    print(f"  ceiling: {len(files)} bare file reads: {median_ms(bare):6.3f} ms cpu")
+
+
+PARTS = ("cycle", "memory", "classify", "smi", "gpu", "network", "pcie", "capacity")
 
 
 def main() -> None:
@@ -365,6 +545,14 @@ def main() -> None:
             bench_classification()
         if "smi" in parts:
             bench_smi(work, args.runs)
+        if "gpu" in parts:
+            bench_gpu(work, args.runs)
+        if "network" in parts:
+            bench_network(work, args.runs)
+        if "pcie" in parts:
+            bench_pcie(work, args.runs)
+        if "capacity" in parts:
+            bench_capacity(work, args.runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -371,12 +371,40 @@ def rich_snapshot(directory: Path) -> SnapshotBuilder:
     # The cputime watch judges the same processes against the uptime: a day up, 4 CPUs; nothing to flag.
     b.file("/proc/uptime", "86400.00 170000.00\n")
     b.file("/sys/devices/system/cpu/possible", "0-3\n")
+    # MemTotal, cpu/present and /sys/block for the capacity collector (our fixture): a disk, an NVMe drive, a loop
+    # device and a device-mapper volume.
+    b.files("/", read_ttar(ours("sysfs-capacity.ttar")))
     # MSR_SMI_COUNT, machinecheck0, HEST and GHES sources (our sysfs fixture): one package of 4 CPUs online.
     from bench.smi_samples import install_smi_tree  # here: that module builds on this one
 
     install_smi_tree(b, online="0-3")
     # The stall probe's windows, where `fleetfix check` looks with no state directory (our fixture).
     b.file("/var/lib/fleetfix-agent/stalls.jsonl", ours("stall-probe-windows.jsonl"))
+    # The filesystems and time_sync collectors: our texts in the real formats (tests/checker/test_os_state.py).
+    b.file("/proc/self/mountinfo", "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro\n")
+    b.file("/sys/dev/block/8:1/uevent", "MAJOR=8\nMINOR=1\nDEVNAME=sda1\nDEVTYPE=partition\n")
+    b.command(
+        ["chronyc", "-c", "-n", "tracking"],
+        "A9FEA97B,169.254.169.123,4,1764220680.1,-0.000012,0.000003,0.000021,-12.345,-0.001,0.012,0.0005,0.0002,"
+        "64.4,Normal\n",
+    )
+    # The pcie collector: the corpus's real sysfs PCIe extract (two root ports, an NVMe and an HBA).
+    b.files("/sys/devices", read_ttar(sample("pcie/sysfs-pci-current-max-link-speed-width-aer-counters-extract.ttar"),
+                                      "fixtures/sys/devices/"))  # fmt: skip
+    # The gpu collector: an NVIDIA 3D controller on the bus and nvidia-smi's answer, the corpus's A10G (v11).
+    b.file("/sys/bus/pci/devices/0000:00:1e.0/vendor", "0x10de\n")
+    b.file("/sys/bus/pci/devices/0000:00:1e.0/class", "0x030200\n")
+    b.command(["nvidia-smi", "-q", "-x"], sample("gpu/nvidia-smi-q-x-a10g-remapped-rows-histogram-v11.xml"))
+    # The thermal_throttle collector: cpu0's counters from the corpus's real terminal session (`cat` of each file).
+    session = sample("kernel-log/dmesg-xeon-power-limit-notification-and-thermal-throttle-sysfs.txt")
+    for m in re.finditer(r"^# cat (\S+/thermal_throttle/\S+)\n(\d+)$", session, flags=re.M):
+        b.file(m.group(1), m.group(2) + "\n")
+    # The cxl collector: a CXL memory expander and rasdaemon's cxl_* tables (our fixture: no real sample is public).
+    b.file("/sys/bus/cxl/devices/mem0/serial", "0x5a17c0de\n")
+    b.file("/sys/bus/cxl/devices/mem0/firmware_version", "FW 2.1.4\n")
+    with sqlite3.connect(b.path(RAS_DB)) as conn:
+        conn.executescript(ours("cxl/rasdaemon-cxl-schema.sql"))
+    conn.close()
     return b
 
 

@@ -14,9 +14,13 @@ import time
 from collections.abc import Callable, Mapping
 
 from checker.collectors import (
+    capacity,
     cputime,
+    cxl,
     edac,
     error_reporting,
+    filesystems,
+    gpu,
     identity,
     interrupts,
     ipmi,
@@ -24,10 +28,14 @@ from checker.collectors import (
     kernel_log,
     mce,
     memory_tiers,
+    network,
+    pcie,
     rasdaemon,
     smart,
     smi,
     stalls,
+    thermal_throttle,
+    time_sync,
 )
 from checker.collectors.base import HostAccess
 from checker.collectors.context import BudgetExceeded, CollectorState, Context, ParseFailed, Unavailable
@@ -35,7 +43,7 @@ from checker.schemas import CollectorRun, CollectorStatus, HostIdentity, Observa
 
 AGENT_VERSION = "0.2.0"
 DEFAULT_TIMEOUT_S = 15.0
-DEFAULT_TIMEOUTS: dict[str, float] = {"sel": 60.0, "smart": 60.0}
+DEFAULT_TIMEOUTS: dict[str, float] = {"sel": 60.0, "smart": 60.0, "gpu": 25.0}
 MAX_REPORT_BYTES = 1_000_000
 
 Collector = Callable[[Context], None]
@@ -56,6 +64,14 @@ COLLECTORS: dict[str, Collector] = {
     "smi": smi.collect,
     "stalls": stalls.collect,
     "error_reporting": error_reporting.collect,
+    "gpu": gpu.collect,
+    "capacity": capacity.collect,
+    "network": network.collect,
+    "thermal_throttle": thermal_throttle.collect,
+    "cxl": cxl.collect,
+    "pcie": pcie.collect,
+    "filesystems": filesystems.collect,
+    "time_sync": time_sync.collect,
 }
 
 log = logging.getLogger(__name__)

@@ -42,6 +42,13 @@ from checker.report_types import (  # noqa: F401 (re-exported: importers read th
     NonNegativeInt,
     Timestamp,
 )
+from checker.sections.capacity import BlockDevice, Capacity  # noqa: F401 (re-exported)
+from checker.sections.cxl import CxlEvent, CxlMemdev, CxlRasState  # noqa: F401 (re-exported)
+from checker.sections.gpu import Gpu, GpuEcc, GpuMemoryRepair, GpuState  # noqa: F401 (re-exported)
+from checker.sections.heat import ThermalThrottle, ThrottlePackage  # noqa: F401 (re-exported)
+from checker.sections.network import LldpNeighbor, NetworkState, NicPort  # noqa: F401 (re-exported)
+from checker.sections.os import Filesystems, Mount, TimeSync  # noqa: F401 (re-exported)
+from checker.sections.pcie import MAX_PCIE_DEVICES, PcieDevice, PcieState  # noqa: F401 (re-exported)
 from core.vocabulary import HOSTNAME_MAX_LENGTH, HOSTNAME_PATTERN
 
 
@@ -103,6 +110,12 @@ class RasMemoryEvent(Model):
     middle_layer: Int64 | None = None
     lower_layer: Int64 | None = None
     address: Address | None = None
+    grain: NonNegativeInt | None = Field(
+        None,
+        le=64,
+        description="rasdaemon's `grain` column: the trace event's grain_bits, log2 of how many bytes around the "
+        "address the error may be in (kernels before 5.5 overstated it by up to two bits).",
+    )
 
 
 class RasAerEvent(Model):
@@ -187,6 +200,15 @@ class KernelEventKind(StrEnum):
     pcie_aer_corrected = "pcie_aer_corrected"
     pcie_aer_uncorrected = "pcie_aer_uncorrected"
     thermal_throttle = "thermal_throttle"
+    fs_error = "fs_error"
+    fs_readonly = "fs_readonly"
+    oom_kill = "oom_kill"
+    clocksource_unstable = "clocksource_unstable"
+    # NVIDIA GPUs (checker/parsers/xid.py): subject the device's PCI address, 0000:9b:00.0
+    gpu_xid = "gpu_xid"
+    gpu_sxid = "gpu_sxid"
+    gpu_fallen_off_bus = "gpu_fallen_off_bus"
+    gpu_identity = "gpu_identity"  # the GPU's uuid and board serial, printed before its first Xid: no fault
 
 
 class KernelEvent(Model):
@@ -290,6 +312,8 @@ class MceRecord(Model):
     corrected: bool
     message: str = Field("", max_length=1000)
     id: Int64 | None = Field(None, description="rasdaemon's mce_record row id (its cursor); None from mcelog.")
+    misc: str | None = Field(None, max_length=32, description="MCi_MISC as hex, where the source gives it.")
+    amd: bool | None = Field(None, description="An AMD or Hygon CPU's record (None: the source does not say).")
 
 
 class MceMemoryCounter(Model):
@@ -329,6 +353,11 @@ class DimmInventory(Model):
     manufacturer: str | None = Field(None, max_length=128)
     part_number: str | None = Field(None, max_length=128)
     serial: str | None = Field(None, max_length=128)
+    non_volatile: bool | None = Field(
+        None,
+        description="Persistent memory (Optane PMem, NVDIMM): dmidecode's Memory Technology, Type Detail "
+        "Non-Volatile or Type 'Logical non-volatile device'. None: dmidecode does not say.",
+    )
 
 
 class NicFirmware(Model):
@@ -697,6 +726,28 @@ class Observations(Model):
     cputime: CputimeWatch | None = None
     smi: SmiState | None = None
     error_reporting: ErrorReporting | None = None
+    gpu: GpuState | None = Field(None, description="nvidia-smi -q -x: the host's NVIDIA GPUs.")
+    capacity: Capacity | None = Field(
+        None, description="Memory, CPUs, disks and NICs the OS sees (checker/sections/capacity.py)."
+    )
+    network: NetworkState | None = Field(
+        None, description="Per-interface error counters, link state and LLDP switch port (checker/sections/network.py)."
+    )
+    thermal_throttle: ThermalThrottle | None = Field(
+        None, description="Thermal-throttle counters per CPU package (checker/sections/heat.py)."
+    )
+    cxl: CxlRasState | None = Field(
+        None, description="CXL memory devices and their RAS records from rasdaemon (checker/sections/cxl.py)."
+    )
+    filesystems: Filesystems | None = Field(
+        None, description="Block-device filesystems and whether the kernel made one read-only (checker/sections/os.py)."
+    )
+    time_sync: TimeSync | None = Field(
+        None, description="chrony's or timesyncd's clock synchronisation (checker/sections/os.py)."
+    )
+    pcie: PcieState | None = Field(
+        None, description="PCIe functions' links and AER counters from sysfs or lspci (checker/sections/pcie.py)."
+    )
 
 
 class Report(Model):

@@ -19,7 +19,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from checker.collectors.base import KMSG, LISTING, CommandResult, FileSlice, HostAccess, LiveHost
+from checker.collectors.base import KMSG, LISTING, REALPATHS, CommandResult, FileSlice, HostAccess, LiveHost
 from checker.collectors.context import CollectorState
 from checker.schemas import Report
 
@@ -40,6 +40,7 @@ class RecordingHost:
         self.root = directory / "root"
         self.commands: list[dict[str, Any]] = []
         self._names: set[str] = set()
+        self._realpaths: dict[str, str] = {}
         self.files_written = 0
 
     def _mirror(self, path: str) -> Path:
@@ -75,6 +76,13 @@ class RecordingHost:
             target.mkdir(parents=True, exist_ok=True)
             (target / LISTING).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
         return names
+
+    def resolve(self, path: str) -> str | None:
+        target = self.inner.resolve(path)
+        if target is not None:
+            self._realpaths[path] = target
+            (self.directory / REALPATHS).write_text(json.dumps(self._realpaths, indent=1), encoding="utf-8")
+        return target
 
     def read_kmsg(self) -> str | None:
         text = self.inner.read_kmsg()

@@ -189,6 +189,26 @@ class OfflineCpuParams(ActionParams):
         return value
 
 
+MAX_GPU_INDEX = 63
+GPU_BDF_PATTERN = r"^([0-9A-Fa-f]{4}|[0-9A-Fa-f]{8}):[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$"
+
+
+class ResetGpuParams(ActionParams):
+    gpu: int = Field(strict=True, ge=0, le=MAX_GPU_INDEX, description="nvidia-smi's index of the GPU (-i N).")
+    bdf: str | None = Field(
+        None,
+        pattern=GPU_BDF_PATTERN,
+        description="The GPU's PCI address as the signal named it: the reset is refused if index `gpu` is now "
+        "another GPU (indexes follow enumeration and can move after a GPU is lost).",
+    )
+    uuid: str | None = Field(None, pattern=r"^GPU-[0-9a-fA-F-]{36}$", description="Likewise, its UUID.")
+    drained: bool = Field(
+        False,
+        description="Filled in by the centre, never by a plan: the host's scheduler hook drained it for this "
+        "remediation. False: nothing is reset (a reset kills every process on the GPU).",
+    )
+
+
 NumaNode = Annotated[str, Field(pattern=r"^\d{1,4}$")]
 InterleaveWeight = Annotated[int, Field(ge=1, le=255)]
 
@@ -201,6 +221,35 @@ class InterleaveParams(ActionParams):
         "fills in the host's class configuration (the interleave_weights_mismatch signal's `configured`); the host "
         "never guesses a ratio.",
     )
+
+
+PAGE_SIZE = 4096
+MAX_OFFLINED_PAGES = 64
+"""Our own cap on poisoned pages per host (rasdaemon and mcelog have none): 256 KiB at most, and past it the
+DIMM is a person's (the dimm-offlined-pages rule tickets one DIMM well before)."""
+
+
+class SoftOfflinePageParams(ActionParams):
+    address: str = Field(
+        pattern=r"^0x[0-9a-f]{1,16}$",
+        description="The page's physical address in lower-case hex, 4 KiB-aligned (page_ce_count's subject).",
+    )
+    max_offlined_pages: int = Field(
+        MAX_OFFLINED_PAGES,
+        strict=True,
+        ge=1,
+        le=4096,
+        description="Refused when the host has this many poisoned 4 KiB pages already (meminfo HardwareCorrupted).",
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _page_aligned(cls, value: str) -> str:
+        if int(value, 16) % PAGE_SIZE:
+            raise ValueError(f"{value} is not 4 KiB-aligned: give the page's address (the signal's subject)")
+        if int(value, 16) == 0:
+            raise ValueError("page 0 is never offlined")
+        return value
 
 
 ActionSite = Literal["host", "central"]
@@ -281,6 +330,20 @@ ACTIONS: dict[str, CyborgAction] = {
         CyborgAction("clear_sel", NoParams, 300, idempotent=True, description="archive the SEL, then clear it"),
         CyborgAction(
             "offline_cpu", OfflineCpuParams, 60, idempotent=True, description="take one CPU offline through sysfs"
+        ),
+        CyborgAction(
+            "soft_offline_page",
+            SoftOfflinePageParams,
+            120,  # the kernel migrates the page's contents first
+            idempotent=True,
+            description="soft-offline one 4 KiB page through sysfs",
+        ),
+        CyborgAction(
+            "reset_gpu",
+            ResetGpuParams,
+            300,
+            idempotent=True,
+            description="nvidia-smi -r -i N on a drained host, then the GPU checked back (pending remaps applied)",
         ),
         # Carried out from the central side: the host cannot do them for itself.
         CyborgAction("power_cycle", NoParams, 900, idempotent=False, site="central", restarts=True),

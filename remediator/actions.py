@@ -55,6 +55,18 @@ ACTIONS: dict[str, ActionSpec] = {
         ActionSpec(
             "offline_cpu", disruptive=False, description="take a CPU with repeated errors offline (sysfs online=0)"
         ),
+        # Disruptive: a reset kills every process on the GPU, so it runs on a drained host only (the driver
+        # refuses otherwise) and counts against the blast-radius caps like any other disruptive step.
+        ActionSpec(
+            "reset_gpu",
+            disruptive=True,
+            description="reset one GPU (nvidia-smi -r) so pending row remaps or page retirements take effect",
+        ),
+        # Not disruptive: the kernel migrates the page's contents and the host keeps serving; 4 KiB of memory go
+        # until the next boot, and the driver refuses past a cap of poisoned pages per host.
+        ActionSpec(
+            "soft_offline_page", disruptive=False, description="soft-offline a 4 KiB page that keeps correcting"
+        ),
         ActionSpec("reimage", disruptive=True, destructive=True, idempotent=False, description="PXE reinstall"),
         ActionSpec(
             "restart_agent", disruptive=False, description="start a silent host's agent again (the cluster's hook)"

@@ -17,6 +17,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from remediator.capacity_baseline import CapacityBaseline
+
 BASELINES_VERSION = 1
 DEFAULT_BASELINES = Path(__file__).with_name("firmware_baselines.yaml")
 
@@ -138,6 +140,9 @@ class ClassBaseline(_Strict):
         None,
         description="How the class reports corrected memory errors in production: cmci (the hybrid flow's "
         "production mode) or firmware_first. None: not judged (docs/error-reporting.md).",
+    )
+    capacity: CapacityBaseline | None = Field(
+        None, description="What the class's hosts should have (memory, DIMMs, CPUs, disks, NICs); lost-capacity check."
     )
 
 

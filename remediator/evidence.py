@@ -13,9 +13,16 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
+from remediator.derive.capacity import capacity_part
+from remediator.derive.cxl import cxl_part
+from remediator.derive.xid import nvswitch_part
 from remediator.dimms import DimmLabelMaps, attribute, load_label_maps, locate_in_observations
+from remediator.gpu_parts import gpu_part, pci_address, same_device
 from remediator.models import Host, Remediation, Signal
 from remediator.models import Report as ReportRow
+from remediator.network_evidence import nic_counters, nic_part
+from remediator.os_evidence import filesystem_part, workload_part
+from remediator.pcie_evidence import link_ends, pcie_history, pcie_part
 
 REPORTS_SCANNED = 50
 """Stored reports (each a distinct observation state of the host) searched for the part's history."""
@@ -32,6 +39,12 @@ KERNEL_KINDS = {
     "fan": {"thermal_throttle"},
     "cpu": {"mce_hardware_error", "mce_logged"},
     "host": {"panic", "oops", "hard_lockup", "soft_lockup", "hung_task", "mce_hardware_error"},
+    "nic": {"nic_link_down", "nic_link_up", "nic_tx_timeout"},
+    "filesystem": {"fs_error", "fs_readonly"},
+    "workload": {"oom_kill"},
+    "pcie_device": {"pcie_aer_corrected", "pcie_aer_uncorrected"},
+    "gpu": {"gpu_xid", "gpu_fallen_off_bus", "gpu_identity"},  # matched by PCI address (remediator/gpu_parts.py)
+    "nvswitch": {"gpu_sxid"},
 }
 
 
@@ -332,6 +345,22 @@ def _part(
         }
     if part_type == "cpu":
         return _cpu(subject, observations, recent)
+    if part_type in ("pcie_device", "pcie"):  # BDF, slot, class, vendor:device, link, AER (pcie_evidence.py)
+        return pcie_part(subject, observations, recent)
+    if part_type == "capacity":  # what is missing: slots, serials, devices (remediator/derive/capacity.py)
+        return capacity_part(subject, recent)
+    if part_type == "gpu":  # index, BDF, uuid, serial, product, VBIOS (remediator/gpu_parts.py)
+        return gpu_part(subject, observations, recent[0].detail if recent else None)
+    if part_type == "nvswitch":  # address and nvidia-nvswitchN (remediator/derive/xid.py)
+        return nvswitch_part(subject, recent[0].detail if recent else None)
+    if part_type == "nic":  # interface, PCI address, driver, firmware, switch port (network_evidence.py)
+        return nic_part(subject, observations, recent)
+    if part_type == "cxl_memory":
+        return cxl_part(subject, observations, [s.detail for s in recent if s.detail])
+    if part_type == "filesystem":  # mount point, type, the disk under it (remediator/os_evidence.py)
+        return filesystem_part(subject, observations)
+    if part_type == "workload":  # an OOM's memory cgroup, constraint and victims (remediator/os_evidence.py)
+        return workload_part(subject, recent)
     if part_type in ("psu", "fan"):
         sensors = [
             s
@@ -358,6 +387,10 @@ def _counter_history(part_type: str, subject: str, reports: list[dict[str, Any]]
             if disk is not None:
                 counters = ("reallocated_sectors", "pending_sectors", "offline_uncorrectable", "media_errors")
                 history.append({**span, **{name: disk.get(name) for name in counters}})
+        elif part_type == "nic" and (port := nic_counters(subject, observations)) is not None:
+            history.append({**span, **port})
+        elif part_type == "pcie_device" and (row := pcie_history(subject, observations)) is not None:
+            history.append({**span, **row})
     return history[-MAX_ITEMS:]
 
 
@@ -384,6 +417,10 @@ def _kernel_events(part_type: str, subject: str, reports: list[dict[str, Any]]) 
                 event.get("subject") == subject or event.get("kind") == subject or any(short in line for line in lines)
             )
             related = event.get("kind") in kinds and event.get("subject") in (None, "", subject)
+            if event.get("kind") in kinds and part_type == "pcie_device":  # the port logs its link's errors too
+                related = related or event.get("subject") in link_ends(subject, body.get("observations") or {})
+            if event.get("kind") in kinds and part_type in ("gpu", "nvswitch"):  # `gpu3 00000000:4E:00.0` too
+                related = related or same_device(pci_address(subject), pci_address(str(event.get("subject") or "")))
             if names_part or related:
                 found[(event.get("seq"), event.get("timestamp"), event.get("kind"))] = event
     return list(found.values())[-20:]

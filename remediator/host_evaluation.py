@@ -23,6 +23,7 @@ from remediator.derive.reporting import reporting_signals
 from remediator.derive.storms import storm_signals
 from remediator.evaluate import Firing, evaluate
 from remediator.models import Host, Remediation, RemediationStep, StepState
+from remediator.offlined_pages import with_offlined_pages
 from remediator.rules import RuleSet
 from remediator.runtime import Remediator
 from remediator.signals import PreviousCounter, SignalValue, counters_of, rate_signals
@@ -66,6 +67,10 @@ def report_signals(host: Host, report: Report, memory: dict[str, Any]) -> list[S
         memory["derive"] = derived.memory
     signals += derived.signals
     signals += storm_signals(report, signals)  # needs the DIMM rates of both EDAC and rasdaemon
+    # pages offlined per DIMM, and offlined pages counted from their offline: the host's own soft_offline_page
+    # results (this boot); asked while pages are tracked, not only when the memory changed (a held DIMM count
+    # is asked again at the next report)
+    signals = with_offlined_pages(host, signals, memory, report.host.boot_id)
     baseline = baselines_of(host).for_class(host.hardware_class)
     found, kept = reporting_signals(  # needs every error source derived above
         report,

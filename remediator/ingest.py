@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from checker.schemas import Report
 from core import audit, metrics
 from core.db import Database, insert_ignoring_conflicts, utcnow
+from remediator import capacity_class
 from remediator.benchmarks import outlier_signals
 from remediator.derive import derive_late
 from remediator.evaluate import Firing, evaluate
@@ -297,6 +298,7 @@ def ingest(
         signals = report_signals(host, report, memory)
         # judged here, not in derive: it needs the class's scores
         signals += outlier_signals(session, host, signals, memory, report.captured_at, boot_id=report.host.boot_id)
+        signals += capacity_class.class_signals(session, host, report, memory, report.captured_at)  # the class median
         firings = evaluate_host(host, signals, ruleset, memory, report.captured_at)
         host.memory = memory
         host.last_report_at = report.captured_at

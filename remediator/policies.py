@@ -161,6 +161,8 @@ class FaultReturnedWhileVerifying(DecisionPolicy):
         active, signal = firing.active, firing.signal
         if active is None or active.state != RemediationState.verifying or active.rule_id != firing.rule.id:
             return None
+        if per_subject(firing.rule) and active.subject != signal.subject:
+            return None  # another page erring while one settles is not that page's fault coming back
         skipped = before_the_fix(active, firing.report)
         if skipped is not None:
             # A report the host made before the fix ended (queued behind a backlog, or late) shows the fault the
@@ -213,7 +215,7 @@ class ReturnedFault(DecisionPolicy):
 
     def check(self, firing: FiringContext) -> Stop | None:
         host, rule, signal = firing.host, firing.rule, firing.signal
-        previous = returned_fault(firing.session, host, rule, firing.now)
+        previous = returned_fault(firing.session, host, rule, firing.now, signal.subject)
         if previous is not None:
             firing.rung, firing.previous = previous.rung + 1, previous
         firing.steps = rule.rung(firing.rung) or ladder_end(rule)
@@ -355,11 +357,24 @@ DECISION_POLICIES: tuple[DecisionPolicy, ...] = (
 """Past the last one a remediation is planned (planning.decide)."""
 
 
-def returned_fault(session: Session, host: Host, rule: Rule, now: dt.datetime) -> Remediation | None:
-    """The last remediation of this rule on this host, if it succeeded recently: the fault came back."""
+PER_SUBJECT_SIGNALS = frozenset({"page_ce_count"})
+"""Signals whose subject is one of many like parts a host has (a memory page): a rule on them fixes that
+subject only, so a fix "returns" only when the same subject fires again, not when another page errs."""
+
+
+def per_subject(rule: Rule) -> bool:
+    return rule.when.signal in PER_SUBJECT_SIGNALS
+
+
+def returned_fault(
+    session: Session, host: Host, rule: Rule, now: dt.datetime, subject: str | None = None
+) -> Remediation | None:
+    """The last remediation of this rule on this host (on this subject, for a per-subject rule), if it
+    succeeded recently: the fault came back."""
+    same = [Remediation.subject == subject] if subject is not None and per_subject(rule) else []
     last = session.scalars(
         select(Remediation)
-        .where(Remediation.host_id == host.id, Remediation.rule_id == rule.id)
+        .where(Remediation.host_id == host.id, Remediation.rule_id == rule.id, *same)
         .order_by(Remediation.id.desc())
         .limit(1)
     ).first()

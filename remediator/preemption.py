@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from checker.schemas import Report
 from core import audit
-from remediator import draining
+from remediator import draining, rack_heat, switch_errors
 from remediator.actions import ACTIONS
 from remediator.decisions import SYSTEM, finish, record, render_template, template_values
 from remediator.evaluate import Firing
@@ -124,20 +124,19 @@ def ticket_beside(
     }
     if report is not None:
         evidence["report_id"] = str(report.report_id)
-    ticket, _created = tickets.open_ticket(
-        session,
-        TicketRequest(
-            hostname=host.hostname,
-            datacenter=host.datacenter,
-            rack=host.rack,
-            part_type=part_type,
-            part=signal.subject,
-            title=ticket_title(title, evidence),
-            priority=rule.priority,
-            evidence=evidence,
-            holds_host=ticket_step.params.get("in_service") is not True,
-        ),
-        actor=SYSTEM,
-        now=now,
+    request = TicketRequest(
+        hostname=host.hostname,
+        datacenter=host.datacenter,
+        rack=host.rack,
+        part_type=part_type,
+        # `part`: a template (`part: host`, the heat rules' one ticket; "{detail.dimm}", a page's DIMM)
+        part=render_template(str(ticket_step.params.get("part") or signal.subject), values) or signal.subject,
+        title=ticket_title(title, evidence),
+        priority=rule.priority,
+        evidence=evidence,
+        holds_host=ticket_step.params.get("in_service") is not True,
     )
+    request = rack_heat.grouped(session, host, request)  # several hot hosts of a rack: the rack's ticket
+    request = switch_errors.grouped(session, host, request, now)  # CRC errors behind one switch: the switch's
+    ticket, _created = tickets.open_ticket(session, request, actor=SYSTEM, now=now)
     return ticket.id

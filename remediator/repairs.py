@@ -35,9 +35,11 @@ from core.db import utcnow
 from core.dispatch import send_after_commit
 from core.errors import Conflict, NotFound
 from core.queue import host_signature
-from remediator import draining, repair_hold, repair_load
+from remediator import draining, rack_heat, repair_hold, repair_load, switch_errors
+from remediator.decisions import render_template, template_values
 from remediator.evaluate import Firing
 from remediator.evidence import part_evidence
+from remediator.gpu_parts import ticket_part
 from remediator.models import Host, HostState
 from remediator.rules import Rule
 from remediator.runtime import Remediator
@@ -62,6 +64,10 @@ SIGNAL_PART_TYPES = (
     ("nvme_", "disk"),
     ("psu_", "psu"),
     ("fan_", "fan"),
+    ("gpu_", "gpu"),
+    ("cxl_poison", "cxl_memory"),
+    ("cxl_media_", "cxl_memory"),
+    ("cxl_aer", "cxl_memory"),
 )
 """Signal kinds by prefix, and the part they are about; any other signal is about the host."""
 
@@ -82,6 +88,19 @@ def part_types(firing: Firing) -> frozenset[str]:
     return frozenset({*named, signal_part_type(firing.signal.kind)})
 
 
+def named_part(firing: Firing, hostname: str = "") -> str | None:
+    """The part a rule's ticket step names itself (`part` in its params, a template filled from the signal as
+    planning fills it: "{detail.dimm}" keys a page's ticket by its DIMM), instead of the signal's subject."""
+    steps = [step for plan in (firing.rule.plan, *(rung.plan for rung in firing.rule.escalation)) for step in plan]
+    part = next((str(s.params["part"]) for s in steps if s.action == "ticket" and s.params.get("part")), None)
+    if part is None:
+        return None
+    signal = firing.signal
+    values = template_values(hostname, firing.rule.id, signal.subject, signal.value, signal.detail)
+    filled = render_template(part, values)
+    return filled if filled.strip() and "{" not in filled else None  # a detail the signal lacks: its subject
+
+
 def for_owners(rule: Rule) -> bool:
     """A rule whose every ticket, at every rung, is for owners and leaves the host in service (`in_service`):
     its detections may go to a ticket that does not hold the host. Any other rule would act on the host or
@@ -91,13 +110,47 @@ def for_owners(rule: Rule) -> bool:
     return bool(tickets_of) and all(step.leaves_host_in_service for step in tickets_of)
 
 
+def counted_before_repair(firing: Firing, resolved_at: dt.datetime | None) -> str | None:
+    """A signal counted over a span (its detail's `since`, e.g. the network port's last hour or day) that
+    began before the repair was resolved: without what was counted before it, does the rule still hold?
+    The detail's `counted` ([epoch seconds, count] pairs) is recounted from the resolve on. Only signals
+    that carry both say so (derive/network.py, derive/kernel.py's nic_link_down). Returns the reason to
+    hold the detection (no reopen), or None."""
+    since_text = firing.signal.detail.get("since")
+    counted = firing.signal.detail.get("counted")
+    if resolved_at is None or not isinstance(since_text, str) or not isinstance(counted, list):
+        return None
+    try:
+        since = dt.datetime.fromisoformat(since_text)
+    except ValueError:
+        return None
+    resolved = resolved_at if resolved_at.tzinfo else resolved_at.replace(tzinfo=dt.UTC)
+    if since.tzinfo is None or since >= resolved:
+        return None
+    after = [pair for pair in counted if isinstance(pair, list | tuple) and len(pair) == 2]
+    recount = sum(float(n) for t, n in after if float(t) >= resolved.timestamp())
+    if firing.rule.when.holds(recount):
+        return None
+    return (
+        f"counted since {since_text}, before the repair of {resolved.isoformat()}: "
+        "not a returned fault (what came after it alone does not fire the rule)"
+    )
+
+
 def route_detection(session: Session, host: Host, firing: Firing, now: dt.datetime) -> str | None:
     """Hand a firing to the ticket of its part, if there is one; returns the decision's reason, or None."""
     signal = firing.signal
     window = dt.timedelta(seconds=Remediator.in_session(session).settings.ticket_reopen_window_s)
-    ticket = opening.ticket_for_detection(
-        session, host.hostname, signal.subject, part_types=part_types(firing), now=now, reopen_window=window
-    )
+    types = part_types(firing)
+    part = ticket_part("gpu", signal.subject) if "gpu" in types else signal.subject  # a GPU: its address, one form
+    part = named_part(firing, host.hostname) or part  # a ticket naming its part (`part: host`: the heat rules')
+    ticket = opening.ticket_for_detection(session, host.hostname, part, part_types=types, now=now, reopen_window=window)
+    new_source = False
+    if ticket is None and rack_heat.routes_to_rack(session, host, firing.rule):
+        ticket = rack_heat.open_rack_ticket(session, host, now)
+        new_source = ticket is not None and not rack_heat.has_heard_from(ticket.evidence, host.hostname, signal.subject)
+    if ticket is None and (switch := switch_errors.switch_ticket_for(session, host, firing.rule, signal.detail, now)):
+        ticket, new_source = switch, not switch_errors.has_heard_from(switch.evidence, host.hostname)
     if ticket is None:
         return None
     if not ticket.holds_host and not for_owners(firing.rule):
@@ -105,8 +158,16 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
         # host or takes it out is not held by it: it plans as usual, and a holding ticket of the same part
         # takes that one over (opening._hold_host). Otherwise a config ticket would swallow an SMI storm.
         return None
-    detail = {"rule": firing.rule.id, "kind": signal.kind, "subject": signal.subject, "value": signal.value}
+    detail = {
+        "rule": firing.rule.id,
+        "kind": signal.kind,
+        "subject": signal.subject,
+        "value": signal.value,
+        "host": host.hostname,
+    }
     what = f"{firing.rule.id}: {signal.kind} {signal.value:.3g} on {signal.subject or host.hostname}"
+    if ticket.state.value in REVERIFY_STATES and (before := counted_before_repair(firing, ticket.resolved_at)):
+        return before
     if ticket.state.value in REVERIFY_STATES:
         when = "after the ticket closed" if ticket.state.value == "closed" else "while verifying the repair"
         key = ticket.dedup_key
@@ -128,7 +189,7 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
                 extra={"fields": {"host": host.hostname, "ticket": ticket.id, "rule": firing.rule.id}},
             )
             return f"fault returned after the repair: ticket {ticket.id} reopened"
-    opening.note_detection(session, ticket, actor=SYSTEM, note=what, detail=detail, now=now)
+    opening.note_detection(session, ticket, actor=SYSTEM, note=what, detail=detail, now=now, new_source=new_source)
     return f"ticket {ticket.id} ({ticket.state.value}) holds this part: detection added"
 
 

@@ -135,12 +135,30 @@ class Step(RuleModel):
         in_service = self.params.get("in_service")
         if self.action == "ticket" and in_service is not None and not isinstance(in_service, bool):
             raise ValueError(f"ticket param in_service must be true or false, not {in_service!r}")
+        if self.action == "ticket" and "part" in self.params:
+            _check_part(self.params["part"])
         return self
 
     @property
     def leaves_host_in_service(self) -> bool:
         """A ticket for the owners of software, configuration or a class: the host keeps working."""
         return self.action == "ticket" and self.params.get("in_service") is True
+
+
+_PART_FIELD = re.compile(r"\{([^{}]*)\}")
+_PART_NAMES = ("subject", "hostname", "rule")
+
+
+def _check_part(part: object) -> None:
+    """A ticket step's `part` (the part its ticket is keyed by, in place of the subject): text, or a template
+    naming {subject}, {hostname}, {rule} or {detail.KEY} (e.g. "{detail.dimm}": one DIMM, one ticket)."""
+    if not isinstance(part, str) or not part.strip() or len(part) > 256:
+        raise ValueError(f"ticket param part must be non-empty text of at most 256 characters, not {part!r}")
+    for name in _PART_FIELD.findall(part):
+        if name not in _PART_NAMES and not re.fullmatch(r"detail\.\w+", name):
+            raise ValueError(
+                f"ticket param part may name {{subject}}, {{hostname}}, {{rule}} or {{detail.KEY}}, not {{{name}}}"
+            )
 
 
 def _ticket_last(plan: list[Step]) -> list[Step]:

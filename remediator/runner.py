@@ -26,9 +26,10 @@ from sqlalchemy.orm import Session
 from core.db import utcnow
 from core.errors import NotFound
 from cyborg.central import SCHEDULER_ACTIONS, StepFailed
-from remediator import decisions, draining, handoff, planning, repair_load
+from remediator import decisions, draining, handoff, planning, rack_heat, repair_load, switch_errors
 from remediator.actions import ACTIONS
 from remediator.evidence import evidence_bundle, ticket_title
+from remediator.gpu_parts import ticket_part
 from remediator.models import (
     RUNNABLE_REMEDIATION_STATES,
     Host,
@@ -182,17 +183,21 @@ def _release(session: Session, host: Host, remediation: Remediation, now: dt.dat
 def _open_ticket(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> tuple[int, bool]:
     params = step.params
     evidence = evidence_bundle(session, host, remediation)
+    named = str(params.get("part") or "")  # filled at planning; a detail the signal lacked: the subject
+    named = "" if "{" in named else named
     request = TicketRequest(
         hostname=host.hostname,
         datacenter=host.datacenter,
         rack=host.rack,
         part_type=str(params.get("part_type", "host")),
-        part=remediation.subject,
+        part=named or ticket_part(str(params.get("part_type", "host")), remediation.subject),
         title=ticket_title(str(params.get("title", remediation.reason)), evidence),
         priority=int(params.get("priority", 3)),
         remediation_id=remediation.id,
         evidence=evidence,
         holds_host=not leaves_host_in_service(params),
     )
+    request = rack_heat.grouped(session, host, request)  # several hot hosts of a rack: the rack's ticket
+    request = switch_errors.grouped(session, host, request, host.last_report_at)  # CRC behind one switch
     ticket, created = tickets.open_ticket(session, request, actor=decisions.SYSTEM)
     return ticket.id, created

@@ -151,11 +151,18 @@ def spacing(session: Session, host: Host, safety: PackSafety, now: dt.datetime) 
     return None
 
 
+PAGE_ONLY_ACTIONS = ("soft_offline_page",)
+"""Actions on one memory page of many: neither work on the host for cooldowns nor a remediation for the flap
+guard (each offlined page is its own weak cell; many on one DIMM are rule dimm-offlined-pages' to judge)."""
+
+
 def cooldown(session: Session, host: Host, rule: Rule, now: dt.datetime) -> str | None:
     """A host is left alone for the rule's cooldown after a remediation that did work on it finished: one with
     a step other than a ticket that started. A ticket is not work done on the host, and neither is a
     remediation cancelled (preempted, or by a person) before anything started: counting those held a
-    higher-priority fix back for a day behind a ticket that was only planned."""
+    higher-priority fix back for a day behind a ticket that was only planned. Nor is soft-offlining a memory
+    page (PAGE_ONLY_ACTIONS): one 4 KiB page moved does not change what another fix of the host would meet,
+    and counting it held a DIMM's PPR back for a day behind a weak cell's offline."""
     if not rule.safety.cooldown_s:
         return None
     since = now - dt.timedelta(seconds=rule.safety.cooldown_s)
@@ -163,7 +170,7 @@ def cooldown(session: Session, host: Host, rule: Rule, now: dt.datetime) -> str 
         select(RemediationStep.id)
         .where(
             RemediationStep.remediation_id == Remediation.id,
-            RemediationStep.action != "ticket",
+            RemediationStep.action.not_in(("ticket", *PAGE_ONLY_ACTIONS)),
             RemediationStep.started_at.is_not(None),
         )
         .exists()
@@ -183,13 +190,24 @@ def cooldown(session: Session, host: Host, rule: Rule, now: dt.datetime) -> str 
 
 
 def flapping(session: Session, host: Host, safety: PackSafety, now: dt.datetime) -> int:
-    """Remediations of this host within the flap window (a person decides past flap_max)."""
+    """Remediations of this host within the flap window (a person decides past flap_max), leaving out those
+    whose every step was a page's soft offline."""
     since = now - dt.timedelta(seconds=safety.flap_window_s)
+    page_only = (
+        select(RemediationStep.id)
+        .where(RemediationStep.remediation_id == Remediation.id, RemediationStep.action.in_(PAGE_ONLY_ACTIONS))
+        .exists()
+    )
+    other = (
+        select(RemediationStep.id)
+        .where(RemediationStep.remediation_id == Remediation.id, RemediationStep.action.not_in(PAGE_ONLY_ACTIONS))
+        .exists()
+    )
     return int(
         session.scalar(
             select(func.count())
             .select_from(Remediation)
-            .where(Remediation.host_id == host.id, Remediation.created_at >= since)
+            .where(Remediation.host_id == host.id, Remediation.created_at >= since, ~(page_only & ~other))
         )
         or 0
     )

@@ -192,6 +192,7 @@ def probe_silent_host(self: Task, hostname: str) -> str:
             return "moot"  # it reported while we looked
         stale_s = host.report_interval_s * remediator.settings.stale_after_intervals
         seen = unreachable.with_rack(seen, host.rack, unreachable.rack_silent(session, host, now, stale_s))
+        seen = unreachable.with_network(seen, unreachable.network_suspect(session, host))
         signal = unreachable.unreachable_signal(host, seen, now)
         session.add(
             Signal(

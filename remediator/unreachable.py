@@ -13,7 +13,10 @@ BMC for the chassis power state and ping the host's address (`Cyborg.look`), and
 
 A `hung` verdict becomes `unconfirmed` when other hosts of the same rack are silent too: the ping
 comes from the centre, and a rack's switch or power failing silences every host behind it, which a
-power cycle of one host cannot help (`rack_silent`).
+power cycle of one host cannot help (`rack_silent`); and when the host's own network was failing: its
+last report showed link flaps or CRC errors on its only linked port, or a NIC ticket of it is open
+(`network_suspect`): a port that stopped passing frames silences a running host too. The signal's
+detail has `ping_sent` and `ping_received` from ping's summary (null when not pinged).
 
 The probe runs on a central worker (`remediator.probe_silent_host`), one task per silent host,
 and hands the `host_unreachable` signal, with that verdict in its detail, to the rules.
@@ -23,14 +26,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cyborg.central import Cyborg, Target
-from remediator.models import Host
+from remediator.models import Host, Signal
 from remediator.signals import SignalValue
+from ticketing import queries
 
 
 @dataclass(frozen=True)
@@ -102,13 +108,57 @@ def with_rack(seen: Probe, rack: str | None, peers: list[str]) -> Probe:
     return dataclasses.replace(seen, verdict="unconfirmed", notes=[*seen.notes, note])
 
 
+_PING_SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received")
+NETWORK_KINDS = ("nic_link_flaps", "nic_crc_error_rate")
+
+
+def ping_counts(commands: list[dict[str, Any]]) -> tuple[int | None, int | None]:
+    """Echo requests sent and replies received, from ping's -q summary in the command log."""
+    for record in reversed(commands):
+        argv = record.get("argv") or []
+        if argv and argv[0] == "ping" and (m := _PING_SUMMARY.search(str(record.get("output") or ""))):
+            return int(m.group(1)), int(m.group(2))
+    return None, None
+
+
+def network_suspect(session: Session, host: Host) -> str | None:
+    """Why the host's own network may be what silenced it: an open NIC ticket, or its last report's link
+    flaps or CRC errors on a port that was its only linked one. None when nothing says so."""
+    nic = [t for t in queries.open_tickets_of_host(session, host.hostname) if t.part_type == "nic"]
+    if nic:
+        return f"NIC ticket {nic[0].id} is open ({nic[0].part}): its network may be what failed"
+    if host.last_report_at is None:
+        return None
+    rows = session.scalars(
+        select(Signal).where(
+            Signal.host_id == host.id,
+            Signal.kind.in_(NETWORK_KINDS),
+            Signal.observed_at >= host.last_report_at - dt.timedelta(seconds=host.report_interval_s),
+        )
+    ).all()
+    for row in rows:
+        if (row.detail or {}).get("redundant") is False:
+            return f"its last report showed {row.kind} on {row.subject}, its only linked port"
+    return None
+
+
+def with_network(seen: Probe, why: str | None) -> Probe:
+    """A hung verdict is not proof when the host's only link was failing: a person, not a power cycle."""
+    if seen.verdict != "hung" or why is None:
+        return seen
+    return dataclasses.replace(seen, verdict="unconfirmed", notes=[*seen.notes, why])
+
+
 def unreachable_signal(host: Host, seen: Probe, now: dt.datetime) -> SignalValue:
     silent = (now - host.last_report_at).total_seconds() if host.last_report_at else 0.0
+    sent, received = ping_counts(seen.commands)
     detail: dict[str, object] = {
         "last_report_at": host.last_report_at.isoformat() if host.last_report_at else None,
         "verdict": seen.verdict,
         "power": seen.power,
         "ping": seen.ping,
+        "ping_sent": sent,
+        "ping_received": received,
         "address": seen.address,
         "bmc": seen.bmc,
         "notes": seen.notes,

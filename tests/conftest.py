@@ -111,6 +111,15 @@ def _current_celery_app_restored(celery_app: Any) -> Iterator[None]:
     celery_app.set_default()
 
 
+@pytest.fixture(autouse=True)
+def _capacity_class_cache_cleared() -> None:
+    """The class-median cache (remediator/capacity_class.py) holds host ids of a database every test rolls
+    back: a class cached by one test must not stand for another test's class of the same name."""
+    from remediator import capacity_class
+
+    capacity_class.clear_cache()
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     name = f"fleetfix_test_{RUN_ID}"

@@ -24,6 +24,9 @@ from ticketing.models import OPEN_TICKET_STATES, Ticket, TicketState
 from ticketing.queries import find_open, lock_ticket
 from ticketing.schemas import TicketRequest
 
+LEGACY_PART_TYPES: dict[str, tuple[str, ...]] = {"pcie_device": ("pcie",)}
+"""Part types renamed since tickets were opened under the old name: a detection of the new one still
+finds the open ticket of the old (its dedup key has the old name), rather than opening a second."""
 DETECTION_EVERY = dt.timedelta(hours=1)
 """Detections of the same fault closer together than this are one detection (rules fire every report)."""
 MAX_DETECTIONS_KEPT = 50
@@ -93,14 +96,22 @@ def open_ticket(
 
 
 def note_detection(
-    session: Session, ticket: Ticket, *, actor: str, note: str, detail: dict[str, Any], now: dt.datetime
+    session: Session,
+    ticket: Ticket,
+    *,
+    actor: str,
+    note: str,
+    detail: dict[str, Any],
+    now: dt.datetime,
+    new_source: bool = False,
 ) -> bool:
     """The fault was seen again on a ticket still open; returns False when it is the same detection
-    (within DETECTION_EVERY of the last one), which changes nothing."""
-    if _same_detection(ticket, now):
+    (within DETECTION_EVERY of the last one), which changes nothing. `new_source`: a detection from
+    somewhere the ticket has not heard from yet (another host of a rack's ticket) always counts."""
+    if _same_detection(ticket, now) and not new_source:
         return False  # the common case while a fault lasts: no lock taken
     ticket = lock_ticket(session, ticket.id)  # the latest count and time: concurrent ingests take turns
-    if _same_detection(ticket, now):
+    if _same_detection(ticket, now) and not new_source:
         return False
     _add_detection(session, ticket, actor=actor, note=note, detail=detail, now=now)
     return True
@@ -165,7 +176,9 @@ def ticket_for_detection(
     `reopen_window` (the fault came back after the repair).
 
     Only tickets of one of `part_types` match (the dedup key is host, part type and part): a host-level
-    firing with an empty subject must not land on a PSU ticket that was opened with an empty part."""
+    firing with an empty subject must not land on a PSU ticket that was opened with an empty part.
+    A renamed part type also matches its old name (LEGACY_PART_TYPES)."""
+    part_types = {*part_types, *(old for new in part_types for old in LEGACY_PART_TYPES.get(new, ()))}
     candidates = session.scalars(
         select(Ticket)
         .where(

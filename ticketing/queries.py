@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from core.errors import NotFound
@@ -50,6 +50,27 @@ def open_tickets_of_host(session: Session, hostname: str) -> list[Ticket]:
             select(Ticket).where(Ticket.hostname == hostname, Ticket.state.in_(OPEN_TICKET_STATES)).order_by(Ticket.id)
         )
     )
+
+
+def open_ticket_of_rack(
+    session: Session, datacenter: str, rack: str, part_type: str, *, detected_since: dt.datetime | None = None
+) -> Ticket | None:
+    """The oldest open ticket of a rack's part type (a rack's cooling: one ticket for the rack's hosts);
+    with `detected_since`, only one detected (or opened) since then: an older one is another episode."""
+    query = select(Ticket).where(
+        Ticket.datacenter == datacenter,
+        Ticket.rack == rack,
+        Ticket.part_type == part_type,
+        Ticket.state.in_(OPEN_TICKET_STATES),
+    )
+    if detected_since is not None:
+        query = query.where(
+            or_(
+                Ticket.last_detected_at >= detected_since,
+                and_(Ticket.last_detected_at.is_(None), Ticket.created_at >= detected_since),
+            )
+        )
+    return session.scalars(query.order_by(Ticket.id).limit(1)).first()
 
 
 def holding_tickets_of_host(session: Session, hostname: str) -> list[Ticket]:

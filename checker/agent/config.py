@@ -30,8 +30,10 @@ HOST_ACTIONS_DEFAULT = (
     "set_numa_balancing",
     "clear_sel",
     "offline_cpu",
+    "soft_offline_page",
     "restore_cmci",
     "verify_memory_under_load",
+    "reset_gpu",
 )
 """Cyborg's host actions (cyborg.actions.HOST_ACTIONS; the agent does not import cyborg to say so)."""
 CPUS_UNPINNED = "all"

@@ -21,6 +21,7 @@ KMSG = "/dev/kmsg"
 KMSG_RECORD_BYTES = 16384  # one read() returns one record; the kernel's limit is 8 KiB
 KMSG_MAX_RECORDS = 50_000  # per call, so a flood cannot keep a cycle reading forever
 LISTING = ".fleetfix-entries"  # in a snapshot directory: the names a live listing returned, one a line
+REALPATHS = "realpaths.json"  # in a snapshot directory: {path: its resolved path} of each resolve() made
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class HostAccess(Protocol):
 
     def list_dir(self, path: str) -> list[str] | None:
         """Entry names, or None if the directory does not exist."""
+
+    def resolve(self, path: str) -> str | None:
+        """The path with every symlink resolved (realpath), or None if it does not exist: where a sysfs
+        link (/sys/dev/block/M:m, /dev/mapper/NAME) points, so its bus (usb, an iSCSI session) shows."""
 
     def read_kmsg(self) -> str | None:
         """The kernel log records readable now, 'prio,seq,usec,flags;message' each; None when
@@ -120,6 +125,12 @@ class LiveHost:
         try:
             return sorted(os.listdir(path))
         except OSError:
+            return None
+
+    def resolve(self, path: str) -> str | None:
+        try:
+            return os.path.realpath(path, strict=True)
+        except (OSError, RuntimeError):
             return None
 
     def read_kmsg(self) -> str | None:
@@ -210,6 +221,23 @@ class SnapshotHost:
             except OSError:
                 pass
         return sorted(names)
+
+    def resolve(self, path: str) -> str | None:
+        """The resolved path recorded for it (DIR/realpaths.json), else the path resolved within the
+        snapshot's own tree (a symlink kept in it); None when neither says."""
+        try:
+            with open(os.path.join(self._dir, REALPATHS), encoding="utf-8") as handle:
+                known = json.load(handle)
+        except (OSError, ValueError):
+            known = {}
+        target = known.get(path) if isinstance(known, dict) else None
+        if isinstance(target, str):
+            return target
+        mirrored = self._path(path)
+        if not os.path.lexists(mirrored):
+            return None
+        root, real = os.path.realpath(self._root), os.path.realpath(mirrored)
+        return "/" + os.path.relpath(real, root) if real == root or real.startswith(root + os.sep) else None
 
     def read_kmsg(self) -> str | None:
         return self.read_text(KMSG)

@@ -17,6 +17,7 @@ import errno
 
 from checker.collectors.context import Context, Unavailable
 from checker.collectors.isolated_workload import isolated_cpus
+from checker.collectors.topology import package_readers
 from checker.parsers.common import parse_cpu_list
 from checker.parsers.identity import parse_cpuinfo
 from checker.schemas import SmiPackage, SmiState
@@ -43,30 +44,10 @@ def _vendor(ctx: Context) -> str | None:
 
 
 def _readers(ctx: Context, online: list[int]) -> dict[int, int]:
-    """package -> the CPU to read for it: its first online CPU that is not isolated (package_cpus_list
-    is read once per package, not once per CPU)."""
-    isolated = set(isolated_cpus(ctx) or [])
-    seen: set[int] = set()
-    readers: dict[int, int] = {}
-    for cpu in online:
-        if cpu in seen:
-            continue
-        topology = f"{CPU_SYSFS}/cpu{cpu}/topology"
-        package_id = ctx.host.read_text(f"{topology}/physical_package_id")
-        siblings = ctx.host.read_text(f"{topology}/package_cpus_list") or ctx.host.read_text(
-            f"{topology}/core_siblings_list"
-        )
-        package = int(package_id.strip()) if package_id and package_id.strip().isdigit() else 0
-        members = parse_cpu_list(siblings).value if siblings else [cpu]
-        seen.update(members)
-        seen.add(cpu)
-        usable = [c for c in members if c in set(online) and c not in isolated]
-        if not usable:
-            ctx.problem(f"package {package}: every online CPU is isolated; its SMI count is not read")
-            continue
-        readers.setdefault(package, min(usable))
-        if len(readers) >= MAX_PACKAGES:
-            break
+    """package -> the CPU to read for it: its first online CPU that is not isolated."""
+    readers, skipped = package_readers(ctx, online, avoid=isolated_cpus(ctx) or (), limit=MAX_PACKAGES)
+    for package in skipped:
+        ctx.problem(f"package {package}: every online CPU is isolated; its SMI count is not read")
     return readers
 
 

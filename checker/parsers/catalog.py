@@ -32,6 +32,10 @@ from checker.parsers.kernel_events import parse_kernel_log
 from checker.parsers.kernel_log import parse_journal_json, parse_kmsg, parse_log_lines
 from checker.parsers.mce import parse_mcelog, parse_mcelog_client_memory, parse_ras_mc_ctl_errors
 from checker.parsers.memory_tiers import parse_memory_tiers
+from checker.parsers.mountinfo import parse_mountinfo
+from checker.parsers.network import parse_ethtool_stats, parse_lldpctl_json
+from checker.parsers.nvidia_smi import parse_nvidia_smi_text, parse_nvidia_smi_xml
+from checker.parsers.pcie import parse_aer_counters, parse_lspci_vvv, parse_pcie_sysfs
 from checker.parsers.rasdaemon import (
     parse_aer_event_rows,
     parse_dimm_total_rows,
@@ -44,6 +48,8 @@ from checker.parsers.rasdaemon import (
 from checker.parsers.smart import parse_scan_open_json, parse_scan_open_text, parse_smartctl_json
 from checker.parsers.smart_text import parse_nvme_smart_log, parse_smartctl_text
 from checker.parsers.task_stat import parse_task_stat
+from checker.parsers.time_sync import parse_chronyc_tracking, parse_timedatectl_show
+from checker.parsers.xid import gpu_lines
 
 TextParser = Callable[[str], Parsed[Any]]
 MAX_PROBLEM_CHARS = 420
@@ -167,6 +173,14 @@ TIERS_TTAR = (
     "Path: sys/kernel/mm/mempolicy/weighted_interleave/node0\nLines: 1\n3\nMode: 644\n"
     "Path: sys/kernel/mm/mempolicy/weighted_interleave/node1\nLines: 1\n1\nMode: 644\n"
 )
+CHRONYC = (
+    "A9FEA97B,169.254.169.123,4,1764220680.123456789,-0.000012345,0.000003210,0.000021987,-12.345,-0.001,0.012,"
+    "0.000512345,0.000234567,64.4,Normal\n"
+)
+MOUNTINFO = (
+    "22 1 253:0 / / rw,relatime shared:1 - xfs /dev/mapper/rhel-root rw,attr2,inode64,noquota\n"
+    "310 22 8:49 / /media/backup\\040disk rw,nosuid,nodev,relatime shared:160 - ext4 /dev/sdd1 ro,errors=remount-ro\n"
+)
 ROWS = (
     "id = 17\ntimestamp = 2023-10-27 10:00:00 +0200\nerr_count = 1\nerr_type = Corrected\n"
     "err_msg = memory read error\nlabel = CPU_SrcID#0_MC#0_Chan#1_DIMM#0\nmc = 0\ntop_layer = 1\n"
@@ -176,6 +190,14 @@ ROWS = (
     "error_msg = memory read error\nmcistatus_msg = Corrected_error\nmc_location = CPU_SrcID#0\n\n"
     "id = 19\ntimestamp = 2023-10-27 10:01:00 +0200\ndev_name = 0000:00:1c.0\nerr_type = Corrected\n"
     "err_msg = Receiver Error\npfn = 0x3a2e1\npage_type = dirty LRU page\naction_result = Recovered\n"
+)
+
+# `ethtool -S` (mlx5's names, bnxt_en's per-ring prefix) and `lldpctl -f json` (lldpd 1.0): the corpus has neither
+ETHTOOL_S = "NIC statistics:\n     rx_packets: 9184227361\n     rx_crc_errors_phy: 1843\n     [0]: rx_discards: 0\n"
+LLDP_JSON = (
+    '{"lldp": {"interface": [{"eth0": {"via": "LLDP", "chassis": {"tor1": {"id": {"type": "mac", "value": '
+    '"b8:59:9f:3a:10:00"}, "mgmt-ip": ["10.40.7.1", "fe80::1"]}}, "port": {"id": {"type": "ifname", "value": '
+    '"Ethernet12"}, "descr": "Servers7", "ttl": "120"}}}]}}\n'
 )
 
 # parser name -> how the fuzzers call it, the sample folders whose files it reads, seed texts
@@ -188,6 +210,7 @@ TEXT_PARSERS: dict[str, Entry] = {
     "kernel_log_file": Entry(lambda t: parse_kernel_log(t, "file"), ("kernel-log", "edac-sysfs")),
     "kernel_log_kmsg": Entry(lambda t: parse_kernel_log(t, "kmsg"), (), (KMSG,)),
     "kernel_log_dmesg": Entry(lambda t: parse_kernel_log(t, "dmesg"), ("os-faults", "pcie", "gpu")),
+    "gpu_kernel_lines": Entry(lambda t: gpu_lines(parse_kernel_log(t, "dmesg").value), ("gpu", "kernel-log")),
     "journal_json": Entry(parse_journal_json, (), (JOURNAL,)),
     "kernel_log_journal": Entry(lambda t: parse_kernel_log(t, "journal"), ("kernel-log",), (JOURNAL,)),
     "sel": Entry(parse_sel, ("ipmi-sel",)),
@@ -209,6 +232,9 @@ TEXT_PARSERS: dict[str, Entry] = {
     "mc_event_rows": Entry(_rows(parse_mc_event_rows), (), (ROWS,)),
     "dimm_total_rows": Entry(_rows(parse_dimm_total_rows), (), (ROWS,)),
     "aer_event_rows": Entry(_rows(parse_aer_event_rows), (), (ROWS,)),
+    "pcie_sysfs_ttar": Entry(lambda t: parse_pcie_sysfs(files_from_ttar(t)), ("pcie",)),
+    "lspci_vvv": Entry(parse_lspci_vvv, ("pcie",)),
+    "aer_dev_counters": Entry(parse_aer_counters, (), ("RxErr 3\nBadTLP 0\nBadDLLP 1\nTOTAL_ERR_COR 4\n",)),
     "memory_failure_rows": Entry(_rows(parse_memory_failure_rows), (), (ROWS,)),
     "mce_record_rows": Entry(_rows(parse_mce_record_rows), (), (ROWS,)),
     "cpuinfo": Entry(parse_cpuinfo, ("cpuinfo",)),
@@ -220,11 +246,18 @@ TEXT_PARSERS: dict[str, Entry] = {
     "dmi_id_ttar": Entry(lambda t: parse_dmi_id(files_from_ttar(t)), ("dmi",)),
     "ethtool_driver": Entry(lambda t: parse_ethtool_driver(t, "eth0"), ("firmware",)),
     "fwupd": Entry(parse_fwupd_devices, ("firmware",)),
+    "ethtool_stats": Entry(parse_ethtool_stats, (), (ETHTOOL_S,)),
+    "lldpctl_json": Entry(parse_lldpctl_json, (), (LLDP_JSON,)),
     "interrupts": Entry(parse_interrupts, ("proc-interrupts",)),
     "affinity_list": Entry(parse_affinity_list, (), ("0-3,8\n",)),
     "irq_affinities_ttar": Entry(lambda t: parse_irq_affinities(files_from_ttar(t)), (), (IRQ_TTAR,)),
     "memory_tiers_ttar": Entry(_memory_tiers, (), (TIERS_TTAR,)),
     "task_stat": Entry(parse_task_stat, (), (TASK_STAT,)),
+    "chronyc_tracking": Entry(parse_chronyc_tracking, (), (CHRONYC,)),
+    "timedatectl_show": Entry(parse_timedatectl_show, (), ("NTP=yes\nNTPSynchronized=no\n",)),
+    "mountinfo": Entry(parse_mountinfo, (), (MOUNTINFO,)),
+    "nvidia_smi_xml": Entry(parse_nvidia_smi_xml, ("gpu",)),
+    "nvidia_smi_text": Entry(parse_nvidia_smi_text, ("gpu",)),
 }
 
 

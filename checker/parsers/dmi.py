@@ -116,6 +116,18 @@ def _size_mb(text: str) -> int | None:
     return int64(int(int(m.group(1)) * factor))  # past 64 bits a broken field, not a size
 
 
+def _non_volatile(properties: dict[str, str]) -> bool | None:
+    """Persistent memory by what dmidecode prints (SMBIOS 3.2 Memory Technology: DRAM, NVDIMM-N/-F/-P,
+    Intel Optane persistent memory; Type Detail: Non-Volatile; Type: Logical non-volatile device)."""
+    technology = (properties.get("Memory Technology") or "").strip().lower()
+    detail = (properties.get("Type Detail") or "").lower()
+    if "non-volatile" in detail or "non-volatile" in (properties.get("Type") or "").lower():
+        return True
+    if technology in ("", "unknown", "other"):
+        return None
+    return technology != "dram"
+
+
 @guarded(list)
 def parse_dmidecode_memory(text: str) -> Parsed[list[DimmInventory]]:
     """Populated memory devices (type 17) only: empty slots ('No Module Installed', size 0) are skipped."""
@@ -146,6 +158,7 @@ def parse_dmidecode_memory(text: str) -> Parsed[list[DimmInventory]]:
                 manufacturer=_value(s.properties.get("Manufacturer"), 128),
                 part_number=_value(s.properties.get("Part Number"), 128),
                 serial=_value(s.properties.get("Serial Number"), 128),
+                non_volatile=_non_volatile(s.properties),
             )
         )
     if len(dimms) > MAX_DIMMS:

@@ -17,10 +17,12 @@ from typing import Literal
 
 from checker.parsers.common import Parsed, clip, guarded
 from checker.parsers.kernel_log import LogLine, parse_journal_json, parse_kmsg, parse_log_lines
+from checker.parsers.os_events import JOINED_KINDS, OS_RULES, fold_suppressed, joins, oom_joins, oom_subject
+from checker.parsers.xid import GPU_RULES, drop_unconfirmed
 from checker.schemas import MAX_EVENTS, MAX_LINES_PER_EVENT, KernelEvent, KernelEventKind, KernelLogState
 
 K = KernelEventKind
-Block = Literal["none", "trace", "prefix", "ghes", "mce", "ata", "edac_pre"]
+Block = Literal["none", "trace", "prefix", "ghes", "mce", "ata", "edac_pre", "clocksource", "nvrm", "oom"]
 Subject = Callable[[re.Match[str]], str | None]
 
 BURST_S = 2.0  # continuation lines of one block are printed within this many seconds
@@ -69,6 +71,24 @@ _EDAC_MODERN = (
 _EDAC_LEGACY = r"EDAC (?:\w+ )?MC(?P<mc>\d{1,20}): TYPE (?:page|row) .*?\"(?P<label>[^\"]*)\""
 _BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 _AER = r"^\s*(?P<prefix>\S+ (?P<dev>" + _BDF + r"): )(?:AER: )?PCIe Bus Error: severity=SEVERITY"
+# Linux 6.16 renamed the severities (drivers/pci/pcie/aer.c): "Corrected" became "Correctable" and
+# "Uncorrected (Non-Fatal)/(Fatal)" "Uncorrectable (…)"; both wordings are in the field.
+_AER_CORRECTED = "(?:Corrected|Correctable)"
+# A port's link down as drivers word it: "NIC Link is Down" (e1000e, igb, ixgbe, i40e, ice, bnxt_en),
+# "Link down" (mlx5e_update_carrier), "Link Down" (mlx4_en), "Link is down." (tg3). The subject is a whole
+# token (never the "Slot(1)" of pciehp's "Slot(1): Link Down", nor "PCIe" of a PCIe link).
+_LINK_DOWN = r"(?<![\w.\-@()])(?!PCIe?\b)(?P<iface>[\w.\-@]+?):? (?:NIC )?Link (?:is )?[Dd]own\b"
+_AER_UNCORRECTED = "Uncorrect(?:ed|able)"
+# From 6.16 the AER prints are rate-limited per device and class (10 per 5 s): when the device's next
+# record is allowed, the kernel first prints how many it suppressed ("aer_ratelimit: N callbacks
+# suppressed", lib/ratelimit.c). Those errors happened: they are added to the next corrected record's
+# count, when it follows within a burst.
+_AER_RATELIMIT = re.compile(r"aer_ratelimit: (?P<n>\d{1,18}) callbacks suppressed")
+# What follows or precedes an uncorrected record and says what it was (remediator/derive/aer_disposition.py):
+# the kernel's recovery outcome, and pciehp's hot-unplug of the slot. Kept on the record as extra lines.
+_AER_AFTER = re.compile(r"AER: device recovery (?:successful|failed)|AER: can't recover")
+_HOTPLUG = re.compile(r"pciehp.*(?:Link Down|Card not present)", re.IGNORECASE)
+AER_KINDS = frozenset({K.pcie_aer_corrected, K.pcie_aer_uncorrected})
 
 _MCE_CPU = (
     r"(?<!\})\[Hardware Error\]: CPU (?P<cpu>\d{1,20}): Machine Check(?: Exception)?: \S+ "
@@ -130,13 +150,16 @@ RULES: tuple[Rule, ...] = (
     _rule(K.nvme_reset, "nvme", _NVME_RESET, _group("dev"), "prefix"),
     _rule(K.nic_tx_timeout, "NETDEV WATCHDOG", _TX_TIMEOUT_NEW, _group("iface"), "prefix"),
     _rule(K.nic_tx_timeout, "NETDEV WATCHDOG", _TX_TIMEOUT_OLD, _group("iface"), "trace"),
-    _rule(K.nic_link_down, "Link is Down", r"(?P<iface>[\w.\-@]+?):? (?:NIC )?Link is Down", _group("iface")),
+    _rule(K.nic_link_down, "Link ", _LINK_DOWN, _group("iface")),
     _rule(K.nic_link_up, "Link is Up", r"(?P<iface>[\w.\-@]+?):? (?:NIC )?Link is Up", _group("iface")),
-    _rule(K.pcie_aer_corrected, "PCIe Bus Error", _AER.replace("SEVERITY", "Corrected"), _group("dev"), "prefix"),
-    _rule(K.pcie_aer_uncorrected, "PCIe Bus Error", _AER.replace("SEVERITY", "Uncorrect"), _group("dev"), "prefix"),
+    _rule(K.pcie_aer_corrected, "PCIe Bus Error", _AER.replace("SEVERITY", _AER_CORRECTED), _group("dev"), "prefix"),
+    _rule(K.pcie_aer_uncorrected, "PCIe Bus Error", _AER.replace("SEVERITY", _AER_UNCORRECTED), _group("dev"),
+          "prefix"),
     _rule(K.thermal_throttle, " above threshold", _THROTTLE, _CPU),
     # "Core/Package power limit notification" is the CPU holding to its power limit (RAPL PL1/PL2), not
     # heat: the corpus's Xeon E5-2430 logs it at ordinary load. It is no thermal_throttle, and no event.
+    *(_rule(kind, needle, regex, subject, block) for kind, needle, regex, subject, block in OS_RULES),
+    *(_rule(kind, needle, regex, subject, block) for kind, needle, regex, subject, block in GPU_RULES),
 )  # fmt: skip
 
 NEEDLES = re.compile("|".join(sorted({re.escape(r.needle) for r in RULES}, key=len, reverse=True)))
@@ -164,6 +187,7 @@ class _Open:
     prefix: str = ""
     in_modules: bool = False
     dropped: int = 0  # continuation lines beyond MAX_LINES_PER_EVENT
+    suppressed: int = 0  # AER records the kernel's rate limit did not print just before this one
 
 
 def match_line(message: str) -> tuple[Rule, re.Match[str]] | None:
@@ -191,8 +215,12 @@ def _accepts(block: _Open, line: LogLine, hit: tuple[Rule, re.Match[str]] | None
         return False
     if mode == "ghes":
         return msg.lstrip().startswith(block.prefix) and "Hardware error from APEI" not in msg
+    if mode == "oom" and (hit is None or hit[0].kind is K.oom_kill):  # one OOM's report (os_events.py)
+        return oom_joins(msg, [kept.message for kept in block.lines])
     if hit is not None:
         # An oops prints several oops-shaped lines ("BUG: unable to handle", then "Oops: ...").
+        if hit[0].kind is block.rule.kind and block.rule.kind in JOINED_KINDS:
+            return joins(mode, block.prefix, msg, len(block.lines))  # checker/parsers/os_events.py
         return mode == "trace" and hit[0].kind is block.rule.kind is K.oops
     if mode == "trace":
         # A terminal-wrapped "Modules linked in:" list continues on lines of bare module names.
@@ -202,6 +230,10 @@ def _accepts(block: _Open, line: LogLine, hit: tuple[Rule, re.Match[str]] | None
             block.in_modules = msg.startswith("Modules linked in")
             return True
         return False
+    if mode == "clocksource":
+        return joins(mode, block.prefix, msg, len(block.lines))
+    if mode == "nvrm":  # the NVIDIA driver's lines after an Xid or a GPU's name (checker/parsers/xid.py)
+        return msg.lstrip().startswith("NVRM:")
     if mode == "mce":
         return "[Hardware Error]:" in msg and "{" not in msg[:4]
     if mode in ("prefix", "edac_pre"):
@@ -231,11 +263,13 @@ def _line(text: str) -> str:
     return f"{text[:kept]} …[{len(text) - kept} more chars]"
 
 
-def _event(rule: Rule, m: re.Match[str], lines: list[LogLine], dropped: int = 0) -> KernelEvent:
+def _event(rule: Rule, m: re.Match[str], lines: list[LogLine], dropped: int = 0, suppressed: int = 0) -> KernelEvent:
     subject = rule.subject(m) if rule.subject is not None else None
     if rule.block == "ghes":
         subject = _ghes_subject(lines)
-    count = 1
+    elif rule.kind is K.oom_kill:
+        subject = oom_subject([line.message for line in lines])  # its memory cgroup, or host
+    count = 1 + suppressed
     if rule.count_group is not None and (value := m.group(rule.count_group)) is not None:
         count = int(value)
     first = lines[0]
@@ -258,17 +292,32 @@ def _ghes_subject(lines: list[LogLine]) -> str | None:
     return None
 
 
+def _attach(events: list[KernelEvent], line: LogLine) -> None:
+    """A recovery outcome or a hot-unplug line onto the uncorrected AER records it concerns."""
+    for event in events:
+        if event.kind is K.pcie_aer_uncorrected and len(event.lines) < MAX_LINES_PER_EVENT:
+            event.lines.append(_line(line.raw or line.message))
+
+
 def classify(lines: Iterable[LogLine]) -> list[KernelEvent]:
     """Kernel events in log order. Lines from other programs (syslog tag not 'kernel') are ignored."""
     events: list[KernelEvent] = []
     block: _Open | None = None
+    ratelimited: tuple[int, LogLine] | None = None  # the last "aer_ratelimit: N callbacks suppressed"
+    handled = 0  # events before this one had their AER recovery outcome logged
+    hotplug: LogLine | None = None  # the last pciehp link-down / card-not-present line
     for line in lines:
         if line.tag is not None and line.tag != "kernel":
             continue
         hit = match_line(line.message)
+        limit = _AER_RATELIMIT.search(line.message) if hit is None and "callbacks suppressed" in line.message else None
+        if limit is not None:
+            ratelimited = (int(limit.group("n")), line)
         if block is not None:
             if _accepts(block, line, hit):
-                if len(block.lines) < MAX_LINES_PER_EVENT:
+                if block.rule.block == "oom" and hit is None and "memory.oom.group" not in line.message:
+                    block.dropped += 1  # an OOM report's task table and stats: counted, not kept
+                elif len(block.lines) < MAX_LINES_PER_EVENT:
                     block.lines.append(line)
                 else:
                     block.dropped += 1
@@ -278,18 +327,33 @@ def classify(lines: Iterable[LogLine]) -> list[KernelEvent]:
                 events.append(_event(hit[0], hit[1], [*block.lines, line][-MAX_LINES_PER_EVENT:]))
                 block = None
                 continue
-            events.append(_event(block.rule, block.match, block.lines, block.dropped))
+            events.append(_event(block.rule, block.match, block.lines, block.dropped, block.suppressed))
             block = None
         if hit is None:
+            if _AER_AFTER.search(line.message) or _HOTPLUG.search(line.message):
+                _attach(events[handled:], line)
+                handled = len(events) if "recovery" in line.message else handled
+                hotplug = line if _HOTPLUG.search(line.message) else hotplug
             continue
         rule, m = hit
         if rule.block == "none":
             events.append(_event(rule, m, [line]))
         else:
             block = _open(rule, m, line)
+            if rule.kind is K.pcie_aer_uncorrected and hotplug is not None and _burst(hotplug, line):
+                block.lines.insert(0, hotplug)  # the slot's card went away just before
+            if rule.kind in AER_KINDS and ratelimited is not None:
+                # Only a corrected record takes the count: the kernel keeps one limit per device for
+                # corrected and one for non-fatal errors, and the line does not say whose it is; a
+                # storm is corrected errors, while one uncorrected error already drains the host.
+                if rule.kind is K.pcie_aer_corrected and _burst(ratelimited[1], line):
+                    block.suppressed = ratelimited[0]
+                    block.lines.insert(0, ratelimited[1])
+                ratelimited = None
     if block is not None:
-        events.append(_event(block.rule, block.match, block.lines, block.dropped))
-    return events
+        events.append(_event(block.rule, block.match, block.lines, block.dropped, block.suppressed))
+    # a probe message about anything but a GPU fallen off the bus; ext4's suppressed errors onto their device
+    return fold_suppressed(drop_unconfirmed(events))
 
 
 Source = Literal["kmsg", "journal", "dmesg", "file"]

@@ -86,7 +86,8 @@ _PRINTK = re.compile(r"^\[\s*(\d{1,20}\.\d{1,20})\] ?")
 _DMESG_T = re.compile(r"^\[(?:\w{3} )?(\w{3}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\] ?")
 _DMESG_H_ABS = re.compile(r"^\[(\w{3})(\d{1,2}) (\d{2}):(\d{2})\] ?")
 _DMESG_H_REL = re.compile(r"^\[\s*\+(\d{1,20}\.\d{1,20})\] ?")
-_RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,20})?(?:Z|[+-]\d{2}:?\d{2}))\s+")
+# `dmesg --time-format iso` separates the fraction with a comma (2024-11-15T12:02:03,470068+00:00)
+_RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,20})?(?:Z|[+-]\d{2}:?\d{2}))\s+")
 _BSD = re.compile(r"^(\w{3}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?\s+")
 _TAG = re.compile(r"^(?:([^\s:\[]+)\s+)?([^\s:\[]+)(?:\[\d{1,20}\])?:\s?")
 
@@ -111,7 +112,7 @@ def _yearless(
 
 def _rfc3339(text: str) -> dt.datetime | None:
     try:
-        stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace(",", "."))
         return stamp.astimezone(dt.UTC) if stamp.tzinfo is not None else None
     except (ValueError, OverflowError):  # year 1 or 9999 moved by its offset leaves the calendar
         return None
@@ -172,7 +173,8 @@ def parse_log_lines(
         elif first.isdecimal() and (m := _RFC3339.match(rest)):
             stamp = _rfc3339(m.group(1))
             rest = rest[m.end() :]
-            rest, tag, monotonic = _after_syslog_stamp(rest)
+            if "," not in m.group(1):  # dmesg's own iso lines carry no host or program: the message follows
+                rest, tag, monotonic = _after_syslog_stamp(rest)
         elif first.isalpha() and (m := _BSD.match(rest)):
             stamp = _yearless(m.group(1), m.group(2), m.group(3), m.group(4), m.group(5), reference, tz)
             if stamp is not None and m.group(6):

@@ -124,7 +124,8 @@ def parse_mcelog(text: str) -> Parsed[list[MceRecord]]:
 def _mcelog_record(record: _Record) -> MceRecord | None:
     cpu = bank = socket = status = None
     amd = False
-    address = None
+    vendor_seen = False
+    address = misc = None
     stamp = record.syslog_time
     verdict: bool | None = None
     words: list[str] = []
@@ -137,10 +138,12 @@ def _mcelog_record(record: _Record) -> MceRecord | None:
             status = _hex(m.group(1))
         if m := re.search(r"\bADDR ([0-9a-fA-F]{1,16})\b", line):
             address = "0x" + m.group(1).lower()
+        if m := re.search(r"\bMISC ([0-9a-fA-F]{1,16})\b", line):
+            misc = "0x" + m.group(1).lower()
         if m := re.search(r"\bSOCKETID (\d{1,18})", line):
             socket = int(m.group(1))
         if line.startswith("CPUID Vendor"):
-            amd = line.split()[2:3] in (["AMD"], ["Hygon"])
+            amd, vendor_seen = line.split()[2:3] in (["AMD"], ["Hygon"]), True
         if line.startswith("Corrected error"):
             verdict = True
         elif line.startswith("Uncorrected error"):
@@ -163,6 +166,8 @@ def _mcelog_record(record: _Record) -> MceRecord | None:
         error_class=error_class_of(message, status),
         corrected=corrected,
         message=clip(message, 1000),
+        misc=misc,
+        amd=amd if vendor_seen else None,
     )
 
 
@@ -309,6 +314,7 @@ def _ras_mce(body: str, stamp: dt.datetime | None) -> MceRecord:
         vendor = _kv_int(body, "cpuvendor")
         corrected = corrected_from_status(status or 0, amd=vendor in AMD_VENDORS)
     message = re.split(r", (?:mcgcap|status|mcgstatus_msg)=", body, maxsplit=1)[0]
+    vendor, misc = _kv_int(body, "cpuvendor"), _kv_int(body, "misc")
     return MceRecord(
         timestamp=stamp,
         cpu=cpu,
@@ -319,4 +325,6 @@ def _ras_mce(body: str, stamp: dt.datetime | None) -> MceRecord:
         error_class=error_class_of(body, status),
         corrected=corrected,
         message=clip(message, 1000),
+        misc=f"0x{misc:x}" if misc is not None else None,
+        amd=vendor in AMD_VENDORS if vendor is not None else None,
     )

@@ -183,6 +183,7 @@ def parse_mc_event_rows(rows: Iterable[Row]) -> Parsed[list[RasMemoryEvent]]:
                 middle_layer=_row_int(row, "middle_layer"),
                 lower_layer=_row_int(row, "lower_layer"),
                 address=(address & _U64) if (address := _row_int(row, "address")) is not None else None,
+                grain=grain if (grain := _row_int(row, "grain")) is not None and 0 <= grain <= 64 else None,
             )
         )
     return Parsed(events, problems)
@@ -272,8 +273,9 @@ def parse_mce_record_rows(rows: Iterable[Row]) -> Parsed[list[MceRecord]]:
         words = " ".join(
             w for key in ("bank_name", "error_msg", "mc_location", "mcistatus_msg") if (w := _row_text(row, key, 400))
         )
+        vendor, misc = _row_int(row, "cpuvendor"), _row_int(row, "misc")
         if status is not None:
-            corrected = corrected_from_status(status, amd=_row_int(row, "cpuvendor") in AMD_VENDORS)
+            corrected = corrected_from_status(status, amd=vendor in AMD_VENDORS)
         else:
             lowered = words.lower()
             corrected = not any(w in lowered for w in ("uncorrected", "fatal", "deferred"))
@@ -290,6 +292,8 @@ def parse_mce_record_rows(rows: Iterable[Row]) -> Parsed[list[MceRecord]]:
                 corrected=corrected,
                 message=clip(words, 1000),
                 id=row_id,
+                misc=f"0x{misc & _U64:x}" if misc is not None else None,
+                amd=vendor in AMD_VENDORS if vendor is not None else None,
             )
         )
     return Parsed(records, problems)

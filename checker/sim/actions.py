@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from checker.sim import stalls
+from checker.sim import gpu, pages, stalls, xid
 from checker.sim.events import faulty_core
 from checker.sim.faults import CLEARED_BY_REBOOT, CLEARED_BY_REIMAGE
 from checker.sim.hardware import (
@@ -171,7 +171,7 @@ def reimage(host: VirtualHost, params: dict[str, Any]) -> Changes:
 def power_cycle(host: VirtualHost, params: dict[str, Any]) -> Changes:
     """A hung host restarts; one that is off is turned on. A dead agent starts with the new boot too."""
     was_down, was_off = host.down, host.powered_off
-    cleared = host.clear({"unreachable", "powered_off", "agent_dead"})
+    cleared = host.clear({"unreachable", "powered_off", "agent_dead"}) + xid.power_cycled(host)  # a GPU off the bus
     host.down = host.powered_off = host.agent_dead = False
     changes = _restart(host, cold=True)
     return {"down": False, "was_down": was_down, "was_off": was_off, **changes, "cleared": cleared + changes["cleared"]}
@@ -213,6 +213,8 @@ ACTIONS: dict[str, Callable[[VirtualHost, dict[str, Any]], Changes]] = {
     "set_numa_balancing": set_numa_balancing,
     "clear_sel": clear_sel,
     "offline_cpu": offline_cpu,
+    "reset_gpu": gpu.reset_gpu,
+    "soft_offline_page": pages.soft_offline_page,
     "verify_memory_under_load": stalls.verify_memory_under_load,
     "reimage": reimage,
     "power_cycle": power_cycle,

@@ -29,6 +29,7 @@ CLASS_SCORE = {  # median score, relative spread (half width)
     "storage-epyc-1s": (84.0, 0.03),
     "edge-xeon-e": (69.0, 0.03),
     "compute-spr-cxl": (88.0, 0.03),
+    "gpu-a100-8x": (80.0, 0.03),
 }
 TLB_DISABLED = 1.66  # seed 001: per core per GHz with the BIOS's erratum-298 workaround
 SLOW_HOST_FACTOR = 0.6

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from checker.parsers.mce import error_class_from_status
 from checker.schemas import MceRecord
-from checker.sim import logs, smi, stalls
+from checker.sim import capacity, gpu, heat, logs, os_faults, pages, smi, stalls, xid
 from checker.sim.faults import Fault
 from checker.sim.hardware import (
     EDAC_POLL_DEFAULT_MSEC,
@@ -29,7 +29,7 @@ PANIC_REBOOT_S = 70  # a cold reboot after a panic (50-73 s on bare metal)
 TLB_SHOOTDOWNS_PER_S = 6.0  # what a munmap-happy neighbour thread caused on an isolated core
 STRAY_IRQS_PER_S = 40.0
 MAX_EVENTS_PER_ADVANCE = 50
-_PERIODIC = {"cmci_storm", "soft_lockups", "panic", "sel_full", "cpu_core_errors"}
+_PERIODIC = {"cmci_storm", "soft_lockups", "panic", "sel_full", "cpu_core_errors", "dimm_ce_page", "oom_kills"}
 STORM_BURST = 15  # corrected errors within a second that make a pre-6.8 kernel declare a CMCI storm
 FLOOD_BACKLOG = 60  # entries a flooding sensor left in the SEL before the fault is first seen
 
@@ -57,8 +57,12 @@ def valid_for(host: VirtualHost, kind: str) -> bool:
         return faulty_core(host) is not None
     if kind == "cxl_demotion_disabled":
         return hw.cxl_nodes > 0
+    if kind in ("gpu_remap_pending", "gpu_xid"):
+        return bool(hw.gpus)
     if kind == "cxl_interleave_default":
         return hw.cxl_nodes > 0 and hw.weighted_interleave
+    if kind == "cxl_media_errors":
+        return hw.cxl_nodes > 0
     if kind == "cxl_promotion_disabled":
         return hw.cxl_nodes > 0
     if kind == "slow_host":  # the errata class's slow hosts are the erratum's (errata_unpatched)
@@ -130,6 +134,8 @@ def start(host: VirtualHost, fault: Fault) -> None:
     elif kind == "cxl_promotion_disabled":
         # NORMAL only, as tuned before the CXL memory came: demoted pages never come back; or turned off (0)
         host.numa_balancing = 0 if fault.variant == "off" else 1
+    elif kind == "gpu_remap_pending":
+        gpu.start(host, fault)
     elif kind == "slow_host":
         host.benchmark_at = None  # shown at the next run (the demo's next report rather than the next night)
     elif kind == "sel_full":
@@ -162,6 +168,8 @@ def stop(host: VirtualHost, kind: str) -> None:
         host.numa_balancing = None
     elif kind == "slow_host":
         host.benchmark_at = None
+    elif kind == "gpu_remap_pending":
+        gpu.stop(host)
 
 
 def _due(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.datetime) -> list[dt.datetime]:
@@ -212,6 +220,10 @@ def progress(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.dateti
         smi.progress(host, fault, now, elapsed)
     elif kind == "smi_stalls":
         stalls.progress(host, fault, now, elapsed)
+    elif kind == "gpu_remap_pending":
+        gpu.progress(host, fault, now)
+    elif kind == "gpu_xid":
+        xid.progress(host, fault, now)
     elif kind == "isolated_tlb":
         # The workload's own threads munmap on housekeeping cores; its threads on isolated cores take the IPIs.
         for cpu in host.isolated:
@@ -220,6 +232,16 @@ def progress(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.dateti
         fault.logged = True  # what the flooding sensor logged in the hours before (the agent reads it now)
         for i in range(FLOOD_BACKLOG):
             host.sel(since - dt.timedelta(minutes=(FLOOD_BACKLOG - i) * 10), "Critical Interrupt PCIe Cor Sensor", "")
+    if kind == "fs_readonly":
+        os_faults.progress(host, fault, now)
+    if kind == "rack_hot":
+        heat.progress(host, fault, now)
+    if kind == "capacity_lost" and not fault.logged:
+        fault.logged = True
+        capacity.log(host, fault, now)
+    if kind == "dimm_ce_page" and not fault.logged:
+        fault.logged = True
+        pages.backlog(host, fault, since)
     if kind in _PERIODIC:
         for at in _due(host, fault, since, now):
             _periodic(host, fault, at, now)
@@ -276,6 +298,10 @@ def _periodic(host: VirtualHost, fault: Fault, at: dt.datetime, now: dt.datetime
         host.log(at, logs.soft_lockup(cpu, host.rng.randrange(22, 60), pid, host.kernel, hardware))
     elif fault.kind == "sel_full" and fault.variant != "history":
         host.sel(at, "Critical Interrupt PCIe Cor Sensor", "", extra="")  # a device flooding the log
+    elif fault.kind == "dimm_ce_page":
+        pages.record(host, fault, at)
+    elif fault.kind == "oom_kills":
+        os_faults.oom_kill(host, fault, at)
     elif fault.kind == "cpu_core_errors":
         core = faulty_core(host)
         if core is not None and core not in host.offline_cpus:  # an offline core runs nothing, errs nothing

@@ -15,6 +15,9 @@ from typing import Literal
 FaultKind = Literal[
     "dimm_ce_storm",
     "dimm_ce_moderate",
+    "dimm_ce_page",
+    "gpu_remap_pending",
+    "nic_crc_errors",
     "dimm_ue",
     "cmci_storm",
     "edac_poll_slow",
@@ -49,12 +52,22 @@ FaultKind = Literal[
     "verify_tool_missing",
     "verify_scope_refused",
     "corrected_errors_ignored",
+    "capacity_lost",
+    "pcie_fault",
+    "fs_readonly",
+    "oom_kills",
+    "gpu_xid",
+    "rack_hot",
+    "cxl_media_errors",
 ]
 
 # kind -> relative rate among faulty hosts
 FAULT_RATES: dict[FaultKind, float] = {
     "dimm_ce_storm": 10,
     "dimm_ce_moderate": 12,
+    "dimm_ce_page": 6,
+    "gpu_remap_pending": 3,
+    "nic_crc_errors": 5,
     "dimm_ue": 4,
     "cmci_storm": 3,
     "edac_poll_slow": 5,
@@ -89,6 +102,16 @@ FAULT_RATES: dict[FaultKind, float] = {
     "verify_tool_missing": 1,
     "verify_scope_refused": 1,
     "corrected_errors_ignored": 1,
+    "capacity_lost": 3,  # a DIMM, a core or a disk firmware or the OS no longer sees (checker/sim/capacity.py)
+    "pcie_fault": 3,  # variants: a link at half width or a gen lower, or a corrected-error storm (sim/pcie.py)
+    "fs_readonly": 3,  # the data volume's filesystem shut down or remounted ro (checker/sim/os_faults.py)
+    "oom_kills": 4,  # a workload outgrowing its memory cgroup, killed again and again
+    # on GPU hosts only; Xid errors are their commonest fault (Meta's Llama 3 training: GPUs and their
+    # memory were most of the unexpected interruptions). Variants dbe, fallen_off_bus, app (sim/xid.py)
+    "gpu_xid": 6,
+    # a rack position whose cooling failed: the host and two healthy neighbours of its rack (checker/sim/heat.py)
+    "rack_hot": 2,
+    "cxl_media_errors": 3,  # on CXL hosts only: an uncorrectable read and its poison, or a threshold (sim/cxl.py)
 }
 FAULT_KINDS: tuple[FaultKind, ...] = tuple(FAULT_RATES)
 

@@ -11,10 +11,14 @@ import datetime as dt
 import random
 
 from checker.schemas import Report
+from checker.sim import capacity, heat, os_faults
+from checker.sim import pcie as sim_pcie
+from checker.sim import xid as sim_xid
 from checker.sim.events import valid_for
 from checker.sim.faults import FAULT_KINDS, FAULT_RATES, Fault, FaultKind
 from checker.sim.hardware import DATACENTERS, HARDWARE_CLASSES, DiskSpec, HardwareClass
 from checker.sim.host import SimDimm, SimDisk, VirtualHost, host_uuid
+from checker.sim.pages import page_address
 
 __all__ = ["FAULT_KINDS", "HARDWARE_CLASSES", "Fault", "SimulatedFleet", "VirtualHost"]
 
@@ -147,15 +151,19 @@ class SimulatedFleet:
             count = max(count, min(size, len(FAULT_KINDS)))
         faulty = self.rng.sample(range(size), k=count)
         given: dict[FaultKind, int] = dict.fromkeys(FAULT_KINDS, 0)
+        # Hosts that can have each kind: in the showcase a kind only a few hosts can have (a GPU's, CXL's)
+        # goes first, so the common kinds do not take those hosts before it (the draws stay the same).
+        eligible = {kind: sum(valid_for(h, kind) for h in self.hosts) for kind in FAULT_KINDS} if showcase else {}
         for index in faulty:
             host = self.hosts[index]
             kinds = [kind for kind in FAULT_KINDS if valid_for(host, kind)]
-            if showcase:  # every kind the host can have, once, the common ones first; then in proportion
-                kind = min(kinds, key=lambda k: (given[k], -FAULT_RATES[k], self.rng.random()))
+            if showcase:  # every kind the host can have, once, the scarce and the common first; then in proportion
+                kind = min(kinds, key=lambda k: (given[k], eligible[k], -FAULT_RATES[k], self.rng.random()))
             else:
                 kind = min(kinds, key=lambda k: ((given[k] + 1) / FAULT_RATES[k], self.rng.random()))
             given[kind] += 1
             host.inject(self.fault(kind, self.rng.randrange(len(host.dimms))))
+        heat.share_rack_heat(self.hosts)  # a rack position that runs hot heats its neighbours too
 
     def fault(self, kind: FaultKind, dimm_index: int = 0) -> Fault:
         """A fault of `kind` with rates drawn from the fleet's generator (DIMM faults on `dimm_index`)."""
@@ -165,6 +173,8 @@ class SimulatedFleet:
         if kind == "dimm_ce_moderate":
             # below 1/s: the PPR flow's ceiling (dimm-ce-ppr; faster is dimm-ce-too-fast-for-ppr's)
             return Fault(kind, dimm_index, ce_per_s=rng.uniform(0.05, 0.9))
+        if kind == "dimm_ce_page":  # one weak cell: a few corrected errors an hour on one page
+            return Fault(kind, dimm_index, per_hour=rng.uniform(3, 6), variant=page_address(rng.getrandbits(32)))
         if kind == "cmci_storm":
             # the kernel declares a storm at 15 CMCIs/s (before 6.8): the DIMM throws at least that many
             return Fault(kind, dimm_index, ce_per_s=rng.uniform(15, 40), per_hour=rng.uniform(12, 20))
@@ -184,6 +194,25 @@ class SimulatedFleet:
             return Fault(kind, dimm_index, variant=f"System Fan {rng.randrange(1, 7)}")
         if kind == "cxl_promotion_disabled":  # a third turned off by their owners (no draw: the stream stays)
             return Fault(kind, dimm_index, variant="off" if dimm_index % 3 == 2 else "normal")
+        if kind == "capacity_lost":  # which part goes from the DIMM drawn above (no draw: the stream stays)
+            return Fault(kind, dimm_index, variant=capacity.variant_of(dimm_index))
+        if kind == "fs_readonly":  # XFS shutdown or ext4 remount-ro, from the index (no draw: the stream stays)
+            return Fault(kind, dimm_index, variant=os_faults.variant_of(dimm_index))
+        if kind == "oom_kills":  # a few kills an hour: five within the day's window soon
+            return Fault(kind, dimm_index, per_hour=4.0 + dimm_index % 3)
+        if kind == "nic_crc_errors":  # a dirty optic (CRC), a flapping link, or every port of a failing NIC
+            variant = rng.choice(("crc", "crc", "flapping", "every_port"))
+            per_hour = rng.uniform(3, 5) if variant == "flapping" else rng.uniform(300, 800)  # 25G: over 3 x 90/h
+            return Fault(kind, dimm_index, variant=variant, per_hour=per_hour)
+        if kind == "pcie_fault":  # narrower, slower or storming, from the DIMM drawn (no draw)
+            per_hour = 240.0 + 60 * (dimm_index % 4)
+            return Fault(kind, dimm_index, variant=sim_pcie.variant_of(dimm_index), per_hour=per_hour)
+        if kind == "gpu_remap_pending":  # one in three: the bank had no spare row left (no draw: the stream stays)
+            return Fault(kind, dimm_index, variant="failure" if dimm_index % 3 == 2 else "pending")
+        if kind == "gpu_xid":  # which Xid story, from the DIMM drawn (no draw: the stream stays)
+            return Fault(kind, dimm_index, variant=sim_xid.VARIANTS[dimm_index % len(sim_xid.VARIANTS)])
+        if kind == "cxl_media_errors":  # uncorrectable or a threshold, from the DIMM drawn (no draw)
+            return Fault(kind, dimm_index, variant="threshold" if dimm_index % 2 else "uncorrectable")
         if kind == "cpu_core_errors":  # one core's L1 correcting an error every few minutes
             return Fault(kind, dimm_index, per_hour=rng.uniform(10, 16))
         if kind == "sel_full":  # filled by a flooding sensor, or by years of ordinary history

@@ -83,6 +83,28 @@ class DiskSpec:
 
 
 @dataclass(frozen=True)
+class GpuSpec:
+    """One NVIDIA GPU of a class: where it sits and what it is (nvidia-smi -q -x names it so)."""
+
+    bdf: str  # nvidia-smi's 8-digit domain form, 00000000:07:00.0
+    product: str
+    vbios: str
+    driver: str
+    slowdown_c: int  # the GPU's own slowdown and shutdown temperatures (nvidia-smi temperature thresholds)
+    shutdown_c: int
+    power_limit_w: float
+
+
+# A 2-socket Ice Lake host with 8 A100 SXM4 80GB on an HGX board (Supermicro SYS-420GP-TNAR); the BDFs are
+# those a DGX A100 gives its 8 GPUs. Driver and VBIOS as in the A100 sample (nvidia-smi v12, 535.x).
+_A100_BDFS = ("07", "0F", "47", "4E", "87", "90", "B7", "BD")
+A100_GPUS = tuple(
+    GpuSpec(f"00000000:{bus}:00.0", "NVIDIA A100-SXM4-80GB", "92.00.45.00.03", "535.129.03", 92, 95, 400.0)
+    for bus in _A100_BDFS
+)
+
+
+@dataclass(frozen=True)
 class HardwareClass:
     name: str
     cpu_vendor: str
@@ -111,6 +133,7 @@ class HardwareClass:
     disks: tuple[DiskSpec, ...]
     cxl_nodes: int = 0  # CPU-less NUMA nodes backed by CXL memory expanders
     cxl_node_mb: int = 0
+    gpus: tuple[GpuSpec, ...] = ()  # NVIDIA GPUs, in nvidia-smi's index order (checker/sim/gpu.py)
 
     @property
     def intel(self) -> bool:
@@ -308,5 +331,33 @@ HARDWARE_CLASSES = (
         disks=(_KIOXIA_CM6, _second(_KIOXIA_CM6, "/dev/nvme1")),
         cxl_nodes=2,
         cxl_node_mb=131072,
+    ),
+    HardwareClass(
+        name="gpu-a100-8x",
+        cpu_vendor="GenuineIntel",
+        cpu_family=6,
+        cpu_model=106,
+        cpu_stepping=6,
+        microcode=0xD0003A5,
+        model_name="Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz",
+        sockets=2,
+        channels=8,
+        dimm_size_mb=65536,
+        mem_type="DDR4",
+        edac_driver="i10nm_edac",
+        bios_version="1.4a",
+        bmc_firmware="01.01.10",
+        old_bios_version="1.1",
+        old_bmc_firmware="01.00.25",
+        bios_vendor="American Megatrends International, LLC.",
+        system_manufacturer="Supermicro",
+        system_product="SYS-420GP-TNAR",
+        logical_cpus=16,
+        kernel="6.1.0-28-amd64",
+        nic_driver="mlx5_core",
+        nic_firmware="22.36.1010 (MT_0000000540)",
+        nic_interfaces=("ens21f0np0", "ens21f1np1"),
+        disks=(_MICRON_7450, _second(_MICRON_7450, "/dev/nvme1")),
+        gpus=A100_GPUS,
     ),
 )

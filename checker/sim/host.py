@@ -17,7 +17,9 @@ from typing import Any
 from checker.schemas import MceRecord, Report
 from checker.sim import actions, events, logs, render, smi
 from checker.sim.faults import Fault
+from checker.sim.gpu import SimGpu
 from checker.sim.hardware import EDAC_POLL_DEFAULT_MSEC, SEL_CAPACITY, DiskSpec, HardwareClass, default_weights
+from checker.sim.pages import RasdaemonSim
 
 BOOT_RECORDS = 1500  # kmsg records a boot writes before the agent's first read
 
@@ -110,6 +112,9 @@ class VirtualHost:
     reported_boot_id: str | None = None
     drained: bool = False  # out of the workload scheduler (no change on the host itself)
     offline_cpus: set[int] = field(default_factory=set)  # CPUs taken offline by the offline_cpu action
+    rack_heat: Fault | None = None  # a rack_hot fault of this host or of its rack (checker/sim/heat.py)
+    gpus: list[SimGpu] = field(default_factory=list)  # NVIDIA GPUs of a GPU class (checker/sim/gpu.py)
+    ras: RasdaemonSim = field(default_factory=RasdaemonSim)  # rasdaemon's rows and offlined pages (sim/pages.py)
     fail_next_action: str | None = None  # "hang", "fail" or "stay_down": consumed by the next apply()
     smi_count: float = 0.0  # MSR_SMI_COUNT since the boot (Intel); reported modulo 2**32
     reporting_mode: str = "cmci"  # how corrected memory errors reach the OS: cmci or firmware_first
@@ -171,6 +176,7 @@ class VirtualHost:
             dimm.ue_count = 0
         self.irq_extra.clear()
         self.offline_cpus.clear()  # every CPU comes back online with the new boot
+        self.ras.offlined.clear()  # and every soft-offlined page comes back into use
         self.smi_count = 0.0  # MSR_SMI_COUNT starts again at reset
         self.kmsg_pending.clear()
         self.kmsg_seq = BOOT_RECORDS + self.rng.randrange(200)

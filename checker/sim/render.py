@@ -36,7 +36,9 @@ from checker.schemas import (
     Report,
     SelState,
 )
-from checker.sim import logs, smi, stalls
+from checker.sim import capacity as sim_capacity
+from checker.sim import cxl as sim_cxl
+from checker.sim import gpu, heat, logs, network, os_faults, pages, pcie, smi, stalls
 from checker.sim.benchmark import benchmark as sim_benchmark
 from checker.sim.events import device_irqs
 from checker.sim.hardware import SEL_CAPACITY
@@ -64,6 +66,9 @@ COLLECTORS: dict[str, str | None] = {
     "memory_tiers": None,
     "cputime": None,
     "error_reporting": None,
+    "capacity": None,
+    "filesystems": "mountinfo",
+    "time_sync": "chrony",
 }
 
 
@@ -92,7 +97,7 @@ def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Repor
             edac=edac(host),
             kernel_log=kernel_log(host, now),
             sel=sel(host),
-            disks=[disk_health(host, i, now) for i in range(len(host.disks))],
+            disks=[disk_health(host, i, now) for i in sim_capacity.present_disks(host)],
             mce=machine_checks(host),
             identity=identity(host),
             interrupts=interrupts(host, now),
@@ -103,10 +108,27 @@ def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Repor
             error_reporting=smi.error_reporting(host),
             stalls=stalls.stalls_state(host, now, interval_s),
             benchmark=scored,
+            capacity=sim_capacity.capacity(host),
+            rasdaemon=pages.rasdaemon_state(host),
+            gpu=gpu.gpu_state(host),
+            network=network.network_state(host, now),
+            pcie=pcie.pcie_state(host, now),
+            filesystems=os_faults.filesystems(host),
+            time_sync=os_faults.time_sync(host, now),
+            sensors=heat.sensors(host, now),
+            thermal_throttle=heat.throttle(host, now),
+            cxl=sim_cxl.cxl_state(host, now),
         ),
     )
+    if (ras_run := pages.collector_run(host)) is not None:
+        report.collectors["rasdaemon"] = ras_run
     report.collectors["smi"] = smi.collector_run(host)
+    report.collectors["gpu"] = gpu.collector_run(host)
+    report.collectors["network"] = network.collector_run(host)
+    report.collectors["pcie"] = pcie.collector_run(host)
     report.collectors["stalls"] = stalls.collector_run(host)
+    report.collectors.update(heat.collector_runs(host))
+    report.collectors["cxl"] = sim_cxl.collector_run(host)
     if scored_run is not None:
         report.collectors["benchmark"] = scored_run
     host.reported_boot_id = host.boot_id
@@ -128,7 +150,7 @@ def mc_name(host: VirtualHost, mc: int) -> str:
 
 def edac(host: VirtualHost) -> EdacState:
     controllers: dict[int, EdacController] = {}
-    for dimm in host.dimms:
+    for dimm in sim_capacity.present_dimms(host):  # a DIMM firmware disabled has no EDAC entry
         controller = controllers.setdefault(dimm.mc, EdacController(mc=dimm.mc, mc_name=mc_name(host, dimm.mc)))
         controller.dimms.append(
             EdacDimm(
@@ -254,7 +276,7 @@ def identity(host: VirtualHost) -> Identity:
                 part_number=d.part_number,
                 serial=d.serial,
             )
-            for d in host.dimms
+            for d in sim_capacity.present_dimms(host)
         ],
         firmware=Firmware(
             bios_vendor=hw.bios_vendor,

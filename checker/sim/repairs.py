@@ -13,6 +13,7 @@ import datetime as dt
 import re
 from typing import Any
 
+from checker.sim import capacity
 from checker.sim.host import VirtualHost
 
 DIMM_FAULTS = frozenset({"dimm_ce_storm", "dimm_ce_moderate", "dimm_ue", "cmci_storm"})
@@ -27,13 +28,25 @@ def replace_dimm(host: VirtualHost, slot: str, new_serial: str, at: dt.datetime 
     """Swap the DIMM `slot` names (its EDAC label or its locator, letters and digits compared): a cold
     restart, the slot's faults gone, the new serial in its place. An unknown slot changes nothing."""
     wanted = _key(slot)
-    index = next((i for i, d in enumerate(host.dimms) if wanted in (_key(d.label), _key(d.locator))), None)
+    # the BMC's name for a slot may prefix the locator ("DIMM A3" for A3: checker/sim/capacity.py)
+    index = next(
+        (i for i, d in enumerate(host.dimms) if wanted in (_key(d.label), _key(d.locator), "dimm" + _key(d.locator))),
+        None,
+    )
     if index is None or not wanted:
         return {"replaced": None, "cleared": []}
     dimm = host.dimms[index]
     old_serial = dimm.serial
     dimm.serial = new_serial[:32] or dimm.serial
-    cleared = [f.kind for f in host.faults if f.kind in DIMM_FAULTS and f.dimm_index == index]
-    host.faults = [f for f in host.faults if not (f.kind in DIMM_FAULTS and f.dimm_index == index)]
+    # a DIMM firmware had disabled (capacity_lost, dimm_disabled) goes too: the new one trains
+    disabled = capacity.fault_of(host) if capacity.lost(host) == "dimm_disabled" else None
+    gone = [
+        f
+        for f in host.faults
+        if (f.kind in DIMM_FAULTS and f.dimm_index == index)
+        or (f is disabled and f.dimm_index % len(host.dimms) == index)
+    ]
+    cleared = [f.kind for f in gone]
+    host.faults = [f for f in host.faults if all(f is not g for g in gone)]
     host.reboot(at)  # the chassis is powered off for the swap: the counters start again
     return {"replaced": dimm.locator, "old_serial": old_serial, "new_serial": dimm.serial, "cleared": cleared}

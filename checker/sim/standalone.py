@@ -67,6 +67,7 @@ def host_state(host: VirtualHost) -> dict[str, Any]:
     state["interleave_weights"] = dict(host.interleave_weights)
     state["disk_firmware"] = {d.spec.device: d.firmware for d in host.disks if d.firmware is not None}
     state["faults"] = sorted({f.kind for f in host.faults})
+    state["offlined_pages"] = sorted(host.ras.offlined)  # soft_offline_page: gone until the next boot
     return state
 
 
@@ -84,6 +85,7 @@ def restore_host(host: VirtualHost, state: dict[str, Any]) -> None:
     firmware = state.get("disk_firmware", {})
     for disk in host.disks:
         disk.firmware = firmware.get(disk.spec.device, disk.firmware)
+    host.ras.offlined = {int(page) for page in state.get("offlined_pages", [])}
 
 
 def load_host(state_dir: Path, host: VirtualHost) -> list[dict[str, Any]]:

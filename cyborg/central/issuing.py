@@ -86,9 +86,37 @@ def resolve_params(action: CyborgAction, params: dict[str, Any], evidence: dict[
                 "L0/L1 cache or TLB does; a shared cache's bank is logged by any CPU)"
             )
         own["cpu"] = cpu
+    if action.name == "reset_gpu":
+        own.update(gpu_target(own, signal))
+        own["drained"] = drain_confirmed(evidence)  # what the centre knows, never what a plan claims
+    if action.name == "soft_offline_page" and "address" not in own:
+        page = signal.get("subject") if signal.get("kind") == "page_ce_count" else None
+        if not isinstance(page, str) or not page:
+            raise ActionRefused("soft_offline_page: no address given and the signal does not name a page")
+        own["address"] = page
     if action.name == "verify_memory_under_load":
         own["drained"] = drain_confirmed(evidence)  # what the centre knows, never what a plan claims
     return action.parse(own).model_dump(mode="json", exclude_none=True)
+
+
+GPU_SIGNALS_PREFIX = "gpu_"
+
+
+def gpu_target(own: dict[str, Any], signal: dict[str, Any]) -> dict[str, Any]:
+    """reset_gpu's GPU: the plan's own `gpu`, else the one the justifying GPU signal names (its detail's
+    index, with the BDF and UUID so the host refuses a GPU whose index moved)."""
+    detail = signal.get("detail") or {}
+    if not str(signal.get("kind") or "").startswith(GPU_SIGNALS_PREFIX):
+        detail = {}
+    index = own.get("gpu", detail.get("index"))
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise ActionRefused("reset_gpu: no gpu given and the signal does not name a GPU index (nvidia-smi's)")
+    found: dict[str, Any] = {"gpu": index}
+    if "gpu" not in own or own.get("gpu") == detail.get("index"):
+        for key in ("bdf", "uuid"):
+            if key not in own and isinstance(detail.get(key), str):
+                found[key] = detail[key]
+    return found
 
 
 def drain_confirmed(evidence: dict[str, Any]) -> bool:

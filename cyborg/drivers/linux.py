@@ -26,11 +26,13 @@ from cyborg.actions import (
     OfflineCpuParams,
     RebootParams,
     ReflashFirmwareParams,
+    ResetGpuParams,
+    SoftOfflinePageParams,
     TuneErrorReportingParams,
     VerifyMemoryUnderLoadParams,
 )
 from cyborg.commands import ActionContext, ActionFailed, ActionTimedOut, System
-from cyborg.drivers import cpus, firmware, memtest, ppr, tiers
+from cyborg.drivers import cpus, firmware, gpu, memtest, pages, ppr, tiers
 from cyborg.drivers.base import require_restarted
 from cyborg.drivers.cpus import cpu_list
 
@@ -108,6 +110,10 @@ class LinuxDriver:
             return tiers.set_interleave_weights(self, params, ctx)
         if isinstance(params, OfflineCpuParams):
             return cpus.offline_cpu(self, params, ctx)
+        if isinstance(params, SoftOfflinePageParams):
+            return pages.soft_offline_page(self, params, ctx)
+        if isinstance(params, ResetGpuParams):
+            return gpu.reset_gpu(self, params, ctx)
         if isinstance(params, VerifyMemoryUnderLoadParams):
             return memtest.verify_memory_under_load(self, params, ctx)
         handler = {

@@ -3,10 +3,12 @@ it believes a host is hung.
 
 An agent that stops reporting is not yet a hung host: the agent may have died on a healthy machine,
 the host may be powered off, or the network may be down. `ping` asks the host's address (iputils
-`ping`, two echo requests); with the BMC's chassis power state (cyborg.drivers.bmc) the remediator
-tells these apart (remediator/unreachable.py). `restart_agent` runs the cluster's `restart_agent`
-hook (FLEETFIX_SCHEDULER_HOOKS, like drain and undrain): fleetfix has no way onto a host whose agent
-is dead, so the site says how (ssh, its config management, …); without a hook it fails and says so.
+`ping`, five echo requests; its -q summary stays in the command log, where remediator/unreachable.py
+reads how many came back; the host counts as answering when any did, iputils' own exit status); with
+the BMC's chassis power state (cyborg.drivers.bmc) the remediator tells these apart
+(remediator/unreachable.py). `restart_agent` runs the cluster's `restart_agent` hook
+(FLEETFIX_SCHEDULER_HOOKS, like drain and undrain): fleetfix has no way onto a host whose agent is
+dead, so the site says how (ssh, its config management, …); without a hook it fails and says so.
 `SimulatedReach` answers for the simulated fleet.
 """
 
@@ -18,7 +20,8 @@ from typing import Any, Protocol
 from cyborg.commands import ActionContext, ActionFailed, System
 from cyborg.drivers import hooks
 
-PING_TIMEOUT_S = 10.0
+PING_TIMEOUT_S = 15.0
+PING_COUNT = 5  # two were too few to tell a lossy link from a dead host before a power cycle
 
 
 class Reach(Protocol):
@@ -46,7 +49,8 @@ class LiveReach:
         if self.system.which("ping") is None:
             ctx.note("ping", "not installed: reachability unknown")
             return None
-        result = ctx.run(["ping", "-c", "2", "-W", "2", "-q", "--", address], timeout_s=PING_TIMEOUT_S, changes=False)
+        argv = ["ping", "-c", str(PING_COUNT), "-W", "2", "-q", "--", address]
+        result = ctx.run(argv, timeout_s=PING_TIMEOUT_S, changes=False)
         return result.returncode == 0
 
     def restart_agent(self, hostname: str, cluster: str, remediation_id: int, ctx: ActionContext) -> dict[str, Any]:

@@ -35,6 +35,8 @@ from cyborg.actions import (
     OfflineCpuParams,
     RebootParams,
     ReflashFirmwareParams,
+    ResetGpuParams,
+    SoftOfflinePageParams,
     TuneErrorReportingParams,
     VerifyMemoryUnderLoadParams,
 )
@@ -60,6 +62,10 @@ def _sim_params(params: ActionParams) -> list[dict[str, Any]]:
         return [{"weights": params.weights} if params.weights else {}]
     if isinstance(params, OfflineCpuParams):
         return [{"cpu": params.cpu}]
+    if isinstance(params, SoftOfflinePageParams):
+        return [{"address": params.address, "max_offlined_pages": params.max_offlined_pages}]
+    if isinstance(params, ResetGpuParams):
+        return [params.model_dump(exclude_none=True)]  # drained too: the virtual host refuses as the real one
     if isinstance(params, VerifyMemoryUnderLoadParams):
         return [params.model_dump(exclude_none=True)]  # drained and coverage too: the virtual host answers as the real
     return [{}]

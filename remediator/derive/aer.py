@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Collection, Mapping
 
 from checker.parsers.rasdaemon import ras_timestamp
 from checker.schemas import KernelEvent, KernelEventKind, Observations, RasAerEvent
+from remediator.derive.aer_disposition import disposition, merge, short_name
 from remediator.derive.kernel import device_signals
 from remediator.derive.memory import Bucket
 from remediator.signals import SignalValue
@@ -62,25 +64,40 @@ def aer_signals(
     devices: dict[str, dict[str, list[Bucket]]],
     *,
     now: dt.datetime,
+    counted: Collection[str] = (),
+    links: Mapping[str, str] | None = None,
 ) -> tuple[list[SignalValue], int | None, dict[str, dict[str, list[Bucket]]]]:
-    """Device counts from the new rows when the agent read rasdaemon's aer_event table."""
+    """Device counts from the new rows when the agent read rasdaemon's aer_event table. Corrected rows of
+    the functions in `counted` are left to their sysfs counters (remediator/derive/pcie.py); uncorrected
+    rows always count. Each row counts on its link (`links`), an uncorrected one with its disposition
+    (remediator/derive/aer_disposition.py) from the row's error types."""
     fresh, kept = new_rows(obs, cursor)
     if not fresh or not counts_aer(obs):
         return [], kept, devices
     events: dict[KernelEventKind, list[KernelEvent]] = defaultdict(list)
+    outcomes: dict[str, list[dict[str, object]]] = defaultdict(list)
     for row in fresh:
         kind = aer_kind(row)
         if kind is None or not row.dev_name:
             continue
+        if kind is K.pcie_aer_corrected and row.dev_name in counted:
+            continue
+        if kind is K.pcie_aer_uncorrected:
+            types = {short_name(t) for t in row.err_msg.replace(",", "|").split("|") if t.strip()}
+            fatal = "non-fatal" not in row.err_type.lower() and "fatal" in row.err_type.lower()
+            key = (links or {}).get(row.dev_name, row.dev_name)
+            outcomes[key].append(disposition(types, [], fatal=fatal))
         line = f"rasdaemon aer_event {row.id}: {row.dev_name} {row.err_type}: {row.err_msg}"[:1000]
         stamp = ras_timestamp(row.timestamp) if row.timestamp else None
         events[kind].append(KernelEvent(kind=kind, subject=row.dev_name, timestamp=stamp, lines=[line]))
     if not events:
         return [], kept, devices
-    found, devices = device_signals(events, devices, now)
+    found, devices = device_signals(events, devices, now, links=links)
     truncated = obs.rasdaemon.truncated if obs.rasdaemon is not None else 0
     for signal in found:
         signal.detail["source"] = "rasdaemon aer_event"
+        if signal.detail.get("kind") == K.pcie_aer_uncorrected.value and outcomes.get(signal.subject):
+            signal.detail.update(merge(outcomes[signal.subject]))
         if truncated:
             signal.detail["truncated"] = truncated  # rows the report could not carry: the count is a floor
     return found, kept, devices

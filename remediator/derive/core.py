@@ -18,20 +18,30 @@ from typing import Any
 from checker.schemas import Report, utc
 from remediator.baselines import FirmwareBaselines
 from remediator.derive.aer import aer_signals, counts_aer
+from remediator.derive.capacity import capacity_signals
+from remediator.derive.capacity_sel import fold_sel
 from remediator.derive.configuration import edac_poll_signals, errata_signals, firmware_signals
 from remediator.derive.cputime import cputime_signals
+from remediator.derive.cxl import cxl_signals
 from remediator.derive.disks import disk_signals
 from remediator.derive.gaps import note_gaps
+from remediator.derive.gpu import gpu_signals
+from remediator.derive.heat import name_psus, throttle_signals
 from remediator.derive.interrupts import irq_signals
 from remediator.derive.kernel import kernel_signals
 from remediator.derive.mce import mce_signals
 from remediator.derive.memory import HostMemory, KernelMemory, RasMemory, load_memory
+from remediator.derive.network import network_signals
+from remediator.derive.os_faults import filesystem_signals, note_guest_and_capacity, oom_signals, time_signals
+from remediator.derive.pages import page_signals
+from remediator.derive.pcie import adopted_buckets, counted_bdfs, link_keys, pcie_signals, virtual_machine
 from remediator.derive.performance import benchmark_signals
 from remediator.derive.rasdaemon import ras_signals
 from remediator.derive.sel import sel_signals
 from remediator.derive.sensors import sensor_signals
 from remediator.derive.stalls import stall_signals
 from remediator.derive.tiers import tier_signals
+from remediator.derive.xid import xid_signals
 from remediator.errata import ERRATA, Erratum
 from remediator.signals import SignalValue
 
@@ -69,10 +79,26 @@ def derive(
     boot_id = report.host.boot_id
     signals: list[SignalValue] = []
 
-    found, klog = kernel_signals(obs.kernel_log, previous.klog, now=now, boot_id=boot_id, aer_elsewhere=counts_aer(obs))
+    # AER is counted per function and keyed on its link: a function's corrected errors from its sysfs
+    # counters once they have a baseline, else rasdaemon's aer_event rows where the agent reads them, else
+    # the kernel log; uncorrected errors from every source (derive/pcie.py, aer.py, kernel.py).
+    counted = counted_bdfs(obs, previous.pcie)
+    links = link_keys(obs.pcie)
+    found, klog = kernel_signals(
+        obs.kernel_log,
+        previous.klog,
+        now=now,
+        boot_id=boot_id,
+        aer_elsewhere=counts_aer(obs),
+        aer_counted=counted,
+        aer_links=links,
+    )
+    signals += found
+    signals += filesystem_signals(found, obs.filesystems) + time_signals(obs.time_sync, now) + oom_signals(found)
+    found, xid = xid_signals(obs.kernel_log, previous.klog, previous.xid, now=now, boot_id=boot_id, gpus=obs.gpu)
     signals += found
     found, sel = sel_signals(obs.sel, previous.sel, now=now)
-    signals += found
+    signals += name_psus(found, obs.sensors)
     found, disks = disk_signals(obs.disks, previous.disks)
     signals += found
     found, irq = irq_signals(
@@ -82,15 +108,27 @@ def derive(
     found, ras = ras_signals(obs.rasdaemon, previous.ras, now=now)
     signals += found
     found, aer, devices = aer_signals(
-        obs, previous.ras.aer if previous.ras else None, klog.devices if klog else {}, now=now
+        obs,
+        previous.ras.aer if previous.ras else None,
+        klog.devices if klog else {},
+        now=now,
+        counted=counted,
+        links=links,
     )
     signals += found
     if found:
         klog = (klog or KernelMemory()).model_copy(update={"devices": devices})
     if aer is not None:
         ras = (ras or RasMemory(at=now)).model_copy(update={"aer": aer})
+    adopt, kept_devices = adopted_buckets(klog.devices if klog else {}, counted, links)
+    if adopt and klog is not None:
+        klog = klog.model_copy(update={"devices": kept_devices})
+    found, pcie = pcie_signals(obs, previous.pcie, now=now, boot=boot_id, adopt=adopt)
+    signals += found
     mce_run = report.collectors.get("mce")
     found, mce = mce_signals(obs, mce_run.source if mce_run else None, previous.mce, now=now)
+    signals += found
+    found, pages = page_signals(obs, previous.pages, now=now)
     signals += found
     signals += edac_poll_signals(obs.edac)
     signals += errata_signals(obs.identity, errata, baselines.for_class(host.hardware_class))
@@ -101,7 +139,38 @@ def derive(
     signals += cputime_signals(obs.cputime, obs.identity)
     signals += benchmark_signals(obs.benchmark)
     signals += stall_signals(obs.stalls)
+    found, cxl = cxl_signals(obs.cxl, previous.cxl)
+    signals += found
+    found, heat = throttle_signals(obs.thermal_throttle, previous.heat, now=now, boot=boot_id)
+    signals += found
+    timeouts = {e.subject for e in (obs.kernel_log.events if obs.kernel_log else ()) if e.kind == "nic_tx_timeout"}
+    found, net = network_signals(
+        obs.network, obs.identity, previous.net, now=now, boot_id=boot_id, tx_timeouts={t for t in timeouts if t}
+    )
+    signals += found
+    found, gpus = gpu_signals(obs.gpu, previous.gpus)
+    signals += found
+    expected = baselines.for_class(host.hardware_class)
+    found, capacity = capacity_signals(
+        report,
+        previous.capacity,
+        labels=host.labels,
+        baseline=expected.capacity if expected is not None else None,
+        hardware_class=host.hardware_class,
+        now=now,
+    )
+    signals += found
+    signals, capacity = fold_sel(signals, previous.capacity, capacity, report, now=now)  # SEL + inventory: one
+    note_guest_and_capacity(signals, guest=virtual_machine(obs))  # derive/os_faults.py
 
-    new_memory = HostMemory(at=now, boot=boot_id, klog=klog, sel=sel, disks=disks, irq=irq, ras=ras, mce=mce)
+    new_memory = HostMemory(
+        at=now, boot=boot_id, klog=klog, sel=sel, disks=disks, irq=irq, ras=ras, mce=mce, pages=pages, gpus=gpus
+    )
+    new_memory.capacity = capacity
+    new_memory.net = net
+    new_memory.heat = heat
+    new_memory.cxl = cxl
+    new_memory.pcie = pcie
+    new_memory.xid = xid
     new = new_memory.model_copy(update={"gaps": note_gaps(report, previous, new_memory)}).dump()
     return Derived(signals, new, new != memory)

@@ -12,8 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import defaultdict
+from collections.abc import Collection, Mapping
 
+from checker.parsers.os_events import oom_facts
 from checker.schemas import KernelEvent, KernelEventKind, KernelLogState
+from remediator.derive.aer_disposition import disposition, is_fatal, merge, types_in
 from remediator.derive.memory import Bucket, KernelMemory
 from remediator.signals import SignalValue
 
@@ -29,7 +32,7 @@ WINDOWS_S: dict[KernelEventKind, int] = {
     K.thermal_throttle: 3600,
 }
 # A link coming up is the recovery of nic_link_down, not a fault.
-IGNORED_KINDS = frozenset({K.nic_link_up})
+IGNORED_KINDS = frozenset({K.nic_link_up, K.gpu_identity})  # nor is a GPU naming itself
 BUCKETS = 24
 SAMPLE_LINES = 5
 MAX_SUBJECTS = 5
@@ -37,6 +40,8 @@ MAX_SUBJECTS = 5
 # device too, as `device_event_count`, so a rule can ticket the port that flaps rather than the host.
 DEVICE_KINDS = frozenset(
     {K.nic_link_down, K.nic_tx_timeout, K.pcie_aer_corrected, K.pcie_aer_uncorrected, K.nvme_timeout, K.nvme_reset}
+    | {K.fs_error, K.fs_readonly}  # a filesystem by its device (sdd1, dm-4): remediator/derive/os_faults.py
+    | {K.oom_kill}  # one OOM by its memory cgroup (or `host`): remediator/derive/os_faults.py oom_signals
 )
 MAX_DEVICES = 16  # per kind
 
@@ -52,6 +57,20 @@ _HARDWARE_PANIC = re.compile(
     r"uncorrected hardware memory error|\bmce\b|hardware error|\bserror\b|^ue ",
     re.IGNORECASE,
 )  # ghes.c "Fatal hardware error", arm64 "Asynchronous SError Interrupt", EDAC's panic_on_ue "UE …"
+
+
+# A panic a filesystem asked for (errors=panic: "Kernel panic - not syncing: EXT4-fs (device sda1): panic
+# forced after error", XFS's panic_mask, btrfs): the filesystem's fault, which a reimage would wipe before
+# anyone checked it. It is counted as that device's read-only event (the fs-readonly ticket), never as a panic.
+_FS_PANIC = re.compile(r"(?:EXT[234]-fs|XFS|BTRFS)(?: \w+)? \((?:device )?(?P<dev>[^)\s]{1,64})")
+
+
+def _fs_panic(event: KernelEvent) -> KernelEvent | None:
+    """The panic as its filesystem's fs_readonly event, when its reason names a filesystem's device."""
+    for text in [event.subject or "", *event.lines[:1]]:
+        if (m := _FS_PANIC.search(text)) is not None:
+            return event.model_copy(update={"kind": K.fs_readonly, "subject": m.group("dev")})
+    return None
 
 
 def _hardware_panic(event: KernelEvent) -> bool:
@@ -71,10 +90,19 @@ def live_buckets(buckets: list[Bucket], now_s: float, window_s: int) -> list[Buc
     return [(index, n) for index, n in buckets if (index + 1) * width > start and n > 0][-(BUCKETS + 1) :]
 
 
-def add_to_bucket(buckets: list[Bucket], at_s: float, window_s: int) -> list[Bucket]:
+def counted_span(buckets: list[Bucket], window_s: int) -> dict[str, object]:
+    """`since` (the first counted bucket's start) and `counted` ([epoch seconds, count] per bucket)."""
+    width = max(1, window_s // BUCKETS)
+    if not buckets:
+        return {}
+    since = dt.datetime.fromtimestamp(buckets[0][0] * width, dt.UTC).isoformat()
+    return {"since": since, "counted": [[index * width, n] for index, n in buckets]}
+
+
+def add_to_bucket(buckets: list[Bucket], at_s: float, window_s: int, n: int = 1) -> list[Bucket]:
     index = int(at_s) // max(1, window_s // BUCKETS)
     merged = dict(buckets)
-    merged[index] = merged.get(index, 0) + 1
+    merged[index] = merged.get(index, 0) + n
     return sorted(merged.items())[-(BUCKETS + 1) :]
 
 
@@ -92,9 +120,15 @@ def kernel_signals(
     now: dt.datetime,
     boot_id: str | None,
     aer_elsewhere: bool = False,
+    aer_counted: Collection[str] = (),
+    aer_links: Mapping[str, str] | None = None,
 ) -> tuple[list[SignalValue], KernelMemory | None]:
-    """Counts per kind, and per device for DEVICE_KINDS; with `aer_elsewhere` (rasdaemon's rows count
-    them: remediator/derive/aer.py) the AER lines are not counted per device a second time."""
+    """Counts per kind, and per device for DEVICE_KINDS. AER records are counted per device unless another
+    source counts the same errors: with `aer_elsewhere` (rasdaemon's rows: remediator/derive/aer.py) the
+    corrected ones, and the corrected ones of the functions in `aer_counted` (their own sysfs counters:
+    remediator/derive/pcie.py). Uncorrected records are always counted here: a fatal error on a function
+    the counters cannot see (re-enumerated at zero after DPC, no AER capability, no source id) must not
+    be lost. `aer_links` keys each AER record on its link (remediator/derive/pcie.py link_keys)."""
     if state is None:
         return [], previous
     prev = previous or KernelMemory()
@@ -115,6 +149,9 @@ def kernel_signals(
         high = last_seq if high is None else max(high, last_seq)
 
     panics = fresh.pop(K.panic, [])
+    if fs_panics := [found for e in panics if (found := _fs_panic(e)) is not None]:
+        fresh[K.fs_readonly] = fresh.get(K.fs_readonly, []) + fs_panics
+        panics = [e for e in panics if _fs_panic(e) is None]
     hardware = [e for e in panics if _hardware_panic(e)]
     if software := [e for e in panics if not _hardware_panic(e)]:
         fresh[K.panic] = software
@@ -157,15 +194,24 @@ def kernel_signals(
         if state.lost_records:
             detail["lost_records"] = state.lost_records
         signals.append(SignalValue("kernel_event_count", name, float(value), detail))
-    per_device = {k: v for k, v in fresh.items() if not (aer_elsewhere and k in AER_KINDS)}
-    found, devices = device_signals(per_device, prev.devices, now)
-    return signals + found, KernelMemory(boot=boot, seq=high, counts=counts, devices=devices)
+    per_device = {k: v for k, v in fresh.items() if not (aer_elsewhere and k is K.pcie_aer_corrected)}
+    if aer_counted and K.pcie_aer_corrected in per_device:
+        kept = [e for e in per_device[K.pcie_aer_corrected] if e.subject not in aer_counted]
+        per_device[K.pcie_aer_corrected] = kept
+    by_device, devices = device_signals(per_device, prev.devices, now, links=aer_links)
+    return signals + by_device, KernelMemory(boot=boot, seq=high, counts=counts, devices=devices)
 
 
 def device_signals(
-    fresh: dict[KernelEventKind, list[KernelEvent]], previous: dict[str, dict[str, list[Bucket]]], now: dt.datetime
+    fresh: dict[KernelEventKind, list[KernelEvent]],
+    previous: dict[str, dict[str, list[Bucket]]],
+    now: dt.datetime,
+    *,
+    links: Mapping[str, str] | None = None,
 ) -> tuple[list[SignalValue], dict[str, dict[str, list[Bucket]]]]:
-    """Per device of the DEVICE_KINDS: events within the kind's window, for the devices with new ones."""
+    """Per device of the DEVICE_KINDS: events within the kind's window, for the devices with new ones. An
+    AER record counts on its link (`links`: the reporting function -> the link's downstream function; the
+    detail's `reported_by` names the ends that logged), an uncorrected one with its `disposition`."""
     now_s = now.timestamp()
     devices: dict[str, dict[str, list[Bucket]]] = {}
     for name, by_device in previous.items():
@@ -184,21 +230,37 @@ def device_signals(
         window_s = window_of(kind)
         by_device = devices.setdefault(kind.value, {})
         newest: dict[str, KernelEvent] = {}
+        ends: dict[str, list[KernelEvent]] = defaultdict(list)
         for event in events:
             at = min(event.timestamp or now, now).timestamp()
             device = str(event.subject)
+            if kind in AER_KINDS and links:
+                device = links.get(device, device)
+            ends[device].append(event)
             if at <= now_s - window_s or (device not in by_device and len(by_device) >= MAX_DEVICES):
                 continue
-            by_device[device] = add_to_bucket(by_device.get(device, []), at, window_s)
+            # An AER record carries the records the kernel's rate limit suppressed before it (count > 1).
+            by_device[device] = add_to_bucket(by_device.get(device, []), at, window_s, max(1, event.count))
             newest[device] = event
         for device, event in newest.items():
             value = sum(n for _, n in live_buckets(by_device[device], now_s, window_s))
             detail: dict[str, object] = {
                 "kind": kind.value,
                 "window_s": window_s,
-                "new": sum(1 for e in events if e.subject == device),
+                "new": sum(max(1, e.count) for e in ends[device]),
                 "lines": list(event.lines[:SAMPLE_LINES]),
             }
+            if kind in AER_KINDS:
+                detail["reported_by"] = sorted({str(e.subject) for e in ends[device]})
+            if kind is K.nic_link_down:  # a repair's own down does not reopen its ticket (counted_before_repair)
+                detail.update(counted_span(live_buckets(by_device[device], now_s, window_s), window_s))
+            if kind is K.oom_kill:  # the newest OOM's cgroup, constraint and victims (checker/parsers/os_events.py)
+                detail.update(oom_facts(list(event.lines)))
+            if kind is K.pcie_aer_uncorrected:
+                outcomes = [
+                    disposition(types_in(e.lines), list(e.lines), fatal=is_fatal(e.lines)) for e in ends[device]
+                ]
+                detail.update(merge(outcomes))
             signals.append(SignalValue("device_event_count", device, float(value), detail))
         if not by_device:
             devices.pop(kind.value, None)

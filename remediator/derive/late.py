@@ -34,6 +34,7 @@ from remediator.derive.gaps import KLOG, fill, inside
 from remediator.derive.kernel import kernel_signals
 from remediator.derive.mce import MCELOG, mce_signals
 from remediator.derive.memory import KernelMemory, MceMemory, RasMemory, SelMemory, load_memory
+from remediator.derive.pcie import counted_bdfs, link_keys
 from remediator.derive.rasdaemon import ras_signals
 from remediator.derive.sel import sel_signals
 from remediator.signals import SignalValue
@@ -58,7 +59,15 @@ def derive_late(report: Report, memory: dict[str, Any]) -> Derived:
         if events:
             view = state.model_copy(update={"events": events, "last_seq": None, "lost_records": 0})
             base = KernelMemory(boot=boot, counts=klog.counts if klog else {}, devices=klog.devices if klog else {})
-            found, counted = kernel_signals(view, base, now=now, boot_id=boot, aer_elsewhere=counts_aer(obs))
+            found, counted = kernel_signals(
+                view,
+                base,
+                now=now,
+                boot_id=boot,
+                aer_elsewhere=counts_aer(obs),
+                aer_counted=counted_bdfs(obs, previous.pcie),  # the counters counted these already
+                aer_links=link_keys(obs.pcie),
+            )
             signals += found
             if counted is not None:
                 klog = (klog or KernelMemory()).model_copy(
@@ -97,7 +106,14 @@ def derive_late(report: Report, memory: dict[str, Any]) -> Derived:
                 }
             )
             devices = klog.devices if klog is not None else {}
-            found, _, devices = aer_signals(view_obs, min(e.id for e in aer_rows) - 1, devices, now=now)
+            found, _, devices = aer_signals(
+                view_obs,
+                min(e.id for e in aer_rows) - 1,
+                devices,
+                now=now,
+                counted=counted_bdfs(obs, previous.pcie),
+                links=link_keys(obs.pcie),
+            )
             signals += found
             if found:
                 klog = (klog or KernelMemory()).model_copy(update={"devices": devices})

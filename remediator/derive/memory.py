@@ -11,6 +11,13 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from remediator.derive.capacity import CapacityMemory
+from remediator.derive.cxl import CxlMemory
+from remediator.derive.heat import HeatMemory
+from remediator.derive.network import NetMemory
+from remediator.derive.pcie import PcieMemory
+from remediator.derive.xid_memory import XidMemory
+
 MEMORY_VERSION: Literal[1] = 1
 
 # (bucket index, events in it); bucket index = epoch seconds // (window / BUCKETS)
@@ -35,6 +42,12 @@ class KernelMemory(_Section):
 class SelMemory(_Section):
     last: int | None = Field(None, description="Highest SEL record id seen.")
     count: int | None = Field(None, description="The BMC's entry count at that time.")
+    newest: AwareDatetime | None = Field(
+        None, description="The newest entry time seen: what a restarted record-id sequence is new after."
+    )
+    tail: list[str] = Field(
+        default_factory=list, max_length=32, description="Entries dated within the clock-skew allowance of it."
+    )
     power_at: AwareDatetime | None = Field(
         None, description="When a PSU failure or lost input was last logged (it explains a lost redundancy)."
     )
@@ -93,6 +106,34 @@ class MceMemory(_Section):
         return data
 
 
+MAX_PAGES = 32  # pages tracked per host (remediator/derive/pages.py): the least recently erring is evicted
+
+
+class PageTrack(_Section):
+    hours: list[Bucket] = Field(default_factory=list, max_length=25, description="(epoch hour, CEs) over 24 h.")
+    where: str = Field("", max_length=256, description="The DIMM location the errors named (a signal subject).")
+    sources: list[str] = Field(default_factory=list, max_length=2)
+    grain_bits: int | None = Field(None, description="The largest grain any of its records gave (log2 bytes).")
+    physical: bool = Field(True, description="False: some record's address was not a system physical address.")
+
+
+class PageMemory(_Section):
+    pages: dict[str, PageTrack] = Field(
+        default_factory=dict, max_length=MAX_PAGES, description="Page address (hex) -> its recent CEs."
+    )
+    places: dict[str, dict[str, str | int | None]] = Field(
+        default_factory=dict,
+        max_length=MAX_PAGES,
+        description="DIMM location (a page's `where`) -> its EDAC coordinates (mc, label, layers, socket, channel).",
+    )
+    evicted: list[Bucket] = Field(
+        default_factory=list, max_length=25, description="Pages evicted per hour (mcelog's counter replacements)."
+    )
+    mc_event: int | None = Field(None, description="Highest rasdaemon mc_event id counted.")
+    mce_record: int | None = Field(None, description="Highest rasdaemon mce_record id counted.")
+    mcelog_at: AwareDatetime | None = Field(None, description="Newest mcelog record time counted.")
+
+
 MAX_GAPS = 16  # per id space: the newest are kept
 MAX_GAP_SPACES = 8
 Gap = tuple[int, int]  # first and last id (inclusive) that no report derived so far carried
@@ -108,6 +149,16 @@ class HostMemory(_Section):
     irq: IrqMemory | None = None
     ras: RasMemory | None = None
     mce: MceMemory | None = None
+    gpus: dict[str, int] | None = Field(
+        None, max_length=64, description="GPU uuid (else BDF) -> nvidia-smi's aggregate uncorrected ECC count."
+    )
+    pages: PageMemory | None = None
+    capacity: CapacityMemory | None = None
+    net: NetMemory | None = None
+    heat: HeatMemory | None = None
+    cxl: CxlMemory | None = None
+    pcie: PcieMemory | None = None
+    xid: XidMemory | None = None
     gaps: dict[str, list[Gap]] | None = Field(
         None,
         max_length=MAX_GAP_SPACES,

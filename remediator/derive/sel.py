@@ -5,7 +5,11 @@ Only entries new since the previous report count (by record id). The BMC's recor
 when its log is cleared, so ids going backwards, a falling entry count or a "Log area
 reset/cleared" entry mean the history starts over (`sel_cleared`). On a host's first report
 only the last FIRST_SIGHT_LOOKBACK_S of history counts: a new agent must not ticket years-old
-entries. Deasserted entries are recoveries and never fire a failure.
+entries. Where the ids restarted and the log is listed whole (ids backwards, or the collector saw the
+count fall), the listing still holds old history when the BMC renumbered it (after a BMC reflash) or
+dropped only its oldest entries: only entries dated after the newest one already seen count (less
+SKEW_S, the entries that close to it matched by content), and an undated (Pre-Init) entry only after
+the last dated entry that was history. Deasserted entries are recoveries and never fire a failure.
 
 A PSU that lost its input ("AC lost", "input lost or out-of-range") usually sits on a failed
 feed, PDU or whip, not a failed PSU: it is `psu_input_lost`, apart from `psu_failure` (failure
@@ -19,10 +23,12 @@ full SEL says whether a flood filled it: clearing a flooded log only hides its s
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 from collections import defaultdict
 
 from checker.schemas import SelEntry, SelState
+from remediator.derive.capacity_sel import sel_kind
 from remediator.derive.kernel import add_to_bucket, live_buckets
 from remediator.derive.memory import Bucket, SelMemory
 from remediator.signals import SignalValue
@@ -36,6 +42,8 @@ FLOOD_WINDOW_S = 24 * 3600
 FLOOD_ENTRIES = 50  # a day's worth from one sensor fills a 512-1024-entry SEL within two or three weeks
 FLOOD_MEMORY_S = 7 * 24 * 3600  # a full SEL logs nothing more: remember what filled it for a week
 MAX_WATCHED_SENSORS = 8
+SKEW_S = 300  # our own allowance for the BMC's clock stepping (NTP, a BMC reset) between two listings
+MAX_TAIL = 32
 
 _PSU_INPUT = re.compile(r"ac lost|input lost|out.of.range", re.IGNORECASE)
 _PSU = re.compile(
@@ -67,6 +75,8 @@ def _subject(entry: SelEntry) -> str:
 
 def classify(entry: SelEntry) -> str | None:
     """The signal kind an asserted entry stands for, or None."""
+    if (disabled := sel_kind(entry)) is not None:  # a DIMM or CPU firmware took out (lost capacity)
+        return disabled
     if entry.direction == "deasserted":
         return None
     kind = entry.sensor_type.lower()
@@ -98,15 +108,62 @@ def _new_entries(state: SelState, previous: SelMemory | None, now: dt.datetime) 
         since = now - dt.timedelta(seconds=FIRST_SIGHT_LOOKBACK_S)
         return [e for e in state.entries if e.timestamp is not None and since <= e.timestamp], None
     if previous.last is not None and reported_max is not None and reported_max < previous.last:
-        return list(state.entries), "record_ids_backwards"
+        return _after_history(state.entries, previous, now), "record_ids_backwards"
     if state.cleared:  # the collector saw the count fall and listed the new log whole
-        return list(state.entries), "collector_saw_fewer_entries"
+        return _after_history(state.entries, previous, now), "collector_saw_fewer_entries"
     fresh = [e for e in state.entries if previous.last is None or e.record_id > previous.last]
     if previous.count is not None and state.entry_count is not None and state.entry_count < previous.count:
         return fresh, "entry_count_dropped"
     if any(is_clear(e) for e in fresh):
         return fresh, "log_area_reset"
     return fresh, None
+
+
+def _key(entry: SelEntry) -> str:
+    """The entry's time, and a short digest of what it says (the memory stays small)."""
+    at = entry.timestamp.isoformat() if entry.timestamp is not None else "-"
+    said = f"{entry.sensor_type}|{entry.sensor_name}|{entry.event}|{entry.direction}".encode()
+    return f"{at}|{hashlib.blake2b(said, digest_size=6).hexdigest()}"
+
+
+def _after_history(entries: list[SelEntry], previous: SelMemory, now: dt.datetime) -> list[SelEntry]:
+    """The entries of a restarted listing newer than the history already counted (module docstring).
+    Memory from before the newest time was kept: the first-sight lookback stands in."""
+    if previous.newest is None:
+        cut, seen = now - dt.timedelta(seconds=FIRST_SIGHT_LOOKBACK_S), set[str]()
+    else:
+        cut, seen = previous.newest - dt.timedelta(seconds=SKEW_S), set(previous.tail)
+
+    def new(entry: SelEntry) -> bool:
+        return entry.timestamp is not None and entry.timestamp > cut and _key(entry) not in seen
+
+    history = [i for i, e in enumerate(entries) if e.timestamp is not None and not new(e)]
+    last_old = history[-1] if history else -1
+    return [e for i, e in enumerate(entries) if new(e) or (e.timestamp is None and i > last_old)]
+
+
+def _newest(state: SelState, previous: SelMemory | None, now: dt.datetime) -> tuple[dt.datetime | None, list[str]]:
+    """The newest entry time seen (never one in the future: a BMC clock set wrong) and the entries within
+    SKEW_S of it."""
+    newest = previous.newest if previous is not None else None
+    dated = [e for e in state.entries if e.timestamp is not None and e.timestamp <= now + dt.timedelta(seconds=SKEW_S)]
+    for entry in dated:
+        if entry.timestamp is not None and (newest is None or entry.timestamp > newest):
+            newest = entry.timestamp
+    if newest is None:
+        return None, []
+    floor = newest - dt.timedelta(seconds=SKEW_S)
+    kept = [k for k in (previous.tail if previous is not None else []) if _dated(k) >= floor]
+    kept += [_key(e) for e in dated if e.timestamp is not None and e.timestamp >= floor]
+    return newest, list(dict.fromkeys(kept))[-MAX_TAIL:]
+
+
+def _dated(key: str) -> dt.datetime:
+    try:
+        at = dt.datetime.fromisoformat(key.split("|", 1)[0])
+    except ValueError:
+        return dt.datetime.min.replace(tzinfo=dt.UTC)
+    return at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
 
 
 def _failure_signal(kind: str, subject: str, entries: list[SelEntry]) -> SignalValue:
@@ -231,4 +288,6 @@ def sel_signals(
     count = state.entry_count if state.entry_count is not None else (previous.count if previous else None)
     if cleared is not None:
         watched = {}  # a cleared log starts the flood watch afresh
-    return signals, SelMemory(last=last, count=count, power_at=power_at, sensors=watched)
+    newest, tail = _newest(state, previous, now)
+    memory = SelMemory(last=last, count=count, power_at=power_at, sensors=watched, newest=newest, tail=tail)
+    return signals, memory

@@ -16,7 +16,7 @@ from remediator import ingest, repair_load, runner
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Host, HostState, RemediationState, StepState
 from remediator.rules import load_ruleset
-from tests.builders.reports import LABEL, edac_report
+from tests.builders.reports import LABEL, dimm_inventory_labels, edac_report
 from ticketing import service as tickets
 from ticketing.models import Ticket
 from ticketing.schemas import Replacement, Resolution
@@ -41,6 +41,7 @@ def located(session: Session, hostname: str = "web-1") -> Host:
                 row="R12",
                 rack="R12-07",
                 slot="U21",
+                labels=dimm_inventory_labels(),  # edac_report lists one DIMM where the class fills 12
             )
         ],
         actor="test",

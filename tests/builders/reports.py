@@ -22,6 +22,14 @@ T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 LABEL = "CPU_SrcID#0_Ha#0_Chan#2_DIMM#0"
 
 
+def dimm_inventory_labels(dimms: int = 1) -> dict[str, str]:
+    """The inventory labels of a test host placed in a real hardware class: these reports list `dimms` DIMMs
+    (edac_report lists one) where the class's capacity block says how many it fills (compute-skx-2s: 12). The
+    host's inventory says what it has, as an operator's does for a host run short on purpose, so
+    capacity-dimm-missing has nothing to report (docs/rules.md, "Lost capacity")."""
+    return {"capacity.dimms": str(dimms)}
+
+
 def edac_report(
     hostname: str = "web-001",
     *,

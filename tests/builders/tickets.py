@@ -13,7 +13,7 @@ from remediator import runner
 from remediator.ingest import ingest
 from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import RUNNABLE_REMEDIATION_STATES, Remediation
-from tests.builders.reports import LABEL, edac_report
+from tests.builders.reports import LABEL, dimm_inventory_labels, edac_report
 from tests.builders.runtime import runtime_of
 
 
@@ -81,6 +81,7 @@ def open_dimm_ticket(
                     row="r01",
                     rack=rack,
                     slot="U12",
+                    labels=dimm_inventory_labels(len(dimms) if dimms is not None else 1),
                 )
             ],
             actor="test",

@@ -233,6 +233,40 @@ RULE_EXAMPLES: list[tuple[str, KernelEventKind, str | None, int]] = [
      "(Requester ID)", K.pcie_aer_uncorrected, "0000:00:03.0", 1),
     ("CPU5: Core temperature above threshold, cpu clock throttled (total events = 2081)", K.thermal_throttle,
      "CPU 5", 1),
+    # OS and filesystems (checker/parsers/os_events.py; the samples are in tests/checker/test_os_events.py)
+    ("EXT4-fs (sdd1): Remounting filesystem read-only", K.fs_readonly, "sdd1", 1),
+    ("XFS (dm-4): I/O Error Detected. Shutting down filesystem", K.fs_readonly, "dm-4", 1),
+    ("XFS (dm-0): Filesystem has been shut down due to log error (0x2).", K.fs_readonly, "dm-0", 1),
+    ("BTRFS info (device sda1 state EA): forced readonly", K.fs_readonly, "sda1", 1),
+    ("FAT-fs (sdb1): Filesystem has been set read-only", K.fs_readonly, "sdb1", 1),
+    ("EXT4-fs error (device sdd1): ext4_journal_check_start:83: comm rsync: Detected aborted journal", K.fs_error,
+     "sdd1", 1),
+    ("EXT4-fs error: 1267 callbacks suppressed", K.fs_error, None, 1267),
+    ("XFS (sda1): Metadata corruption detected at xfs_buf_ioend+0x58/0x1e0 [xfs], xfs_inode block 0x1b5c1c0",
+     K.fs_error, "sda1", 1),
+    ("BTRFS error (device nvme0n1p2): bdev /dev/nvme0n1p2 errs: wr 0, rd 0, flush 0, corrupt 1, gen 0", K.fs_error,
+     "nvme0n1p2", 1),
+    ("Out of memory: Killed process 4321 (postgres) total-vm:8123456kB, anon-rss:7000000kB, file-rss:0kB, "
+     "shmem-rss:0kB, UID:26 pgtables:14000kB oom_score_adj:0", K.oom_kill, "host", 1),  # host-wide
+    ("Killed process 2603, UID 0, (java) total-vm:3458092kB, anon-rss:1022232kB, file-rss:232kB", K.oom_kill,
+     "unknown", 1),  # its report's head lost: no cgroup known
+    ("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/kubepods/pod1,"
+     "task_memcg=/kubepods/pod1,task=java,pid=4321,uid=1000", K.oom_kill, "/kubepods/pod1", 1),
+    ("Task in /kubepods/pod1/ctr1 killed as a result of limit of /kubepods/pod1", K.oom_kill, "/kubepods/pod1", 1),
+    ("Memory cgroup stats for /kubepods/pod1: cache:32KB rss:524188KB", K.oom_kill, "/kubepods/pod1", 1),
+    ("Memory cgroup out of memory: Kill process 24572 (java) score 0 or sacrifice child", K.oom_kill, "unknown", 1),
+    ("clocksource: timekeeping watchdog on CPU5: Marking clocksource 'tsc' as unstable because the skew is too "
+     "large:", K.clocksource_unstable, "tsc", 1),
+    ("Clocksource tsc unstable (delta = -95493823 ns)", K.clocksource_unstable, "tsc", 1),
+    # NVIDIA (tests/checker/test_xid.py reads the corpus's GPU logs; these lines are in the driver's wording)
+    ("nvidia-nvswitch2: SXid (PCI:0000:88:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error (First)",
+     K.gpu_sxid, "0000:88:00.0", 1),
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus.", K.gpu_xid,
+     "0000:3b:00.0", 1),
+    ("NVRM: GPU at PCI:0000:3b:00: GPU-509665ad-b600-ac93-3616-d754b23d636d", K.gpu_identity, "0000:3b:00.0", 1),
+    (r"NVRM: The NVIDIA GPU 0000:b3:00.0\x0aNVRM: (PCI ID: 10de:26b5) installed in this system has\x0aNVRM: "
+     "fallen off the bus and is not responding to commands.", K.gpu_fallen_off_bus, "0000:b3:00.0", 1),
+    ("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", K.gpu_fallen_off_bus, "0000:3b:00.0", 1),
 ]  # fmt: skip
 
 NOT_EVENTS = [
@@ -246,6 +280,12 @@ NOT_EVENTS = [
     "EDAC MC0: Giving out device to module sb_edac controller Haswell SrcID#0_Ha#0: DEV 0000:7f:12.0 (INTERRUPT)",
     "usb 1-1: new high-speed USB device number 2 using xhci_hcd",
     "ipqess-edma c080000.ethernet eth0: entered promiscuous mode",
+    "clocksource: Switched to clocksource tsc",
+    "tsc: Marking TSC unstable due to check_tsc_sync_source failed",  # boot-time, no watchdog verdict
+    "tsc: Marking TSC unstable due to running on Hyper-V",
+    "XFS (sda1): Mounting V5 Filesystem",
+    "java invoked oom-killer: gfp_mask=0xd0, order=0, oom_score_adj=-998",
+    "EXT4-fs (sda1): mounted filesystem with ordered data mode. Opts: (null)",
 ]
 
 

@@ -123,6 +123,10 @@ def test_rich_snapshot_every_collector_reports_what_the_samples_show(tmp_path: P
     assert tiers is not None
     assert [(n.node, n.cpus, n.memory_mb) for n in tiers.nodes][1] == (1, [], 128000)
     assert (tiers.demotion_enabled, tiers.numa_balancing) == (False, 1)
+    # nvidia-smi: the A10G, its remapped rows read, nothing pending.
+    assert obs.gpu is not None
+    [gpu] = obs.gpu.gpus
+    assert (gpu.bdf, gpu.product, gpu.memory_repair.remap_pending) == ("00000000:00:1E.0", "NVIDIA A10G", False)
     # What leaves the host is a valid report.
     assert Report.model_validate_json(report.model_dump_json()) == report
 

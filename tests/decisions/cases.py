@@ -890,7 +890,8 @@ def tx_timeouts(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
 
 
 @case(
-    "the real uncorrectable AER of a root port: the host out, the device and slot to a person", "pcie-aer-uncorrected"
+    "the real uncorrectable AER of a root port, an ACS violation (Proxmox passthrough): a ticket, no drain",
+    "pcie-aer-uncorrected-in-service",
 )
 def aer_uncorrected(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host = SnapHost(tmp)
@@ -900,8 +901,15 @@ def aer_uncorrected(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return (
         host,
         [host.cycle(0)],
-        Expect("pcie-aer-uncorrected", "drain", title="PCIe uncorrected error on .* 0000:80:1b.4", part_type="pcie"),
-    )
+        Expect(
+            "pcie-aer-uncorrected-in-service",
+            "ticket",
+            title="PCIe uncorrected error on .* 0000:80:1b.4 \\(config\\)",
+            part_type="pcie_device",
+            never=frozenset({"pcie-aer-uncorrected"}),
+            never_actions=frozenset({"drain"}),
+        ),
+    )  # the configuration fault does not drain (the PCIe review's S1: remediator/derive/aer_disposition.py)
 
 
 AER_INSERT = "INSERT INTO aer_event (id, timestamp, dev_name, err_type, err_msg) VALUES (?, ?, ?, ?, ?)"
@@ -915,7 +923,9 @@ def aer_from_rasdaemon(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     conn.execute(AER_INSERT, (7, "2026-09-01 07:50:00 +0000", "0000:80:1b.4", "Corrected", "Receiver Error"))
     conn.commit()
     first = host.cycle(0)  # its history: the cursor only
-    conn.execute(AER_INSERT, (8, "2026-09-01 08:00:30 +0000", "0000:80:1b.4", "Uncorrected (Non-Fatal)", "ACSViol"))
+    conn.execute(
+        AER_INSERT, (8, "2026-09-01 08:00:30 +0000", "0000:80:1b.4", "Uncorrected (Non-Fatal)", "Malformed TLP")
+    )  # the trace event's wording; an ACS Violation would be a configuration fault (no drain)
     conn.commit()
     conn.close()
 
@@ -923,7 +933,7 @@ def aer_from_rasdaemon(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
         assert remediation is not None
         assert remediation.signal is not None
         assert remediation.signal["detail"]["source"].startswith("rasdaemon aer_event")
-        assert "ACSViol" in remediation.signal["detail"]["lines"][0]
+        assert "Malformed TLP" in remediation.signal["detail"]["lines"][0]
 
     return (
         host,
@@ -932,7 +942,7 @@ def aer_from_rasdaemon(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
             "pcie-aer-uncorrected",
             "drain",
             title="PCIe uncorrected error on .* 0000:80:1b.4",
-            part_type="pcie",
+            part_type="pcie_device",
             also=from_rasdaemon,
         ),
     )
@@ -949,7 +959,9 @@ def aer_corrected(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return (
         host,
         reports,
-        Expect("pcie-aer-corrected", "ticket", title="PCIe corrected errors on .* 0000:00:1c.1", part_type="pcie"),
+        Expect(
+            "pcie-aer-corrected", "ticket", title="PCIe corrected errors on .* 0000:00:1c.1", part_type="pcie_device"
+        ),
     )
 
 

@@ -12,7 +12,19 @@ from remediator import host_evaluation
 from remediator.baselines import parse_baselines
 from tests.decisions import (
     cases_benchmark_class,  # noqa: F401 - registers its cases in CASES
+    cases_capacity,  # noqa: F401 - registers its cases in CASES
+    cases_capacity_review,  # noqa: F401 - registers its cases in CASES
+    cases_cxl,  # noqa: F401 - registers its cases in CASES
+    cases_gpu,  # noqa: F401 - registers its cases in CASES
+    cases_heat,  # noqa: F401 - registers its cases in CASES
+    cases_network,  # noqa: F401 - registers its cases in CASES
+    cases_network_review,  # noqa: F401 - registers its cases in CASES
+    cases_os,  # noqa: F401 - registers its cases in CASES
+    cases_pages,  # noqa: F401 - registers its cases in CASES
+    cases_pages_review,  # noqa: F401 - registers its cases in CASES
+    cases_pcie,  # noqa: F401 - registers its cases in CASES
     cases_performance,  # noqa: F401 - registers its cases in CASES
+    cases_xid,  # noqa: F401 - registers its cases in CASES
 )
 from tests.decisions.cases import CASES
 from tests.decisions.harness import RULES, check, register, run

@@ -24,6 +24,7 @@ RULES = load_ruleset([])
 EXPECTED: dict[str, tuple[set[str], str]] = {
     "dimm_ce_storm": ({"dimm-ce-storm"}, "drain"),
     "dimm_ce_moderate": ({"dimm-ce-ppr"}, "hard_ppr"),
+    "dimm_ce_page": ({"page-ce-soft-offline"}, "soft_offline_page"),  # one weak cell: that page out of use
     "dimm_ue": ({"dimm-uncorrectable", "sel-memory-uncorrectable"}, "drain"),
     # the storm is the DIMM's evidence: it goes (never "turn CMCI off")
     "cmci_storm": ({"cmci-storm", "dimm-ce-storm"}, "drain"),
@@ -63,6 +64,31 @@ EXPECTED: dict[str, tuple[set[str], str]] = {
     "stalls_not_smi": ({"all-core-stalls-not-smi"}, "ticket"),
     # CE reporting switched off by someone: a person decides, nothing is changed on the host
     "corrected_errors_ignored": ({"corrected-errors-ignored"}, "ticket"),
+    # the data volume's XFS shut down (drain, then its ticket) or its ext4 remounted read-only (the same)
+    "fs_readonly": ({"fs-readonly"}, "drain"),
+    # a workload killed again and again: its owners' ticket, the host in service
+    "oom_kills": ({"oom-kills-repeated"}, "ticket"),
+    # its CPUs past their critical threshold, throttled: an airflow ticket in service (alone in its rack here)
+    "rack_hot": ({"sensor-critical-temperature", "cpu-package-throttling"}, "ticket"),
+    # dimm_index 0: the uncorrectable read and its poison list entry: drain, the device goes
+    "cxl_media_errors": ({"cxl-media-uncorrectable", "cxl-poison"}, "drain"),
+    # one port's CRC errors, its flapping link, or every port of the NIC at once: a ticket naming port and NIC
+    "nic_crc_errors": (
+        {"nic-crc-errors", "nic-carrier-flapping", "nic-carrier-flapping-redundant", "nic-errors-every-port"},
+        "ticket",
+    ),
+    # an NVMe's (else the NIC's) link at half its width for 30 minutes: a ticket naming BDF, slot and device, no drain
+    "pcie_fault": ({"pcie-link-downtrained"}, "ticket"),
+    # one A100's row remap waits for a reset: that GPU reset on the drained host (the runner drains it first)
+    "gpu_remap_pending": ({"gpu-row-remap-pending"}, "reset_gpu"),
+    # an A100's Xid 48 (variant dbe, what fleet.fault("gpu_xid") gives): that GPU reset (WORKFLOW_XID_48; the runner
+    # drains first), a replacement ticket only if the reset fails (checker/sim/xid.py); variant app plans nothing
+    "gpu_xid": ({"gpu-xid-dbe"}, "reset_gpu"),
+    # a DIMM firmware disabled (the SEL names it first), a core left out, a drive gone: a ticket naming it
+    "capacity_lost": (
+        {"sel-memory-disabled", "capacity-dimm-missing", "capacity-cpu-missing", "capacity-disk-missing"},
+        "ticket",
+    ),
 }
 # verify_tool_missing and verify_scope_refused show only when a verification runs (tests/cyborg/test_memtest*.py):
 # no report says it
@@ -117,6 +143,12 @@ def test_fault_reaches_its_rule(session: Session, kind: str) -> None:
         )
     else:
         assert remediation.steps[0].action == first_action
+    if kind == "nic_crc_errors":  # the variant decides which of the three
+        variant = host.faults[0].variant
+        one_port = len(host.hardware.nic_interfaces) == 1  # every port of a one-port NIC is that port
+        flapping = "nic-carrier-flapping" if one_port else "nic-carrier-flapping-redundant"  # another port: in service
+        wanted = {"crc": "nic-crc-errors", "flapping": flapping, "every_port": "nic-errors-every-port"}
+        assert remediation.rule_id == wanted["crc" if variant == "every_port" and one_port else variant]
 
 
 @pytest.fixture

@@ -386,7 +386,7 @@ def test_no_inventory_and_the_evidence_shape() -> None:
     assert "reported no DIMM inventory" in nothing.note
     keys = {
         "certain", "locator", "bank_locator", "size_mb", "mem_type", "speed_mts", "manufacturer", "part_number",
-        "serial", "vendor", "model", "edac", "candidates", "method", "note",
+        "serial", "non_volatile", "vendor", "model", "edac", "candidates", "method", "note",
     }  # fmt: skip
     assert set(nothing.evidence()) == keys
     assert set(nothing.evidence()["edac"]) == {

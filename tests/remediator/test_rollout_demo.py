@@ -32,7 +32,7 @@ RULE = "errata-unpatched-kernel"
 def test_the_demo_rollout_halts_on_its_canary_and_leaves_the_class_alone(session: Session) -> None:
     settings = runtime_of(session).settings
     rewire(session, settings=settings.model_copy(update={"baselines_path": DEMO_BASELINES}))
-    fleet = SimulatedFleet(36, seed=11, fault_fraction=0)
+    fleet = SimulatedFleet(42, seed=11, fault_fraction=0)  # 6 hosts of each of the 7 classes
     hosts = [h for h in fleet.hosts if h.hardware.name == "legacy-opteron-8356"]
     assert len(hosts) == 6
     assert {h.kernel for h in hosts} == {OPTERON_PATCHED_KERNEL}

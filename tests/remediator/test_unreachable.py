@@ -63,11 +63,11 @@ def test_ipmitool_reads_the_chassis_power_state(tmp_path: Path) -> None:
 
 def test_live_ping_and_a_missing_restart_hook(tmp_path: Path) -> None:
     system = RecordedSystem(tools={"ping"})
-    system.answer(["ping"], "2 packets transmitted, 0 received, 100% packet loss\n", rc=1)
+    system.answer(["ping"], "5 packets transmitted, 0 received, 100% packet loss\n", rc=1)
     reach = LiveReach(system, {})
     ctx = ActionContext(system, timeout_s=30)
     assert reach.ping("h1", "10.0.0.5", ctx) is False
-    assert system.ran[-1] == ["ping", "-c", "2", "-W", "2", "-q", "--", "10.0.0.5"]
+    assert system.ran[-1] == ["ping", "-c", "5", "-W", "2", "-q", "--", "10.0.0.5"]
     assert LiveReach(RecordedSystem(), {}).ping("h1", "10.0.0.5", ctx) is None  # no ping here: unknown
     with pytest.raises(ActionFailed, match="no restart_agent hook for cluster c1"):
         reach.restart_agent("h1", "c1", 7, ctx)

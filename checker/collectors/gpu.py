@@ -1,0 +1,86 @@
+"""NVIDIA GPUs: `nvidia-smi -q -x`, through the command runner with a timeout.
+
+First a cheap look at /sys/bus/pci/devices/*/vendor for NVIDIA's 0x10de (a few small sysfs reads),
+so a host without an NVIDIA device never spawns a process. nvidia-smi is the one process this
+collector starts per cycle; it can hang behind a wedged GPU or driver (a GPU fallen off the bus
+holds it for tens of seconds), so its timeout is its own (cycle.DEFAULT_TIMEOUTS["gpu"]) and a hang
+is the collector's `timeout`, not the cycle's. Display controllers (class 0x03xxxx) only: an NVIDIA
+NVSwitch or bridge (class 0x068000) is not a GPU. A GPU sysfs lists and nvidia-smi does not is kept in
+the section's `missing` (one uevent read each; one bound to vfio-pci or pci-stub is a VM's, left out): after
+a reboot the driver's fallen-off-the-bus line is gone, and this is what is left of it.
+"""
+
+from __future__ import annotations
+
+from checker.collectors.context import BudgetExceeded, Context, ParseFailed, Unavailable, command_failure
+from checker.parsers.nvidia_smi import parse_nvidia_smi_xml
+from checker.sections.gpu import MissingGpu
+
+PCI_DEVICES = "/sys/bus/pci/devices"
+NVIDIA_VENDOR = "0x10de"
+DISPLAY_CLASS_PREFIX = "0x03"  # PCI base class 03h: display controller (VGA 0300, 3D controller 0302)
+NVIDIA_SMI = ["nvidia-smi", "-q", "-x"]
+NVIDIA_SMI_TIMEOUT_S = 20.0
+MAX_PCI_DEVICES = 4096
+PASSED_THROUGH = frozenset({"vfio-pci", "pci-stub"})  # a GPU handed to a VM: the host's nvidia-smi never lists it
+
+
+def nvidia_gpus(ctx: Context) -> list[str]:
+    """The PCI addresses of NVIDIA display controllers sysfs lists (empty: none, or no sysfs)."""
+    found: list[str] = []
+    for name in (ctx.host.list_dir(PCI_DEVICES) or [])[:MAX_PCI_DEVICES]:
+        vendor = ctx.host.read_text(f"{PCI_DEVICES}/{name}/vendor")
+        if vendor is None or vendor.strip().lower() != NVIDIA_VENDOR:
+            continue
+        pci_class = (ctx.host.read_text(f"{PCI_DEVICES}/{name}/class") or "").strip().lower()
+        if pci_class and not pci_class.startswith(DISPLAY_CLASS_PREFIX):
+            continue
+        found.append(name)
+    return found
+
+
+def collect(ctx: Context) -> None:
+    devices = nvidia_gpus(ctx)
+    if not devices:
+        raise Unavailable(f"no NVIDIA GPU ({NVIDIA_VENDOR} display controller) in {PCI_DEVICES}")
+    result = ctx.run(NVIDIA_SMI, NVIDIA_SMI_TIMEOUT_S)
+    ctx.source = "nvidia-smi"
+    if result.missing:
+        raise Unavailable(f"{len(devices)} NVIDIA GPU(s) on the PCI bus but nvidia-smi is not installed")
+    if result.timed_out:
+        raise BudgetExceeded(command_failure(result))
+    if not result.stdout.strip():
+        # the driver is not loaded, or every GPU fell off the bus: nvidia-smi says so on stdout or stderr
+        raise ParseFailed(command_failure(result), result.stderr or result.stdout)
+    state = ctx.take(parse_nvidia_smi_xml(result.stdout), "nvidia-smi -q -x", result.stdout)
+    if state is None:
+        raise ParseFailed("nvidia-smi -q -x: nothing read", result.stdout)
+    if result.returncode != 0:
+        ctx.problem(command_failure(result))
+    if len(state.gpus) < len(devices):
+        state.missing = not_listed(ctx, devices, [gpu.bdf for gpu in state.gpus])
+        if state.missing:
+            ctx.problem(f"on the PCI bus but not in nvidia-smi: {', '.join(m.bdf for m in state.missing[:8])}")
+    ctx.observations.gpu = state
+
+
+def _uevent(ctx: Context, name: str) -> dict[str, str]:
+    text = ctx.host.read_text(f"{PCI_DEVICES}/{name}/uevent") or ""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def not_listed(ctx: Context, devices: list[str], listed_bdfs: list[str]) -> list[MissingGpu]:
+    """The NVIDIA GPUs sysfs lists and nvidia-smi does not (fallen off the bus and back, failed to initialise,
+    or not bound), less those bound to vfio-pci or pci-stub (given to a VM). One uevent read each."""
+    listed = {bdf.lower()[-12:] for bdf in listed_bdfs}
+    missing: list[MissingGpu] = []
+    for name in devices:
+        if name.lower()[-12:] in listed:
+            continue
+        uevent = _uevent(ctx, name)
+        driver = uevent.get("DRIVER") or None
+        if driver in PASSED_THROUGH:
+            continue
+        device = (ctx.host.read_text(f"{PCI_DEVICES}/{name}/device") or "").strip() or None
+        missing.append(MissingGpu(bdf=name[:32], device_id=device[:16] if device else None, driver=driver))
+    return missing[:64]

@@ -1,0 +1,110 @@
+"""The parts behind the network signals (remediator/derive/network.py): a port's NIC and switch port, the
+ports that back it up, and the candidates when every port errs at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checker.schemas import Identity, NetworkState, NicPort
+from remediator.signals import SignalValue
+
+
+def _where(port: NicPort, firmware: str | None, network: NetworkState) -> str:
+    nic = " ".join(x for x in (port.driver, port.bus_info) if x) or "NIC unknown"
+    if firmware:
+        nic += f" firmware {firmware}"
+    lldp = port.lldp
+    if lldp is not None and (lldp.chassis or lldp.chassis_id or lldp.port):
+        switch = f"switch {lldp.chassis or lldp.chassis_id or '?'} port {lldp.port or '?'}"
+    else:
+        switch = f"switch port unknown ({network.lldp_missing or 'no LLDP neighbour'})"
+    return f"{nic}, {switch}"
+
+
+def part_of(port: NicPort, identity: Identity | None, network: NetworkState) -> dict[str, Any]:
+    """What a ticket names: interface, NIC (driver, PCI address, firmware) and the switch port."""
+    firmware = None
+    if identity is not None:
+        firmware = next((n.firmware for n in identity.firmware.nics if n.interface == port.interface), None)
+    lldp = port.lldp
+    return {
+        "interface": port.interface,
+        "driver": port.driver,
+        "bus_info": port.bus_info,
+        "firmware": firmware,
+        "speed_mbps": port.speed_mbps,
+        "operstate": port.operstate,
+        "bond": port.master,
+        "switch": (lldp.chassis or lldp.chassis_id) if lldp else None,
+        "switch_port": lldp.port if lldp else None,
+        "switch_port_descr": lldp.port_descr if lldp else None,
+        "switch_mgmt_ip": lldp.mgmt_ip if lldp else None,
+        "where": _where(port, firmware, network),
+    }
+
+
+def _linked(port: NicPort) -> bool:
+    return port.physical and (port.operstate == "up" or port.carrier is True)
+
+
+def port_redundancy(port: NicPort, ports: list[NicPort]) -> dict[str, Any]:
+    """Whether the host keeps a link without this port: a linked bond partner (the same master), or any
+    other linked port. `redundant` false: the port is the host's only linked data port."""
+    others = [p for p in ports if p.interface != port.interface and _linked(p)]
+    partners = [p.interface for p in others if port.master and p.master == port.master]
+    return {
+        "redundant": bool(others),
+        "bond_partners_linked": partners,
+        "other_linked": [p.interface for p in others],
+    }
+
+
+def every_port_signal(linked: list[NicPort], details: dict[str, dict[str, Any]]) -> SignalValue:
+    """Errors on every port at once: a cable cannot do that. The candidates, most likely first."""
+    devices = {(p.bus_info or "").rsplit(".", 1)[0] for p in linked}
+    switches = {details[p.interface].get("switch") for p in linked}
+    one_nic = len(devices) == 1 and "" not in devices
+    candidates = []
+    if one_nic:
+        first = details[linked[0].interface]
+        candidates.append(
+            f"the NIC at {next(iter(devices))} ({first.get('driver')}, firmware {first.get('firmware')}): "
+            "every port of it errs"
+        )
+    else:
+        candidates.append(f"the NICs at {', '.join(sorted(d for d in devices if d)) or 'unknown addresses'}")
+    candidates.append("the host: its PCIe slot or riser, or its power (errors on every port at once)")
+    if len(switches) == 1 and None not in switches:
+        candidates.append(f"the switch {next(iter(switches))}: every port goes to it")
+    else:
+        candidates.append("not a cable or optic: one cable cannot touch every port")
+    counted: dict[int, int] = {}
+    for p in linked:
+        for at, n in details[p.interface]["counted"]:
+            counted[at] = counted.get(at, 0) + n
+    sinces = [str(details[p.interface]["since"]) for p in linked if details[p.interface].get("since")]
+    detail = {
+        "ports": [p.interface for p in linked],
+        "where": _where_every(linked, details),
+        "last_hour": {p.interface: details[p.interface]["last_hour"] for p in linked},
+        "over_allowance": all(details[p.interface]["over_allowance"] for p in linked),
+        "one_nic": one_nic,
+        "candidates": candidates,
+        "ambiguous": True,
+        "since": min(sinces) if sinces else None,
+        "counted": [[at, counted[at]] for at in sorted(counted)],
+    }
+    subject = next(iter(devices)) if one_nic else "host"
+    value = float(min(details[p.interface]["last_hour"] for p in linked))
+    return SignalValue("nic_errors_every_port", subject, value, detail)
+
+
+def _where_every(linked: list[NicPort], details: dict[str, dict[str, Any]]) -> str:
+    """One line for the title: the NICs with their ports, and the switches they reach."""
+    nics: dict[str, list[str]] = {}
+    for port in linked:
+        nic = " ".join(x for x in (port.driver, (port.bus_info or "").rsplit(".", 1)[0]) if x) or "NIC unknown"
+        nics.setdefault(nic, []).append(port.interface)
+    switches = sorted({str(details[p.interface].get("switch")) for p in linked if details[p.interface].get("switch")})
+    text = "; ".join(f"{nic}: {', '.join(ports)}" for nic, ports in nics.items())
+    return text + (f"; switch {', '.join(switches)}" if switches else "; switch ports unknown")

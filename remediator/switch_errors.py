@@ -1,0 +1,157 @@
+"""CRC errors on several hosts behind one switch point at the switch, not at each host's cable: one ticket
+for the switch (part type `switch`) instead of one cable ticket per host.
+
+A cut-through switch forwards a frame before its FCS has arrived; when the frame was bad on the way in
+(a bad port, a bad ASIC, a bad uplink) the switch "stomps" its FCS on the way out, and every host behind it
+counts CRC errors on the port that faces it. nic-crc-errors still fires on each host and its in-service
+cable ticket is asked for; when SWITCH_HOSTS or more hosts of the datacenter saw rising CRC errors over
+their allowance (`nic_crc_error_rate`, one-port, rising, over_allowance) within SWITCH_WINDOW on ports
+whose LLDP neighbour is the same switch (chassis name or id), the request becomes the switch's: the open
+`switch` ticket of that chassis gets the detection, or the first one opens listing every such host with
+its interface and switch port, and the cable tickets its hosts already had (`host_tickets`). Hosts stay
+in service. Without LLDP nothing is grouped: no switch is known.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from remediator.models import Host, Signal
+from remediator.rules import Rule
+from ticketing import queries
+from ticketing.schemas import TicketRequest
+
+SWITCH_WINDOW = dt.timedelta(hours=1)
+SWITCH_HOSTS = 3  # our own choice: two hosts can share a bad patch panel; three behind one switch rarely do
+SWITCH_PART_TYPE = "switch"
+NIC_PART_TYPE = "nic"
+KIND = "nic_crc_error_rate"
+MAX_ROWS = 4000
+MAX_HOSTS = 100
+
+
+def _erring(detail: dict[str, Any] | None) -> bool:
+    detail = detail or {}
+    return detail.get("scope") == "one-port" and detail.get("rising") is True and detail.get("over_allowance") is True
+
+
+def erring_hosts(session: Session, datacenter: str, switch: str, now: dt.datetime) -> list[dict[str, Any]]:
+    """The hosts of the datacenter whose ports facing `switch` erred within the window before `now`, each
+    with its interfaces and switch ports, hostname order."""
+    rows = session.execute(
+        select(Host.hostname, Signal.subject, Signal.value, Signal.detail)
+        .join(Signal, Signal.host_id == Host.id)
+        .where(
+            Host.datacenter == datacenter,
+            Signal.kind == KIND,
+            Signal.observed_at >= now - SWITCH_WINDOW,
+            Signal.observed_at <= now,
+        )
+        .order_by(Host.hostname, Signal.observed_at)
+        .limit(MAX_ROWS)
+    ).all()
+    hosts: dict[str, dict[str, Any]] = {}
+    for hostname, subject, value, detail in rows:
+        if not _erring(detail) or (detail or {}).get("switch") != switch:
+            continue
+        entry = hosts.setdefault(hostname, {"hostname": hostname, "ports": {}})
+        entry["ports"][subject] = {"last_hour": value, "switch_port": (detail or {}).get("switch_port")}
+    return list(hosts.values())[:MAX_HOSTS]
+
+
+def switch_of(request: TicketRequest) -> str | None:
+    """The switch a NIC ticket's port faces (its evidence's part), or None."""
+    part = request.evidence.get("part") or {}
+    switch = part.get("switch") if isinstance(part, dict) else None
+    return str(switch) if switch else None
+
+
+def open_switch_ticket(session: Session, datacenter: str, switch: str) -> Any:  # a Ticket or None (queries')
+    tickets = session.scalars(queries.ticket_query(open_only=True, part_type=SWITCH_PART_TYPE, datacenter=datacenter))
+    return next((t for t in tickets if t.part == f"switch {switch}"), None)
+
+
+def routes_to_switch(rule: Rule) -> bool:
+    """A rule whose only steps are in-service NIC tickets (nic-crc-errors): its detections may go to the
+    switch's ticket (repairs.route_detection)."""
+    steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
+    return bool(steps) and all(
+        step.action == "ticket" and step.params.get("part_type") == NIC_PART_TYPE and step.leaves_host_in_service
+        for step in steps
+    )
+
+
+def switch_ticket_for(session: Session, host: Host, rule: Rule, detail: dict[str, Any], now: dt.datetime) -> Any:
+    """The open switch ticket a detection of this host goes to, when the rule may go there, its port faces a
+    switch with one, and enough hosts behind that switch err now."""
+    switch = detail.get("switch")
+    if not switch or not routes_to_switch(rule) or not _erring(detail):
+        return None
+    ticket = open_switch_ticket(session, host.datacenter, str(switch))
+    if ticket is None or len(erring_hosts(session, host.datacenter, str(switch), now)) < SWITCH_HOSTS:
+        return None
+    return ticket
+
+
+def has_heard_from(evidence: dict[str, Any] | None, hostname: str) -> bool:
+    """Whether a switch ticket already lists the host: among the hosts it opened with, or a detection."""
+    evidence = evidence or {}
+    listed = {h.get("hostname") for h in (evidence.get("switch_errors") or {}).get("hosts") or []}
+    listed |= {d.get("host") for d in evidence.get("detections") or []}
+    return hostname in listed
+
+
+def _host_tickets(session: Session, hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    found = []
+    for entry in hosts[:MAX_HOSTS]:
+        for ticket in queries.open_tickets_of_host(session, entry["hostname"]):
+            if ticket.part_type == NIC_PART_TYPE and not ticket.holds_host:
+                found.append({"id": ticket.id, "hostname": ticket.hostname, "title": ticket.title})
+    return found[:20]
+
+
+def grouped(session: Session, host: Host, request: TicketRequest, now: dt.datetime | None) -> TicketRequest:
+    """The in-service NIC ticket request as the switch's, when enough hosts behind its switch err within
+    the window before `now` (the firing's report; the host's last report when the runner opens it); else
+    as asked."""
+    if request.part_type != NIC_PART_TYPE or request.holds_host:
+        return request  # a port that is the host's only link, or every port at once, stays the host's
+    switch = switch_of(request)
+    if switch is None:
+        return request
+    now = now or dt.datetime.now(dt.UTC)
+    now = now if now.tzinfo else now.replace(tzinfo=dt.UTC)
+    hosts = erring_hosts(session, host.datacenter, switch, now)
+    if len(hosts) < SWITCH_HOSTS:
+        return request
+    existing = open_switch_ticket(session, host.datacenter, switch)
+    names = ", ".join(f"{h['hostname']} ({', '.join(list(h['ports'])[:2])})" for h in hosts[:6])
+    more = f" and {len(hosts) - 6} more" if len(hosts) > 6 else ""
+    evidence = {
+        **request.evidence,
+        "part_type": SWITCH_PART_TYPE,
+        "switch_errors": {
+            "datacenter": host.datacenter,
+            "switch": switch,
+            "hosts": hosts,
+            "window_s": int(SWITCH_WINDOW.total_seconds()),
+            "detected_on": host.hostname,
+            "host_tickets": _host_tickets(session, hosts),
+        },
+    }
+    return request.model_copy(
+        update={
+            "hostname": existing.hostname if existing is not None else host.hostname,
+            "rack": existing.rack if existing is not None else request.rack,
+            "part_type": SWITCH_PART_TYPE,
+            "part": f"switch {switch}",
+            "title": f"CRC errors on {len(hosts)} hosts behind switch {switch} ({host.datacenter}): {names}{more}: "
+            "check the switch (a port, its ASIC, an uplink), not each cable",
+            "holds_host": False,
+            "evidence": evidence,
+        }
+    )

@@ -1,0 +1,83 @@
+"""CRC errors on three hosts behind one switch: one `switch` ticket, the hosts in service (review S4)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from remediator import switch_errors
+from remediator.inventory import HostInventory, apply_inventory
+from remediator.models import Host, Signal
+from remediator.rules import load_ruleset
+from ticketing import service as tickets
+from ticketing.schemas import TicketRequest
+
+NOW = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=1)
+RULES = {rule.id: rule for rule in load_ruleset([]).rules}
+
+
+def erring(session: Session, hostname: str, *, switch: str = "ams1-r07-tor1", minutes_ago: int = 5) -> Host:
+    apply_inventory(session, [HostInventory(hostname=hostname, datacenter="ams1", rack="r07")], actor="test")
+    host = session.scalars(select(Host).where(Host.hostname == hostname)).one()
+    detail = {"scope": "one-port", "rising": True, "over_allowance": True, "switch": switch, "switch_port": "Ethernet1"}
+    session.add(
+        Signal(
+            host_id=host.id,
+            kind="nic_crc_error_rate",
+            subject="ens1f0np0",
+            value=400.0,
+            detail=detail,
+            observed_at=NOW - dt.timedelta(minutes=minutes_ago),
+        )
+    )
+    session.flush()
+    return host
+
+
+def cable_request(host: Host, **over: Any) -> TicketRequest:
+    base = {
+        "hostname": host.hostname,
+        "datacenter": "ams1",
+        "rack": "r07",
+        "part_type": "nic",
+        "part": "ens1f0np0",
+        "title": f"CRC errors on {host.hostname} ens1f0np0",
+        "evidence": {"part": {"interface": "ens1f0np0", "switch": "ams1-r07-tor1"}},
+        "holds_host": False,
+    }
+    return TicketRequest(**{**base, **over})
+
+
+def test_three_hosts_behind_one_switch_make_one_switch_ticket(session: Session) -> None:
+    first, second = erring(session, "h1"), erring(session, "h2")
+    erring(session, "h9", switch="ams1-r08-tor1")  # another switch: not counted
+    assert switch_errors.grouped(session, first, cable_request(first), NOW).part_type == "nic"  # two: cables
+    third = erring(session, "h3")
+    request = switch_errors.grouped(session, third, cable_request(third), NOW)
+    assert (request.part_type, request.part, request.holds_host) == ("switch", "switch ams1-r07-tor1", False)
+    assert [h["hostname"] for h in request.evidence["switch_errors"]["hosts"]] == ["h1", "h2", "h3"]
+    assert request.title.startswith("CRC errors on 3 hosts behind switch ams1-r07-tor1")
+    ticket, created = tickets.open_ticket(session, request, actor="test")
+    assert created
+    again = switch_errors.grouped(session, second, cable_request(second), NOW)
+    assert again.dedup_key == ticket.dedup_key  # the second host's request is a detection of that ticket
+    found = switch_errors.switch_ticket_for(
+        session, second, RULES["nic-crc-errors"], cable_request(second).evidence["part"] | {"scope": "one-port",
+        "rising": True, "over_allowance": True}, NOW,
+    )  # fmt: skip
+    assert found is not None
+    assert found.id == ticket.id
+    assert switch_errors.has_heard_from(ticket.evidence, "h2")
+
+
+def test_a_holding_ticket_or_old_errors_stay_the_hosts(session: Session) -> None:
+    hosts = [erring(session, f"h{n}") for n in range(1, 4)]
+    held = cable_request(hosts[0], holds_host=True)  # the host's only link flapping: its own ticket
+    assert switch_errors.grouped(session, hosts[0], held, NOW).part_type == "nic"
+    later = NOW + dt.timedelta(hours=2)  # an hour and more after the errors: another episode
+    assert switch_errors.grouped(session, hosts[0], cable_request(hosts[0]), later).part_type == "nic"
+    no_lldp = cable_request(hosts[0], evidence={"part": {"interface": "ens1f0np0", "switch": None}})
+    assert switch_errors.grouped(session, hosts[0], no_lldp, NOW).part_type == "nic"
