@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
@@ -28,6 +28,7 @@ from remediator.actions import ACTIONS
 from remediator.decisions import SYSTEM, finish, record, render_template, template_values
 from remediator.evaluate import Firing
 from remediator.evidence import part_evidence, ticket_title
+from remediator.gpu_parts import ticket_part
 from remediator.models import Host, HostState, Remediation, RemediationState, StepState
 from remediator.rules import Rule, RuleSet, Step
 from ticketing import service as tickets
@@ -129,8 +130,7 @@ def ticket_beside(
         datacenter=host.datacenter,
         rack=host.rack,
         part_type=part_type,
-        # `part`: a template (`part: host`, the heat rules' one ticket; "{detail.dimm}", a page's DIMM)
-        part=render_template(str(ticket_step.params.get("part") or signal.subject), values) or signal.subject,
+        part=_ticket_key_part(ticket_step.params.get("part"), part_type, signal.subject, values),
         title=ticket_title(title, evidence),
         priority=rule.priority,
         evidence=evidence,
@@ -140,3 +140,11 @@ def ticket_beside(
     request = switch_errors.grouped(session, host, request, now)  # CRC errors behind one switch: the switch's
     ticket, _created = tickets.open_ticket(session, request, actor=SYSTEM, now=now)
     return ticket.id
+
+
+def _ticket_key_part(part: object, part_type: str, subject: str, values: dict[str, Any]) -> str:
+    """The part a beside ticket is keyed by, as the runner and route_detection key it: the step's `part`
+    template filled (`part: host`, the heat rules' one ticket; "{detail.dimm}", a page's DIMM), and where
+    it names none or the signal lacks its detail, the subject in the part type's one form (a GPU's address)."""
+    named = render_template(str(part), values) if part else ""
+    return named if named.strip() and "{" not in named else ticket_part(part_type, subject)
