@@ -26,7 +26,8 @@ lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/python -m pip install --quiet --upgrade pip
 	.lock-venv/bin/python -m pip install --quiet -e ".[dev]"
-	.lock-venv/bin/python -m pip freeze --exclude-editable | grep -v '^-e ' > constraints.txt
+	.lock-venv/bin/python -m pip install --quiet --upgrade setuptools  # sushy's pbr needs it at run time: pinned too
+	.lock-venv/bin/python -m pip freeze --all --exclude-editable | grep -v -e '^-e ' -e '^pip==' > constraints.txt
 	rm -rf .lock-venv
 
 clean:
