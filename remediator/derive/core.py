@@ -32,6 +32,7 @@ from remediator.derive.kernel import kernel_signals
 from remediator.derive.mce import mce_signals
 from remediator.derive.memory import HostMemory, KernelMemory, RasMemory, load_memory
 from remediator.derive.network import network_signals
+from remediator.derive.network_ports import note_link_redundancy
 from remediator.derive.os_faults import filesystem_signals, note_guest_and_capacity, oom_signals, time_signals
 from remediator.derive.pages import page_signals
 from remediator.derive.pcie import adopted_buckets, counted_bdfs, link_keys, pcie_signals, virtual_machine
@@ -148,6 +149,7 @@ def derive(
         obs.network, obs.identity, previous.net, now=now, boot_id=boot_id, tx_timeouts={t for t in timeouts if t}
     )
     signals += found
+    note_link_redundancy(signals, obs.network)  # the kernel log's link downs: whether the host has another link
     found, gpus = gpu_signals(obs.gpu, previous.gpus)
     signals += found
     expected = baselines.for_class(host.hardware_class)

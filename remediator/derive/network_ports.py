@@ -108,3 +108,21 @@ def _where_every(linked: list[NicPort], details: dict[str, dict[str, Any]]) -> s
     switches = sorted({str(details[p.interface].get("switch")) for p in linked if details[p.interface].get("switch")})
     text = "; ".join(f"{nic}: {', '.join(ports)}" for nic, ports in nics.items())
     return text + (f"; switch {', '.join(switches)}" if switches else "; switch ports unknown")
+
+
+def note_link_redundancy(signals: list[SignalValue], network: NetworkState | None) -> None:
+    """Give the kernel log's link-down counts (device_event_count, kind nic_link_down) the same `redundant`
+    the NIC counters' nic_link_flaps carry, so a flapping port beside another linked port leaves the host in
+    service whichever source saw the flaps (default_rules.yaml nic-link-flapping / -redundant). Without the
+    network section (an older agent, the collector failed) the answer is "unknown", which the rule that holds
+    the host takes: not knowing of another link is not having one."""
+    ports = list(network.ports) if network is not None else []
+    by_name = {p.interface: p for p in ports if p.physical}
+    for signal in signals:
+        if signal.kind != "device_event_count" or signal.detail.get("kind") != "nic_link_down":
+            continue
+        port = by_name.get(signal.subject)
+        if port is None:
+            signal.detail["redundant"] = "unknown"
+            continue
+        signal.detail.update(port_redundancy(port, ports))

@@ -236,7 +236,11 @@ def two_flaps(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return host, reports, Expect(None, never=NETWORK_RULES | {"nic-link-flapping"})
 
 
-@case("the kernel log's 'Link is Down' and the carrier counters on one port: one ticket, not two", "nic-link-flapping")
+@case(
+    "the kernel log's 'Link is Down' and the carrier counters on one port: one ticket, not two, and the host "
+    "keeps serving on its other link",
+    "nic-link-flapping-redundant",
+)
 def log_and_counters(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     host = NetHost(tmp, rename={"ens1f0np0": "eth0"})  # the real log's port
     down = "\n".join(line for line in sample(FLAPS).splitlines() if "Link is" in line) + "\n"
@@ -257,5 +261,24 @@ def log_and_counters(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
         assert not session.scalars(select(Decision).where(Decision.rule_id == "nic-carrier-flapping")).all()
         assert ticket is not None
         assert ticket.evidence["part"]["bus_info"] == "0000:3b:00.0"
+        assert not ticket.holds_host  # its bond partner carries the traffic (review: the log's rule held it)
+        assert not session.scalars(select(Decision).where(Decision.rule_id == "nic-link-flapping")).all()
 
-    return host, reports, Expect("nic-link-flapping", "ticket", part_type="nic", part="eth0", also=one_ticket)
+    return host, reports, Expect("nic-link-flapping-redundant", "ticket", part_type="nic", part="eth0", also=one_ticket)
+
+
+@case("the kernel log's 'Link is Down' on the host's only linked port: the ticket holds the host", "nic-link-flapping")
+def log_only_link(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = NetHost(tmp, rename={"ens1f0np0": "eth0"}).unplugged("ens1f1np1")
+    down = "\n".join(line for line in sample(FLAPS).splitlines() if "Link is" in line) + "\n"
+    reports = []
+    for minute in (0, 30, 60):
+        host.kernel_log(down)
+        reports.append(host.cycle(minute))
+
+    def holds(session: Session, remediation: Remediation | None, ticket: Ticket | None) -> None:
+        assert ticket is not None
+        assert ticket.holds_host  # every down cuts the host off
+        assert not session.scalars(select(Decision).where(Decision.rule_id == "nic-link-flapping-redundant")).all()
+
+    return host, reports, Expect("nic-link-flapping", "ticket", part_type="nic", part="eth0", also=holds)

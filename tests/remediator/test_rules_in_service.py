@@ -50,6 +50,7 @@ PART_TICKETS_IN_SERVICE = {
     "cpu-package-throttling": "airflow: as above",
     "nic-crc-errors": "a cable or optic, swapped while the host runs; the port's frames are retried",
     "nic-carrier-flapping-redundant": "the port's bond partner carries the traffic; swapped hot",
+    "nic-link-flapping-redundant": "as nic-carrier-flapping-redundant, seen in the kernel log",
     "pcie-aer-uncorrected-in-service": "a configuration fault, a recovered error or a hot unplug",
     "cxl-poison-external": "the poison came from outside the device: nothing to replace",
     "cxl-aer-link": "a link or peer error: the device's memory is sound",
