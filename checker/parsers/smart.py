@@ -180,6 +180,8 @@ def parse_scan_open_json(text: str) -> Parsed[list[ScannedDevice]]:
     if doc is None:
         return Parsed([], problems)
     devices = doc.get("devices")
+    if devices is None and _dict(doc.get("smartctl")).get("exit_status") == 0:
+        return Parsed([], problems)  # smartctl 7.3 leaves the list out when it found nothing to open
     if not isinstance(devices, list):
         return Parsed([], [*problems, problem("no 'devices' list in scan output", text)])
     found: list[ScannedDevice] = []

@@ -208,6 +208,19 @@ def test_scan_open_json_and_text() -> None:
     ]
 
 
+def test_scan_json_of_a_machine_without_disks_is_no_devices_not_a_problem() -> None:
+    """smartctl 7.3 on a machine with nothing to open (a container, a VM without disks) leaves the `devices`
+    list out and exits 0 (seen on the development machine, smartmontools 7.3-1+b1); the collector then says
+    unavailable instead of failing. A document that says nothing of a clean exit is still a problem."""
+    doc = {"json_format_version": [1, 0], "smartctl": {"version": [7, 3], "argv": ["smartctl", "--scan-open", "-j"],
+           "exit_status": 0}}  # fmt: skip
+    parsed = parse_scan_open_json(json.dumps(doc))
+    assert (parsed.value, parsed.problems) == ([], [])
+    doc["smartctl"]["exit_status"] = 2  # type: ignore[index]
+    assert parse_scan_open_json(json.dumps(doc)).problems
+    assert parse_scan_open_json(json.dumps({"json_format_version": [1, 0]})).problems
+
+
 # -- smartctl -a text --------------------------------------------------------------------------
 
 
