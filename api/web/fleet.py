@@ -1,4 +1,4 @@
-"""The fleet dashboard and a host's page (its timeline of signals, remediations and tickets)."""
+"""The fleet dashboard (a host's page is api/web/hosts.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,10 @@ from sqlalchemy.orm import Session
 from api.deps import get_ruleset, get_session
 from api.web import charts, queries
 from api.web.common import PageRoute, page_user, render
-from api.web.reporting import reporting_fact
 from core.auth import Principal
-from core.db import utcnow
 from core.models import Role
-from remediator import benchmarks, operations, rollout_view
-from remediator import service as remediator
-from remediator.models import Host, HostState
+from remediator import operations, rollout_view
+from remediator.models import HostState
 from ticketing import service as tickets
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -65,49 +62,3 @@ def dashboard(
             ],
         },
     )
-
-
-@router.get("/hosts/{hostname}")
-def host_page(
-    hostname: str,
-    request: Request,
-    session: Session = Depends(get_session),
-    _: Principal = Depends(page_user(Role.viewer)),
-) -> Response:
-    host = remediator.get_host(session, hostname)
-    signals = remediator.host_signals(session, host.id, limit=300)
-    remediations = remediator.list_remediations(session, host_id=host.id, limit=50)
-    rates: dict[str, list[tuple[dt.datetime, float]]] = {}
-    for signal in signals:
-        if signal.kind == queries.CE_RATE:
-            rates.setdefault(signal.subject or "host", []).append((signal.observed_at, signal.value))
-    return render(
-        request,
-        "host.html",
-        {
-            "host": host,
-            "timeline": queries.host_timeline(session, host, signals, remediations),
-            "remediations": remediations,
-            "tickets": tickets.list_tickets(session, hostname=host.hostname, limit=50),
-            "chart": charts.line_chart("Correctable errors per second, by DIMM", "CE/s", rates) if rates else None,
-            "benchmark_charts": benchmark_charts(session, host),
-            "reporting": reporting_fact(signals),
-        },
-    )
-
-
-def benchmark_charts(session: Session, host: Host) -> list[charts.Chart]:
-    """The host's latest score of each benchmark against its hardware class's latest scores (its own included)."""
-    kept = ((host.memory or {}).get("benchmark") or {}).get("scores") or {}
-    drawn = []
-    for name, entry in sorted(kept.items()):
-        score = float(entry["score"])
-        others = benchmarks.class_scores(session, host.hardware_class, name, utcnow()).scores
-        scores = list({**others, host.id: score}.values())
-        title = (
-            f"{name} per core per GHz: {host.hardware_class}, {len(scores)} hosts; this host {score:g} (◀)"
-            if host.hardware_class != benchmarks.UNKNOWN_CLASS
-            else f"{name} per core per GHz: this host {score:g} (no hardware class: not compared)"
-        )
-        drawn.append(charts.bar_chart(title, "hosts", charts.distribution(scores, score)))
-    return drawn

@@ -41,7 +41,7 @@ def approvals(request: Request, session: Session = Depends(get_session), _: Prin
     )
 
 
-def _locked_remediation(session: Session, remediation_id: int, version: int | None) -> Remediation:
+def locked_remediation(session: Session, remediation_id: int, version: int | None) -> Remediation:
     remediation = session.get(Remediation, remediation_id, with_for_update=True)
     if remediation is None:
         raise NotFound(f"remediation {remediation_id} does not exist")
@@ -59,7 +59,7 @@ def decide(
     session: Session = Depends(get_session),
     principal: Principal = Depends(OPERATOR),
 ) -> Response:
-    _locked_remediation(session, remediation_id, version)
+    locked_remediation(session, remediation_id, version)
     if decision == "approve":
         operations.approve(session, get_ruleset(request), remediation_id, actor=principal.actor, reason=reason)
         session.commit()

@@ -10,7 +10,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.sessions import SessionMiddleware
 
-from api.web import fleet, login, operators, rollouts, tickets
+from api.web import fleet, hosts, login, operators, remediation_pages, rollouts, ticket_actions, tickets
 from api.web.common import SESSION_MAX_AGE_S, STATIC_DIR, TEMPLATES
 from api.web.csrf import CSRFMiddleware
 from core.settings import Settings
@@ -21,7 +21,7 @@ SESSION_COOKIE = "fleetfix_session"
 """A shift: a technician signs in once per shift; a cart left in the aisle does not stay signed in for days."""
 
 router = APIRouter(include_in_schema=False)
-for module in (login, fleet, tickets, operators, rollouts):
+for module in (login, fleet, hosts, tickets, ticket_actions, operators, remediation_pages, rollouts):
     router.include_router(module.router)
 
 

@@ -1,4 +1,4 @@
-"""Read-only views the pages need beyond the services' own reads: counts, series, a host's timeline.
+"""Read-only views the pages need beyond the services' own reads: counts, series, a host's signals by kind.
 
 Nothing here changes anything; every change a page makes goes through the same
 service functions as the API.
@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from api.web.host_signals import CE_RATE as CE_RATE  # one name for the kind; queries.CE_RATE for the ticket page
 from remediator.models import Decision, Host, Remediation, RemediationState, Signal
-from ticketing.models import Ticket, TicketEvent
-
-CE_RATE = "dimm_ce_rate"
+from ticketing.models import Ticket
 
 
 def datacenters(session: Session) -> list[str]:
@@ -138,66 +137,19 @@ def subject_signals(session: Session, host_id: int, subject: str, *, limit: int 
     return list(session.scalars(query))
 
 
-@dataclass(frozen=True)
-class TimelineItem:
-    at: dt.datetime
-    kind: str  # signal, remediation, ticket
-    title: str
-    detail: str = ""
-    link: str = ""
+def host_signals(
+    session: Session, host_id: int, kinds: Collection[str], *, exclude: bool = False, limit: int = 500
+) -> list[Signal]:
+    """The host's newest signals of these kinds (exclude: of every other kind), newest first.
 
-
-def host_timeline(
-    session: Session, host: Host, signals: list[Signal], remediations: list[Remediation], *, limit: int = 300
-) -> list[TimelineItem]:
-    """Everything that happened to a host, newest first: signals, remediations' starts and ends, ticket events."""
-    items: list[TimelineItem] = [
-        TimelineItem(
-            at=s.observed_at,
-            kind="signal",
-            title=f"{s.kind} {s.value:.3g}",
-            detail=s.subject,
-        )
-        for s in signals
-    ]
-    for r in remediations:
-        link = f"/hosts/{quote(host.hostname)}#remediation-{r.id}"
-        plan = " → ".join(step.action for step in r.steps)
-        items.append(
-            TimelineItem(
-                at=r.created_at,
-                kind="remediation",
-                title=f"remediation {r.id} planned: {r.rule_id}",
-                detail=f"{plan} — {r.reason}",
-                link=link,
-            )
-        )
-        if r.finished_at is not None:
-            items.append(
-                TimelineItem(
-                    at=r.finished_at,
-                    kind="remediation",
-                    title=f"remediation {r.id} {r.state.value}",
-                    detail=r.held_reason or r.subject,
-                    link=link,
-                )
-            )
-    events = session.execute(
-        select(TicketEvent, Ticket.id, Ticket.title)
-        .join(Ticket, Ticket.id == TicketEvent.ticket_id)
-        .where(Ticket.hostname == host.hostname)
-        .order_by(TicketEvent.id.desc())
+    The host page reads facts, charted measurements and the rest apart: one LIMIT over
+    all of them was filled by whatever repeats most often (ix_signals_host_kind_at serves each).
+    """
+    wanted = Signal.kind.not_in(kinds) if exclude else Signal.kind.in_(kinds)
+    query = (
+        select(Signal)
+        .where(Signal.host_id == host_id, wanted)
+        .order_by(Signal.observed_at.desc(), Signal.id.desc())
         .limit(limit)
-    ).all()
-    for event, ticket_id, title in events:
-        items.append(
-            TimelineItem(
-                at=event.at,
-                kind="ticket",
-                title=f"ticket {ticket_id} {event.kind} by {event.actor}",
-                detail=event.note or title,
-                link=f"/tickets/{ticket_id}",
-            )
-        )
-    items.sort(key=lambda item: item.at, reverse=True)
-    return items[:limit]
+    )
+    return list(session.scalars(query))

@@ -22,7 +22,6 @@ from api.pagination import paginate
 from api.web import charts, queries
 from api.web.common import (
     PageRoute,
-    check_version,
     describe_errors,
     flash,
     is_htmx,
@@ -31,6 +30,7 @@ from api.web.common import (
     redirect,
     render,
 )
+from api.web.ticket_actions import assignees, locked_ticket, permissions
 from core.auth import Principal
 from core.errors import FleetfixError, NotFound
 from core.models import Role, User
@@ -38,7 +38,7 @@ from remediator import repair_load
 from remediator import service as remediator
 from ticketing import lifecycle
 from ticketing.models import Ticket, TicketState
-from ticketing.queries import get_ticket, lock_ticket, ticket_query
+from ticketing.queries import get_ticket, ticket_query
 from ticketing.schemas import Replacement, Resolution
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -210,6 +210,8 @@ def _ticket_context(session: Session, ticket: Ticket, principal: Principal) -> d
         and ticket.state in (TicketState.claimed, TicketState.in_progress)
         and (mine or is_operator),
         "needs_override": ticket.assignee is not None and not mine,
+        **permissions(ticket, principal, ours=ours),  # cancel, reassign, comment (api/web/ticket_actions.py)
+        "assignees": assignees(session) if is_operator else [],
         "form": {"old_serial": "", "new_serial": "", "note": ""},
         "form_error": "",
     }
@@ -224,15 +226,6 @@ def ticket_page(
 ) -> Response:
     ticket = get_ticket(session, ticket_id)
     return render(request, "ticket.html", _ticket_context(session, ticket, principal))
-
-
-def _locked(session: Session, ticket_id: int, version: int | None) -> Ticket:
-    """The ticket, row-locked, if the form was made from its current version."""
-    ticket = lock_ticket(session, ticket_id)
-    last = ticket.events[-1] if ticket.events else None
-    what = f"{last.kind} by {last.actor}" if last is not None else ""
-    check_version("ticket", ticket_id, ticket.version, version, what=what)
-    return ticket
 
 
 def _after_change(request: Request, session: Session, ticket_id: int, back: str, message: str) -> Response:
@@ -252,7 +245,7 @@ def claim(
     session: Session = Depends(get_session),
     principal: Principal = Depends(page_user(Role.technician)),
 ) -> Response:
-    ticket = _locked(session, ticket_id, version)
+    ticket = locked_ticket(session, ticket_id, version)
     lifecycle.claim(session, ticket, actor=principal.actor, scope=principal.datacenters)
     session.commit()
     return _after_change(request, session, ticket_id, back, f"Ticket {ticket_id} is yours.")
@@ -266,7 +259,7 @@ def start(
     session: Session = Depends(get_session),
     principal: Principal = Depends(page_user(Role.technician)),
 ) -> Response:
-    ticket = _locked(session, ticket_id, version)
+    ticket = locked_ticket(session, ticket_id, version)
     lifecycle.start(
         session, ticket, actor=principal.actor, override=_is_operator(principal), scope=principal.datacenters
     )
@@ -298,7 +291,7 @@ def resolve(
     except ValidationError as error:
         return _form_again(request, session, ticket_id, principal, entered, describe_errors(error))
     try:
-        ticket = _locked(session, ticket_id, version)
+        ticket = locked_ticket(session, ticket_id, version)
         lifecycle.resolve(
             session,
             ticket,
