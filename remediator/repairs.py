@@ -40,10 +40,12 @@ from remediator.decisions import render_template, template_values
 from remediator.evaluate import Firing
 from remediator.evidence import part_evidence
 from remediator.gpu_parts import ticket_part
-from remediator.models import Host, HostState
+from remediator.models import Host, HostState, Signal
+from remediator.recount import Held, Reported, held_by_repair, held_detections, undecided
 from remediator.rules import Rule
 from remediator.runtime import Remediator
 from remediator.service import get_host
+from remediator.signals import SignalValue
 from ticketing import lifecycle, opening, queries
 from ticketing.schemas import TicketOpen, TicketRequest
 
@@ -55,6 +57,7 @@ REVERIFY_STATES = ("resolved", "verifying", "closed")
 SIGNAL_PART_TYPES = (
     ("dimm_", "dimm"),
     ("sel_memory_", "dimm"),
+    ("bmc_dimm_", "dimm"),  # the BMC's own DIMM counts and alarms (remediator/derive/redfish.py)
     ("cmci_storm", "dimm"),
     ("edac_noinfo_", "dimm"),
     ("mce_memory_", "dimm"),
@@ -68,6 +71,8 @@ SIGNAL_PART_TYPES = (
     ("cxl_poison", "cxl_memory"),
     ("cxl_media_", "cxl_memory"),
     ("cxl_aer", "cxl_memory"),
+    ("cxl_health", "cxl_memory"),  # Memory Module records: the device's own health and temperature
+    ("cxl_device_down", "cxl_memory"),  # the kernel's CXL lines, named by the device's serial
 )
 """Signal kinds by prefix, and the part they are about; any other signal is about the host."""
 
@@ -90,7 +95,9 @@ def part_types(firing: Firing) -> frozenset[str]:
 
 def named_part(firing: Firing, hostname: str = "") -> str | None:
     """The part a rule's ticket step names itself (`part` in its params, a template filled from the signal as
-    planning fills it: "{detail.dimm}" keys a page's ticket by its DIMM), instead of the signal's subject."""
+    planning fills it: "{detail.dimm}" keys a page's ticket by its DIMM), instead of the signal's subject.
+    The first one is the rule's: a pack whose ticket steps name different parts is refused on load
+    (remediator.rules Rule._one_ticket_part), since detections would be keyed by one and tickets by another."""
     steps = [step for plan in (firing.rule.plan, *(rung.plan for rung in firing.rule.escalation)) for step in plan]
     part = next((str(s.params["part"]) for s in steps if s.action == "ticket" and s.params.get("part")), None)
     if part is None:
@@ -110,31 +117,46 @@ def for_owners(rule: Rule) -> bool:
     return bool(tickets_of) and all(step.leaves_host_in_service for step in tickets_of)
 
 
-def counted_before_repair(firing: Firing, resolved_at: dt.datetime | None) -> str | None:
+def counted_before_repair(
+    firing: Firing, resolved_at: dt.datetime | None, reported: Reported | None = None
+) -> Held | None:
     """A signal counted over a span (its detail's `since`, e.g. the network port's last hour or day) that
     began before the repair was resolved: without what was counted before it, does the rule still hold?
-    The detail's `counted` ([epoch seconds, count] pairs) is recounted from the resolve on. Only signals
-    that carry both say so (derive/network.py, derive/kernel.py's nic_link_down). Returns the reason to
-    hold the detection (no reopen), or None."""
-    since_text = firing.signal.detail.get("since")
-    counted = firing.signal.detail.get("counted")
-    if resolved_at is None or not isinstance(since_text, str) or not isinstance(counted, list):
+    The detail's `counted` is recounted from the resolve on (remediator.recount: each entry before, after,
+    or straddling the resolve; a percent of a window), and the recount is judged by the rule's whole
+    condition: its detail_matches too, with the flags that depend on the count recomputed (a port's
+    over_allowance). Only signals that carry both say so (derive/network.py, derive/kernel.py,
+    derive/pages.py, derive/heat.py, offlined_pages.py). Returns why the detection is held (no reopen: what
+    certainly came after the repair does not fire the rule), with the recount for the ticket, or None.
+    `reported`: what the host had reported by the resolve (reported_by), which settles an entry straddling it."""
+    if resolved_at is None:
         return None
-    try:
-        since = dt.datetime.fromisoformat(since_text)
-    except ValueError:
-        return None
-    resolved = resolved_at if resolved_at.tzinfo else resolved_at.replace(tzinfo=dt.UTC)
-    if since.tzinfo is None or since >= resolved:
-        return None
-    after = [pair for pair in counted if isinstance(pair, list | tuple) and len(pair) == 2]
-    recount = sum(float(n) for t, n in after if float(t) >= resolved.timestamp())
-    if firing.rule.when.holds(recount):
-        return None
-    return (
-        f"counted since {since_text}, before the repair of {resolved.isoformat()}: "
-        "not a returned fault (what came after it alone does not fire the rule)"
+    when = firing.rule.when
+    return held_by_repair(
+        firing.signal, resolved_at, lambda recount: when.matches(recount) and when.holds(recount.value), reported
     )
+
+
+def reported_by(session: Session, host: Host, signal: SignalValue, resolved_at: dt.datetime | None) -> Reported | None:
+    """The host's last stored signal of this kind and subject observed at or before the resolve: what it had
+    counted by then (remediator.recount.Reported). One indexed read (ix_signals_host_kind_at), only for a
+    detection on a ticket being verified."""
+    if resolved_at is None or not isinstance(signal.detail.get("counted"), list):
+        return None
+    row = session.execute(
+        select(Signal.observed_at, Signal.detail)
+        .where(
+            Signal.host_id == host.id,
+            Signal.kind == signal.kind,
+            Signal.subject == signal.subject,
+            Signal.observed_at <= resolved_at,
+        )
+        .order_by(Signal.observed_at.desc())
+        .limit(1)
+    ).one_or_none()
+    if row is None or not isinstance(row.detail, dict):
+        return None
+    return Reported.of(row.observed_at, row.detail.get("counted"))
 
 
 def route_detection(session: Session, host: Host, firing: Firing, now: dt.datetime) -> str | None:
@@ -145,12 +167,19 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
     part = ticket_part("gpu", signal.subject) if "gpu" in types else signal.subject  # a GPU: its address, one form
     part = named_part(firing, host.hostname) or part  # a ticket naming its part (`part: host`: the heat rules')
     ticket = opening.ticket_for_detection(session, host.hostname, part, part_types=types, now=now, reopen_window=window)
-    new_source = False
+    new_source, group = False, False  # a group's ticket (a rack's, a switch's) remembers the hosts it heard from
+    join = None  # a rack's ticket joined: the rack's hot hosts now go into its evidence (ticketing.groups.Join)
     if ticket is None and rack_heat.routes_to_rack(session, host, firing.rule):
-        ticket = rack_heat.open_rack_ticket(session, host, now)
-        new_source = ticket is not None and not rack_heat.has_heard_from(ticket.evidence, host.hostname, signal.subject)
-    if ticket is None and (switch := switch_errors.switch_ticket_for(session, host, firing.rule, signal.detail, now)):
-        ticket, new_source = switch, not switch_errors.has_heard_from(switch.evidence, host.hostname)
+        ticket = rack_heat.open_rack_ticket(session, host, now, window)
+        group = ticket is not None
+        new_source = group and not rack_heat.has_heard_from(ticket.evidence, host.hostname, signal.subject)
+        # else note_detection adds nothing; a reopen takes the rack's picture now (second review, finding 4)
+        if group and (new_source or opening.detection_due(ticket, now) or ticket.state.value in REVERIFY_STATES):
+            join = rack_heat.join_of(session, host, ticket)
+    if ticket is None and (
+        switch := switch_errors.switch_ticket_for(session, host, firing.rule, signal.detail, now, window)
+    ):
+        ticket, new_source, group = switch, not switch_errors.has_heard_from(switch.evidence, host.hostname), True
     if ticket is None:
         return None
     if not ticket.holds_host and not for_owners(firing.rule):
@@ -166,8 +195,30 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
         "host": host.hostname,
     }
     what = f"{firing.rule.id}: {signal.kind} {signal.value:.3g} on {signal.subject or host.hostname}"
-    if ticket.state.value in REVERIFY_STATES and (before := counted_before_repair(firing, ticket.resolved_at)):
-        return before
+    if ticket.state.value in REVERIFY_STATES:
+        # Locked before it is judged, and judged as it is now: a group's ticket is shared by many hosts'
+        # ingests, which the host-row lock does not cover (review finding 3), and a person may close or resolve
+        # any ticket meanwhile; a reopen decided on a stale copy failed on its version and sent the detection
+        # to planning (second review of repair-reopen, finding 5).
+        ticket = queries.lock_ticket(session, ticket.id)
+    reported = reported_by(session, host, signal, ticket.resolved_at) if ticket.state.value in REVERIFY_STATES else None
+    if ticket.state.value in REVERIFY_STATES and (held := counted_before_repair(firing, ticket.resolved_at, reported)):
+        # kept on the ticket with the recount, its state and version unchanged: a held detection that left no
+        # trace made the close reason untrue (review of the counted spans, finding 3); compared only with the
+        # detections since the resolve, so the fault's last detection before it does not drop it (finding 1c)
+        opening.note_detection(
+            session,
+            ticket,
+            actor=SYSTEM,
+            note=f"{what}: {held.reason}",
+            detail={**detail, "recount": held.detail},
+            now=now,
+            new_source=new_source,
+            source=(host.hostname, signal.subject) if group else None,
+            join=join,
+            since=ticket.resolved_at,
+        )
+        return f"ticket {ticket.id} ({ticket.state.value}): {held.reason}"
     if ticket.state.value in REVERIFY_STATES:
         when = "after the ticket closed" if ticket.state.value == "closed" else "while verifying the repair"
         key = ticket.dedup_key
@@ -175,6 +226,8 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
             lifecycle.reopen(
                 session, ticket, actor=SYSTEM, reason=f"fault returned {when}: {what}", detail=detail, now=now
             )
+        except StaleDataError:  # changed after all (the lock above is the rule): the detection goes on the ticket
+            ticket = queries.lock_ticket(session, ticket.id)  # never to planning: the part has its ticket
         except Conflict:
             # a ticket for this part was opened meanwhile (a concurrent ingest): the detection is its
             winner = queries.find_open(session, key)
@@ -182,6 +235,8 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
                 return None
             ticket = winner
         else:
+            if group:  # its hosts and their tickets now, not the picture of before the repair
+                opening.regroup(session, ticket, source=(host.hostname, signal.subject), join=join)
             if ticket.holds_host:  # one for owners (a workload, a kernel, a class) leaves the host working
                 hold_for_repair(session, host, ticket.id)
             log.warning(
@@ -189,7 +244,18 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
                 extra={"fields": {"host": host.hostname, "ticket": ticket.id, "rule": firing.rule.id}},
             )
             return f"fault returned after the repair: ticket {ticket.id} reopened"
-    opening.note_detection(session, ticket, actor=SYSTEM, note=what, detail=detail, now=now, new_source=new_source)
+    source = (host.hostname, signal.subject) if group else None
+    opening.note_detection(
+        session,
+        ticket,
+        actor=SYSTEM,
+        note=what,
+        detail=detail,
+        now=now,
+        new_source=new_source,
+        source=source,
+        join=join,
+    )
     return f"ticket {ticket.id} ({ticket.state.value}) holds this part: detection added"
 
 
@@ -291,8 +357,25 @@ def _settle(session: Session, ticket_id: int, hostname: str, now: dt.datetime) -
     settled = host.last_report_at is not None and host.last_report_at >= ticket.verify_until
     if settled and repair_load.holds_close(session, ticket.id, host, now):
         return ""  # its load test has no verdict yet (a fail reopens it; silence is the deadline sweep's)
+    since = ticket.resolved_at or ticket.verify_started_at
+    if settled and (open_until := undecided(ticket.events, since)) and open_until > now:
+        # an uncertain detection is decided only once its entry straddling the resolve has left the signal's
+        # window: the ticket waits for it (second review of repair-reopen, finding 1b)
+        lifecycle.extend_verification(session, ticket, open_until)
+        return ""
     if settled and host.last_report_at is not None:
         reason = f"the host reported without the fault until {host.last_report_at.isoformat()}"
+        held, uncertain = held_detections(ticket.events, since)
+        if held or uncertain:  # not "without": the fault was seen
+            reason = (
+                f"the host reported until {host.last_report_at.isoformat()} without a detection that fired the "
+                f"rule on what came after the repair; "
+                + ", ".join(
+                    [f"{held} held as counted before it"] * bool(held)
+                    + [f"{uncertain} uncertain, undecided until past the signal's window"] * bool(uncertain)
+                )
+                + " (on the ticket)"
+            )
         if repair_load.wanted(ticket.part_type):
             load_test = repair_load.verdict_of(ticket.events) or {}
             reason += "; " + repair_load.CLOSE_NOTES.get(str(load_test.get("verdict")), "no load test ran")

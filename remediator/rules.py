@@ -314,6 +314,30 @@ class Rule(RuleModel):
     mode: Literal["active", "shadow"] = Field("active", description="shadow: decide and record, run nothing.")
     safety: RuleSafety = Field(default_factory=RuleSafety)
 
+    @model_validator(mode="after")
+    def _one_ticket_part(self) -> Rule:
+        """Every ticket step, at every rung, keys its ticket by the same part (its `part`, or the subject when
+        it names none): detections are routed by the rule's one part (remediator.repairs.named_part), so
+        rungs naming different parts would send a fault's detections to another ticket than its own. No part
+        and "{subject}" are the same part (the subject as it is), except for a GPU, whose ticket without a
+        part is keyed by its address in one form (remediator.gpu_parts.ticket_part) and with "{subject}" as
+        the signal gave it. A rung without a part followed by `part: host` stays refused: detections are
+        routed by the first part a rule names, so the first rung's ticket (keyed by the subject) would never
+        hear of them (docs/rules.md)."""
+        steps = [s for plan in (self.plan, *(r.plan for r in self.escalation)) for s in plan if s.action == "ticket"]
+        gpu = self.when.signal.startswith("gpu_") or any(s.params.get("part_type") == "gpu" for s in steps)
+        same_as_none = set() if gpu else {"{subject}"}
+        parts = list(
+            dict.fromkeys(
+                "" if "part" not in s.params or str(s.params["part"]) in same_as_none else str(s.params["part"])
+                for s in steps
+            )
+        )
+        if len(parts) > 1:
+            named = ", ".join(repr(p) if p else "none (the subject)" for p in parts)
+            raise ValueError(f"ticket steps name different parts ({named}): name the same part at every rung")
+        return self
+
     def rung(self, index: int) -> list[Step] | None:
         """The plan at this rung of the ladder (0 is the rule's own plan)."""
         if index == 0:

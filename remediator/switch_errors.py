@@ -8,8 +8,13 @@ cable ticket is asked for; when SWITCH_HOSTS or more hosts of the datacenter saw
 their allowance (`nic_crc_error_rate`, one-port, rising, over_allowance) within SWITCH_WINDOW on ports
 whose LLDP neighbour is the same switch (chassis name or id), the request becomes the switch's: the open
 `switch` ticket of that chassis gets the detection, or the first one opens listing every such host with
-its interface and switch port, and the cable tickets its hosts already had (`host_tickets`). Hosts stay
-in service. Without LLDP nothing is grouped: no switch is known.
+its interface and switch port, and the cable tickets its hosts already had (`host_tickets`). It is keyed
+by the datacenter and switch, not the host (ticketing.groups), so two hosts asking at once open one.
+Hosts stay in service. Without LLDP nothing is grouped: no switch is known. A later detection goes to the
+switch's ticket while enough hosts err (this one among them), and reopens it when its repair is being
+verified or it closed within the reopen window and enough hosts erred AFTER the repair's resolve (each
+port's hour recounted from it: switch_ticket_for, repairs.route_detection), as a host's ticket is reopened.
+Every path takes the switch's oldest open ticket (ticketing.groups.ticket_of_group).
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from remediator.models import Host, Signal
+from remediator.recount import recounted
 from remediator.rules import Rule
-from ticketing import queries
+from remediator.signals import SignalValue
+from ticketing import groups, queries
 from ticketing.schemas import TicketRequest
 
 SWITCH_WINDOW = dt.timedelta(hours=1)
@@ -32,6 +39,7 @@ NIC_PART_TYPE = "nic"
 KIND = "nic_crc_error_rate"
 MAX_ROWS = 4000
 MAX_HOSTS = 100
+REVERIFY_STATES = ("resolved", "verifying", "closed")  # remediator.repairs': its route reopens such a ticket
 
 
 def _erring(detail: dict[str, Any] | None) -> bool:
@@ -39,16 +47,23 @@ def _erring(detail: dict[str, Any] | None) -> bool:
     return detail.get("scope") == "one-port" and detail.get("rising") is True and detail.get("over_allowance") is True
 
 
-def erring_hosts(session: Session, datacenter: str, switch: str, now: dt.datetime) -> list[dict[str, Any]]:
+def erring_hosts(
+    session: Session, datacenter: str, switch: str, now: dt.datetime, since: dt.datetime | None = None
+) -> list[dict[str, Any]]:
     """The hosts of the datacenter whose ports facing `switch` erred within the window before `now`, each
-    with its interfaces and switch ports, hostname order."""
+    with its interfaces and switch ports, hostname order. With `since` (the switch's repair was resolved
+    then), only signals observed after it, each recounted from it (remediator.recount: the port's hour
+    without what it counted before the repair, its rising and over_allowance flags recomputed): one host
+    still erring on its own cable plus its neighbours' errors from before the fix made three and reopened
+    the switch's ticket (review of the group tickets, finding 2)."""
+    start = now - SWITCH_WINDOW if since is None else max(now - SWITCH_WINDOW, since)
     rows = session.execute(
         select(Host.hostname, Signal.subject, Signal.value, Signal.detail)
         .join(Signal, Signal.host_id == Host.id)
         .where(
             Host.datacenter == datacenter,
             Signal.kind == KIND,
-            Signal.observed_at >= now - SWITCH_WINDOW,
+            Signal.observed_at >= start,
             Signal.observed_at <= now,
         )
         .order_by(Host.hostname, Signal.observed_at)
@@ -56,6 +71,8 @@ def erring_hosts(session: Session, datacenter: str, switch: str, now: dt.datetim
     ).all()
     hosts: dict[str, dict[str, Any]] = {}
     for hostname, subject, value, detail in rows:
+        if since is not None and (recount := recounted(SignalValue(KIND, subject, value, detail or {}), since)):
+            value, detail = recount.value, recount.detail
         if not _erring(detail) or (detail or {}).get("switch") != switch:
             continue
         entry = hosts.setdefault(hostname, {"hostname": hostname, "ports": {}})
@@ -71,8 +88,19 @@ def switch_of(request: TicketRequest) -> str | None:
 
 
 def open_switch_ticket(session: Session, datacenter: str, switch: str) -> Any:  # a Ticket or None (queries')
-    tickets = session.scalars(queries.ticket_query(open_only=True, part_type=SWITCH_PART_TYPE, datacenter=datacenter))
-    return next((t for t in tickets if t.part == f"switch {switch}"), None)
+    """The switch's oldest open ticket, as ticketing.groups.ticket_of_group finds it (a database from before
+    group keys can hold two: every path picks the same one; migration 0015 cancels the others)."""
+    now = dt.datetime.now(dt.UTC)  # unused: no reopen window, closed ones never match
+    part = f"switch {switch}"
+    return groups.ticket_of_group(session, datacenter=datacenter, part_type=SWITCH_PART_TYPE, part=part, now=now)
+
+
+def _resolved_at(ticket: Any) -> dt.datetime | None:
+    """When the ticket's repair was resolved, for one being verified or closed: only what came after counts."""
+    if ticket is None or ticket.state.value not in REVERIFY_STATES or ticket.resolved_at is None:
+        return None
+    resolved: dt.datetime = ticket.resolved_at
+    return resolved if resolved.tzinfo else resolved.replace(tzinfo=dt.UTC)
 
 
 def routes_to_switch(rule: Rule) -> bool:
@@ -85,21 +113,44 @@ def routes_to_switch(rule: Rule) -> bool:
     )
 
 
-def switch_ticket_for(session: Session, host: Host, rule: Rule, detail: dict[str, Any], now: dt.datetime) -> Any:
-    """The open switch ticket a detection of this host goes to, when the rule may go there, its port faces a
-    switch with one, and enough hosts behind that switch err now."""
+def switch_ticket_for(
+    session: Session,
+    host: Host,
+    rule: Rule,
+    detail: dict[str, Any],
+    now: dt.datetime,
+    reopen_window: dt.timedelta | None = None,
+) -> Any:
+    """The switch ticket a detection of this host goes to, when the rule may go there, its port faces a
+    switch with one, and enough hosts behind that switch err now: the open one, else one closed within
+    `reopen_window` (route_detection reopens it, as a host's ticket: the errors came back after the repair).
+    Enough erring hosts are asked for every time, so an open one never goes stale as a rack's does."""
     switch = detail.get("switch")
     if not switch or not routes_to_switch(rule) or not _erring(detail):
         return None
-    ticket = open_switch_ticket(session, host.datacenter, str(switch))
-    if ticket is None or len(erring_hosts(session, host.datacenter, str(switch), now)) < SWITCH_HOSTS:
+    ticket = groups.ticket_of_group(
+        session,
+        datacenter=host.datacenter,
+        part_type=SWITCH_PART_TYPE,
+        part=f"switch {switch}",
+        now=now,
+        reopen_window=reopen_window,
+    )
+    if ticket is None:
+        return None
+    hosts = erring_hosts(session, host.datacenter, str(switch), now, since=_resolved_at(ticket))
+    if len(hosts) < SWITCH_HOSTS or host.hostname not in {h["hostname"] for h in hosts}:
         return None
     return ticket
 
 
 def has_heard_from(evidence: dict[str, Any] | None, hostname: str) -> bool:
-    """Whether a switch ticket already lists the host: among the hosts it opened with, or a detection."""
+    """Whether a switch ticket already lists the host: among the hosts it opened with, or the hosts it heard
+    from since (`heard_from`, ticketing.groups; `detections`, the last 50 only, for a ticket opened before
+    that list was kept: after 50 detections a host seen long ago was news again)."""
     evidence = evidence or {}
+    if hostname in groups.heard_from(evidence):
+        return True
     listed = {h.get("hostname") for h in (evidence.get("switch_errors") or {}).get("hosts") or []}
     listed |= {d.get("host") for d in evidence.get("detections") or []}
     return hostname in listed
@@ -125,10 +176,10 @@ def grouped(session: Session, host: Host, request: TicketRequest, now: dt.dateti
         return request
     now = now or dt.datetime.now(dt.UTC)
     now = now if now.tzinfo else now.replace(tzinfo=dt.UTC)
-    hosts = erring_hosts(session, host.datacenter, switch, now)
+    existing = open_switch_ticket(session, host.datacenter, switch)
+    hosts = erring_hosts(session, host.datacenter, switch, now, since=_resolved_at(existing))
     if len(hosts) < SWITCH_HOSTS:
         return request
-    existing = open_switch_ticket(session, host.datacenter, switch)
     names = ", ".join(f"{h['hostname']} ({', '.join(list(h['ports'])[:2])})" for h in hosts[:6])
     more = f" and {len(hosts) - 6} more" if len(hosts) > 6 else ""
     evidence = {
@@ -149,6 +200,10 @@ def grouped(session: Session, host: Host, request: TicketRequest, now: dt.dateti
             "rack": existing.rack if existing is not None else request.rack,
             "part_type": SWITCH_PART_TYPE,
             "part": f"switch {switch}",
+            # one open ticket per switch (its key is the switch's); one opened before group keys keeps its own
+            "group_key": existing.dedup_key
+            if existing is not None
+            else groups.group_key(groups.datacenter_scope(host.datacenter), SWITCH_PART_TYPE, f"switch {switch}"),
             "title": f"CRC errors on {len(hosts)} hosts behind switch {switch} ({host.datacenter}): {names}{more}: "
             "check the switch (a port, its ASIC, an uplink), not each cable",
             "holds_host": False,

@@ -23,8 +23,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from core.db import service_of, utcnow
 from core.errors import Conflict, Forbidden
@@ -187,6 +189,18 @@ def resolve(
     )
     announce(session, event)
     return repairs
+
+
+def extend_verification(session: Session, ticket: Ticket, until: dt.datetime) -> None:
+    """Verification lasts until `until` at least (a detection still undecided: remediator.repairs._settle).
+    Written without moving the version, like a detection: no one's resolve or close turns into a 412."""
+    if ticket.verify_until is not None and ticket.verify_until >= until:
+        return
+    session.execute(
+        update(Ticket).where(Ticket.id == ticket.id).values(verify_until=until),
+        execution_options={"synchronize_session": False},
+    )
+    set_committed_value(ticket, "verify_until", until)
 
 
 def begin_verification(

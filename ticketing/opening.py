@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from core.db import utcnow
+from ticketing.groups import Join, join_of, joined, quiet_for, returned_note, with_source
 from ticketing.history import record
 from ticketing.lifecycle import LifecycleEvent, announce
 from ticketing.models import OPEN_TICKET_STATES, Ticket, TicketState
@@ -38,11 +39,13 @@ def open_ticket(
     """Open a ticket, or add this detection to the open one for the same host and part.
 
     Returns the ticket and whether it was created. Safe under concurrency: the
-    unique open_key decides, and the loser adds to the winner's ticket.
+    unique open_key decides, and the loser adds to the winner's ticket. An open
+    ticket of the part under its old type's name (LEGACY_PART_TYPES) is the same
+    part's: the detection goes to it, as ticket_for_detection's would.
     """
     now = now or utcnow()
     key = request.dedup_key
-    existing = find_open(session, key)
+    existing = find_open(session, key) or _open_under_legacy_type(session, request)
     if existing is None:
         ticket = Ticket(
             dedup_key=key,
@@ -89,10 +92,19 @@ def open_ticket(
         note=request.title,
         detail={"remediation_id": request.remediation_id, "signals": request.evidence.get("signals", [])[:5]},
         now=now,
+        join=join_of(request),  # a group's ticket: its hosts now, and the host it heard from (ticketing.groups)
     )
     if request.holds_host and not locked.holds_host:
         _hold_host(session, locked, actor=actor, now=now)
     return existing, False
+
+
+def _open_under_legacy_type(session: Session, request: TicketRequest) -> Ticket | None:
+    for old in LEGACY_PART_TYPES.get(request.part_type, ()):
+        found = find_open(session, request.model_copy(update={"part_type": old}).dedup_key)
+        if found is not None:
+            return found
+    return None
 
 
 def note_detection(
@@ -104,25 +116,69 @@ def note_detection(
     detail: dict[str, Any],
     now: dt.datetime,
     new_source: bool = False,
+    source: tuple[str, str | None] | None = None,
+    join: Join | None = None,
+    since: dt.datetime | None = None,
 ) -> bool:
     """The fault was seen again on a ticket still open; returns False when it is the same detection
-    (within DETECTION_EVERY of the last one), which changes nothing. `new_source`: a detection from
-    somewhere the ticket has not heard from yet (another host of a rack's ticket) always counts."""
-    if _same_detection(ticket, now) and not new_source:
+    (within DETECTION_EVERY of the last one), which changes nothing. `since`: only a detection at or after
+    it is the same (a detection held or uncertain after a repair is compared with those since the resolve,
+    never with the fault's detections before it: second review of repair-reopen, finding 1c).
+    `new_source`: a detection from somewhere the ticket has not heard from yet (another host of a rack's
+    ticket) always counts.
+    `source`: the (host, subject) a group's ticket remembers it heard from (ticketing.groups.with_source).
+    `join`: the group's hosts now, merged into a group ticket's evidence (ticketing.groups.Join)."""
+    if _same_detection(ticket, now, since) and not new_source:
         return False  # the common case while a fault lasts: no lock taken
     ticket = lock_ticket(session, ticket.id)  # the latest count and time: concurrent ingests take turns
-    if _same_detection(ticket, now) and not new_source:
+    if _same_detection(ticket, now, since) and not new_source:
         return False
-    _add_detection(session, ticket, actor=actor, note=note, detail=detail, now=now)
+    _add_detection(session, ticket, actor=actor, note=note, detail=detail, now=now, source=source, join=join)
     return True
 
 
-def _same_detection(ticket: Ticket, now: dt.datetime) -> bool:
-    return ticket.last_detected_at is not None and abs(now - ticket.last_detected_at) < DETECTION_EVERY
+def detection_due(ticket: Ticket, now: dt.datetime) -> bool:
+    """Whether a detection at `now` would count (note_detection): not within DETECTION_EVERY of the last."""
+    return not _same_detection(ticket, now)
+
+
+def _same_detection(ticket: Ticket, now: dt.datetime, since: dt.datetime | None = None) -> bool:
+    last = ticket.last_detected_at
+    if last is None or (since is not None and last < since):
+        return False
+    return abs(now - last) < DETECTION_EVERY
+
+
+def regroup(session: Session, ticket: Ticket, *, source: tuple[str, str | None] | None, join: Join | None) -> None:
+    """A group's ticket just reopened by a detection takes the group's picture now (its hosts, their own
+    tickets, the title) and the host it heard from, as a detection would (second review of repair-reopen,
+    finding 4: the reopen kept the picture of before the repair). Written without moving the version."""
+    evidence = dict(ticket.evidence or {})
+    if source is not None:
+        evidence = with_source(evidence, *source)
+    values: dict[str, Any] = {"evidence": evidence}
+    if join is not None:
+        evidence = values["evidence"] = joined(evidence, join)
+        values["title"] = join.title[:512]
+    session.execute(
+        update(Ticket).where(Ticket.id == ticket.id).values(**values),
+        execution_options={"synchronize_session": False},
+    )
+    set_committed_value(ticket, "evidence", evidence)
+    if "title" in values:
+        set_committed_value(ticket, "title", values["title"])
 
 
 def _add_detection(
-    session: Session, ticket: Ticket, *, actor: str, note: str, detail: dict[str, Any], now: dt.datetime
+    session: Session,
+    ticket: Ticket,
+    *,
+    actor: str,
+    note: str,
+    detail: dict[str, Any],
+    now: dt.datetime,
+    source: tuple[str, str | None] | None = None,
+    join: Join | None = None,
 ) -> None:
     """Count a detection on a ticket the caller has locked, without moving its version: the fault firing
     again while a technician works on the part must not turn their resolve into a 412 (only lifecycle
@@ -130,17 +186,26 @@ def _add_detection(
     ORM bumps the version on every flush of the object."""
     kept = list((ticket.evidence or {}).get("detections", []))[-(MAX_DETECTIONS_KEPT - 1) :]
     evidence = {**(ticket.evidence or {}), "detections": [*kept, {"at": now.isoformat(), **detail}]}
+    if source is not None:
+        evidence = with_source(evidence, *source)
+    values: dict[str, Any] = {"detections": Ticket.detections + 1, "last_detected_at": now, "evidence": evidence}
+    quiet = quiet_for(ticket, now) if join is not None else None  # before last_detected_at moves
+    if join is not None:  # a group's ticket says the group's state now (a title is not a lifecycle change)
+        evidence = values["evidence"] = joined(evidence, join)
+        values["title"] = join.title[:512]
     session.execute(
-        update(Ticket)
-        .where(Ticket.id == ticket.id)
-        .values(detections=Ticket.detections + 1, last_detected_at=now, evidence=evidence),
+        update(Ticket).where(Ticket.id == ticket.id).values(**values),
         execution_options={"synchronize_session": False},
     )
     # the loaded object follows the row without becoming dirty (a flush would bump the version)
     set_committed_value(ticket, "detections", ticket.detections + 1)
     set_committed_value(ticket, "last_detected_at", now)
     set_committed_value(ticket, "evidence", evidence)
+    if "title" in values:
+        set_committed_value(ticket, "title", values["title"])
     record(session, ticket, actor=actor, kind="detected_again", note=note, detail=detail, now=now, audit_it=False)
+    if join is not None and quiet is not None:  # the assignee and the tracker hear the group's fault is back
+        record(session, ticket, actor=actor, kind="comment", note=returned_note(join, quiet), now=now)
 
 
 def _hold_host(session: Session, ticket: Ticket, *, actor: str, now: dt.datetime) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from core.errors import NotFound
@@ -52,24 +52,17 @@ def open_tickets_of_host(session: Session, hostname: str) -> list[Ticket]:
     )
 
 
-def open_ticket_of_rack(
-    session: Session, datacenter: str, rack: str, part_type: str, *, detected_since: dt.datetime | None = None
-) -> Ticket | None:
-    """The oldest open ticket of a rack's part type (a rack's cooling: one ticket for the rack's hosts);
-    with `detected_since`, only one detected (or opened) since then: an older one is another episode."""
+def open_ticket_of_rack(session: Session, datacenter: str, rack: str, part_type: str) -> Ticket | None:
+    """The oldest open ticket of a rack's part type (a rack's cooling: one ticket for the rack's hosts), of
+    whichever episode: every path takes the oldest (ticketing.groups.ticket_of_group), so a database from
+    before group keys that holds two sends every detection to the same one (migration 0015 cancels the
+    other)."""
     query = select(Ticket).where(
         Ticket.datacenter == datacenter,
         Ticket.rack == rack,
         Ticket.part_type == part_type,
         Ticket.state.in_(OPEN_TICKET_STATES),
     )
-    if detected_since is not None:
-        query = query.where(
-            or_(
-                Ticket.last_detected_at >= detected_since,
-                and_(Ticket.last_detected_at.is_(None), Ticket.created_at >= detected_since),
-            )
-        )
     return session.scalars(query.order_by(Ticket.id).limit(1)).first()
 
 

@@ -25,10 +25,15 @@ class TicketRequest(BaseModel):
     holds_host: bool = Field(
         True, description="Keeps the host out of service while open; False: for owners, the host keeps working."
     )
+    group_key: str = Field(
+        "",
+        description="The dedup key of a group's ticket (a rack's cooling, a switch: ticketing.groups), one per "
+        "group whichever host asks first; empty: the host's, hostname:part_type:part.",
+    )
 
     @property
     def dedup_key(self) -> str:
-        return f"{self.hostname}:{self.part_type}:{self.part}"
+        return self.group_key or f"{self.hostname}:{self.part_type}:{self.part}"
 
 
 class TicketOpen(BaseModel):

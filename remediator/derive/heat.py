@@ -19,6 +19,10 @@ starts the history afresh.
   throttled. `open_episode` in the detail when the count moved in the window and the time did not (an
   episode that has not ended, or one the kernel does not time): the kernel log
   (`thermal-throttling`) and the BMC's sensors see a package held hot sooner.
+  `since` (the window's first sample), `counted` ([end epoch seconds, throttled fraction] per interval
+  between two samples, above 1 when an episode that began before the interval ended in it) and
+  `counted_percent_of_s` (the window divided by): a detection while an airflow
+  repair is verified reopens its ticket only on the time throttled after it (remediator.recount).
 - `cpu_throttle_events`, subject `package N`: throttle episodes started within the window, per hour,
   on reports with some (every kernel; before 5.5 the kernel also logs them: `thermal-throttling`).
 Power-limit notifications are not heat (a CPU at its RAPL limit) and make no signal.
@@ -30,6 +34,7 @@ host's PSU sensors as candidates (`psu`, `psu_candidates`), so its ticket names 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
@@ -65,7 +70,21 @@ def _went_down(last: Sample, sample: Sample) -> bool:
     return sample[1] < last[1] or (was is not None and now is not None and now < was)
 
 
-def _signals(package: ThrottlePackage, base: Sample, now_s: float) -> list[SignalValue]:
+def _throttled_share(kept: list[Sample]) -> list[list[float]]:
+    """[end epoch seconds, throttled fraction] per interval between two samples: what remediator.recount
+    needs to judge the window without the time before a repair. A fraction is not capped at 1: time beyond
+    the interval's own came from an episode that began before it (the kernel times an episode when it
+    ends), which the recount needs to tell an episode that began before the repair (review of the counted
+    spans, finding 4); the window's own share is capped (`_signals`)."""
+    shares = []
+    for (start, _, before), (end, _, after) in itertools.pairwise(kept):
+        if before is not None and after is not None and end > start:
+            shares.append([end, round(max(0, after - before) / ((end - start) * 1000), 4)])
+    return shares
+
+
+def _signals(package: ThrottlePackage, kept: list[Sample], now_s: float) -> list[SignalValue]:
+    base = kept[0]
     count, total = package.package_throttle_count, package.package_throttle_total_time_ms
     span = now_s - base[0]
     events = count - base[1]
@@ -88,7 +107,9 @@ def _signals(package: ThrottlePackage, base: Sample, now_s: float) -> list[Signa
     if throttled_ms:
         percent = min(100.0, 100.0 * throttled_ms / (over * 1000))
         detail.update(throttled_percent=round(percent, 2), exceeds_window=throttled_ms > over * 1000)
-        signals.append(SignalValue("cpu_throttle_percent", subject, percent, detail))
+        since = dt.datetime.fromtimestamp(base[0], dt.UTC).isoformat()  # the counted span (remediator.recount)
+        counted = {"since": since, "counted": _throttled_share(kept), "counted_percent_of_s": round(over, 3)}
+        signals.append(SignalValue("cpu_throttle_percent", subject, percent, {**detail, **counted}))
     if events:
         signals.append(SignalValue("cpu_throttle_events", subject, events * 3600 / over, detail))
     return signals
@@ -114,7 +135,7 @@ def throttle_signals(
         kept = _kept([*before, sample], now_s)
         history[key] = kept
         if len(kept) > 1:
-            signals += _signals(package, kept[0], now_s)
+            signals += _signals(package, kept, now_s)
     return signals, HeatMemory(at=now, boot=boot, history=history)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from checker.parsers.os_events import oom_facts
 from checker.schemas import KernelEvent, KernelEventKind, KernelLogState
 from remediator.derive.aer_disposition import disposition, is_fatal, merge, types_in
-from remediator.derive.memory import Bucket, KernelMemory
+from remediator.derive.memory import Bucket, KernelMemory, Span
 from remediator.signals import SignalValue
 
 K = KernelEventKind
@@ -44,6 +44,9 @@ DEVICE_KINDS = frozenset(
     | {K.oom_kill}  # one OOM by its memory cgroup (or `host`): remediator/derive/os_faults.py oom_signals
 )
 MAX_DEVICES = 16  # per kind
+# Kinds whose kernel_event_count carries its counted span (`since`, `counted`): those a rule tickets a part
+# for that a repair can fix while its count lasts (thermal-throttling's airflow ticket; remediator.recount).
+COUNTED_KINDS = frozenset({K.thermal_throttle.value})
 
 
 # A panic the hardware caused (a fatal machine check, the NMI watchdog's hard lockup, an NMI for a bus
@@ -54,9 +57,11 @@ HARDWARE_FATAL = "hardware_fatal"
 HARDWARE_FATAL_WINDOW_S = 7 * DAY_S
 _HARDWARE_PANIC = re.compile(
     r"machine check|hard lockup|\bnmi\b|not all cpus entered broadcast exception handler|"
-    r"uncorrected hardware memory error|\bmce\b|hardware error|\bserror\b|^ue ",
+    r"uncorrected hardware memory error|\bmce\b|hardware error|\bserror\b|^ue |cxl cachemem error",
     re.IGNORECASE,
-)  # ghes.c "Fatal hardware error", arm64 "Asynchronous SError Interrupt", EDAC's panic_on_ue "UE …"
+)  # ghes.c "Fatal hardware error", arm64 "Asynchronous SError Interrupt", EDAC's panic_on_ue "UE …", and
+# "CXL cachemem error." (the panic on a CXL device's uncorrectable error in a PROPOSED CXL protocol-error
+# handling series, not mainline: kept as one alternative, harmless where no kernel prints it)
 
 
 # A panic a filesystem asked for (errors=panic: "Kernel panic - not syncing: EXT4-fs (device sda1): panic
@@ -90,13 +95,42 @@ def live_buckets(buckets: list[Bucket], now_s: float, window_s: int) -> list[Buc
     return [(index, n) for index, n in buckets if (index + 1) * width > start and n > 0][-(BUCKETS + 1) :]
 
 
-def counted_span(buckets: list[Bucket], window_s: int) -> dict[str, object]:
-    """`since` (the first counted bucket's start) and `counted` ([epoch seconds, count] per bucket)."""
+def counted_span(buckets: list[Bucket], window_s: int, spans: list[Span] | None = None) -> dict[str, object]:
+    """`since` (the first counted event's own time, else its bucket's start), `counted` ([epoch seconds,
+    count, first, last event's time] per bucket: its start; [epoch seconds, count] for a bucket without its
+    events' times) and `counted_s` (the buckets' width): remediator.recount recounts them from a repair on,
+    a bucket the resolve falls in by its events' times (review of the counted spans, finding 2)."""
     width = max(1, window_s // BUCKETS)
     if not buckets:
         return {}
-    since = dt.datetime.fromtimestamp(buckets[0][0] * width, dt.UTC).isoformat()
-    return {"since": since, "counted": [[index * width, n] for index, n in buckets]}
+    timed = {span[0]: (span[0] * width + span[1], span[0] * width + span[2]) for span in spans or []}
+    counted = [[index * width, n, *timed.get(index, ())] for index, n in buckets]
+    since = dt.datetime.fromtimestamp(counted[0][2] if len(counted[0]) == 4 else counted[0][0], dt.UTC).isoformat()
+    return {"since": since, "counted": counted, "counted_s": width}
+
+
+def note_time(spans: list[Span], had: list[Bucket], at_s: float, window_s: int) -> list[Span]:
+    """Keep an event's own time beside its bucket (the first and last of each), before it is added to `had`.
+    A bucket that already counted events without their times (memory kept before times were) stays untimed."""
+    width = max(1, window_s // BUCKETS)
+    index = int(at_s) // width
+    offset = int(at_s) - index * width  # seconds from the bucket's start: a few digits, not an epoch's ten
+    by_index = {span[0]: span for span in spans}
+    if index not in by_index and any(b[0] == index for b in had):
+        return spans
+    _, first, last = by_index.get(index, (index, offset, offset))
+    by_index[index] = (index, min(first, offset), max(last, offset))
+    return sorted(by_index.values())[-(BUCKETS + 1) :]
+
+
+def _live_times(times: dict[str, list[Span]], buckets: dict[str, list[Bucket]]) -> dict[str, list[Span]]:
+    """The times of the buckets still counted (`buckets`: the same keys)."""
+    kept = {}
+    for key, spans in times.items():
+        live = {b[0] for b in buckets.get(key, [])}
+        if found := [span for span in spans if span[0] in live]:
+            kept[key] = found
+    return kept
 
 
 def add_to_bucket(buckets: list[Bucket], at_s: float, window_s: int, n: int = 1) -> list[Bucket]:
@@ -161,6 +195,7 @@ def kernel_signals(
     if hardware:
         groups[HARDWARE_FATAL] = (HARDWARE_FATAL_WINDOW_S, hardware)
     windows = {kind.value: window_of(kind) for kind in KernelEventKind} | {HARDWARE_FATAL: HARDWARE_FATAL_WINDOW_S}
+    times = dict(prev.times)  # the events' own times of the counted kinds' and links' buckets
     counts: dict[str, list[Bucket]] = {}
     for name, buckets in prev.counts.items():
         if name in windows and (live := live_buckets(buckets, now_s, windows[name])):
@@ -175,6 +210,8 @@ def kernel_signals(
         for event in events:
             at = min(event.timestamp or now, now).timestamp()
             if at > now_s - window_s:  # an event older than its window (a replayed ring buffer) is old news
+                if name in COUNTED_KINDS:
+                    times[name] = note_time(times.get(name, []), buckets, at, window_s)
                 buckets = add_to_bucket(buckets, at, window_s)
         if buckets:
             counts[name] = buckets
@@ -193,13 +230,17 @@ def kernel_signals(
         }
         if state.lost_records:
             detail["lost_records"] = state.lost_records
+        if name in COUNTED_KINDS:  # heat before an airflow repair does not reopen its ticket (remediator.recount)
+            detail.update(counted_span(live_buckets(buckets, now_s, window_s), window_s, times.get(name)))
         signals.append(SignalValue("kernel_event_count", name, float(value), detail))
     per_device = {k: v for k, v in fresh.items() if not (aer_elsewhere and k is K.pcie_aer_corrected)}
     if aer_counted and K.pcie_aer_corrected in per_device:
         kept = [e for e in per_device[K.pcie_aer_corrected] if e.subject not in aer_counted]
         per_device[K.pcie_aer_corrected] = kept
-    by_device, devices = device_signals(per_device, prev.devices, now, links=aer_links)
-    return signals + by_device, KernelMemory(boot=boot, seq=high, counts=counts, devices=devices)
+    by_device, devices = device_signals(per_device, prev.devices, now, links=aer_links, times=times)
+    flat = {**counts, **{f"{kind} {dev}": b for kind, by in devices.items() for dev, b in by.items()}}
+    times = _live_times(times, flat)
+    return signals + by_device, KernelMemory(boot=boot, seq=high, counts=counts, devices=devices, times=times)
 
 
 def device_signals(
@@ -208,10 +249,13 @@ def device_signals(
     now: dt.datetime,
     *,
     links: Mapping[str, str] | None = None,
+    times: dict[str, list[Span]] | None = None,
 ) -> tuple[list[SignalValue], dict[str, dict[str, list[Bucket]]]]:
     """Per device of the DEVICE_KINDS: events within the kind's window, for the devices with new ones. An
     AER record counts on its link (`links`: the reporting function -> the link's downstream function; the
-    detail's `reported_by` names the ends that logged), an uncorrected one with its `disposition`."""
+    detail's `reported_by` names the ends that logged), an uncorrected one with its `disposition`. `times`
+    (updated in place): the events' own times of each link's downs ('nic_link_down <device>'), for its span."""
+    times = times if times is not None else {}
     now_s = now.timestamp()
     devices: dict[str, dict[str, list[Bucket]]] = {}
     for name, by_device in previous.items():
@@ -239,6 +283,9 @@ def device_signals(
             ends[device].append(event)
             if at <= now_s - window_s or (device not in by_device and len(by_device) >= MAX_DEVICES):
                 continue
+            if kind is K.nic_link_down:
+                key = f"{kind.value} {device}"
+                times[key] = note_time(times.get(key, []), by_device.get(device, []), at, window_s)
             # An AER record carries the records the kernel's rate limit suppressed before it (count > 1).
             by_device[device] = add_to_bucket(by_device.get(device, []), at, window_s, max(1, event.count))
             newest[device] = event
@@ -253,7 +300,8 @@ def device_signals(
             if kind in AER_KINDS:
                 detail["reported_by"] = sorted({str(e.subject) for e in ends[device]})
             if kind is K.nic_link_down:  # a repair's own down does not reopen its ticket (counted_before_repair)
-                detail.update(counted_span(live_buckets(by_device[device], now_s, window_s), window_s))
+                downs = live_buckets(by_device[device], now_s, window_s)
+                detail.update(counted_span(downs, window_s, times.get(f"{kind.value} {device}")))
             if kind is K.oom_kill:  # the newest OOM's cgroup, constraint and victims (checker/parsers/os_events.py)
                 detail.update(oom_facts(list(event.lines)))
             if kind is K.pcie_aer_uncorrected:

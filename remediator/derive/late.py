@@ -58,7 +58,12 @@ def derive_late(report: Report, memory: dict[str, Any]) -> Derived:
         events = [e for e in state.events if e.seq is not None and inside(gaps.get(key), e.seq)]
         if events:
             view = state.model_copy(update={"events": events, "last_seq": None, "lost_records": 0})
-            base = KernelMemory(boot=boot, counts=klog.counts if klog else {}, devices=klog.devices if klog else {})
+            base = KernelMemory(
+                boot=boot,
+                counts=klog.counts if klog else {},
+                devices=klog.devices if klog else {},
+                times=klog.times if klog else {},
+            )
             found, counted = kernel_signals(
                 view,
                 base,
@@ -71,7 +76,7 @@ def derive_late(report: Report, memory: dict[str, Any]) -> Derived:
             signals += found
             if counted is not None:
                 klog = (klog or KernelMemory()).model_copy(
-                    update={"counts": counted.counts, "devices": counted.devices}
+                    update={"counts": counted.counts, "devices": counted.devices, "times": counted.times}
                 )
         fill(gaps, key, [e.seq for e in events if e.seq is not None], state.last_seq, state.first_seq)
 

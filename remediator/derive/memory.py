@@ -16,12 +16,18 @@ from remediator.derive.cxl import CxlMemory
 from remediator.derive.heat import HeatMemory
 from remediator.derive.network import NetMemory
 from remediator.derive.pcie import PcieMemory
+from remediator.derive.redfish import RedfishMemory
 from remediator.derive.xid_memory import XidMemory
 
 MEMORY_VERSION: Literal[1] = 1
 
 # (bucket index, events in it); bucket index = epoch seconds // (window / BUCKETS)
 Bucket = tuple[int, int]
+# the same with its first and last event's own time (epoch seconds), where the source dates its events: a
+# repair's resolve within the bucket is then judged by them (remediator.recount); memory kept before holds Buckets
+TimedBucket = tuple[int, int, int, int]
+Span = tuple[int, int, int]  # (bucket index, first, last event's seconds from its start) beside a Bucket
+MAX_TIMED = 24  # kernel counts kept with their events' times: a kind's, and up to 16 devices' (MAX_DEVICES)
 # previous reallocated, pending, grown-defect and media-error counts of one disk
 DiskCounters = tuple[int | None, int | None, int | None, int | None]
 
@@ -36,6 +42,12 @@ class KernelMemory(_Section):
     counts: dict[str, list[Bucket]] = Field(default_factory=dict, description="Event kind -> recent buckets.")
     devices: dict[str, dict[str, list[Bucket]]] = Field(
         default_factory=dict, description="Event kind -> device (interface, PCI address) -> recent buckets."
+    )
+    times: dict[str, list[Span]] = Field(
+        default_factory=dict,
+        max_length=MAX_TIMED,
+        description="Kind, or 'kind device', of the counts that carry a span (remediator.derive.kernel.COUNTED) -> "
+        "(bucket index, first, last event's seconds from the bucket's start) per bucket.",
     )
 
 
@@ -53,6 +65,15 @@ class SelMemory(_Section):
     )
     sensors: dict[str, list[Bucket]] = Field(
         default_factory=dict, description="Sensor -> entries it logged per bucket, for the flood watch (bounded)."
+    )
+    aer_at: AwareDatetime | None = Field(
+        None, description="When the kernel log last had an uncorrected PCIe AER error (derive/sel_interrupts.py)."
+    )
+    dimm_ce: dict[str, list[Bucket]] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="DIMM (the log's name) -> its correctable-ECC entries per bucket by their own times "
+        "(remediator/derive/sel_memory.py).",
     )
 
 
@@ -110,7 +131,9 @@ MAX_PAGES = 32  # pages tracked per host (remediator/derive/pages.py): the least
 
 
 class PageTrack(_Section):
-    hours: list[Bucket] = Field(default_factory=list, max_length=25, description="(epoch hour, CEs) over 24 h.")
+    hours: list[Bucket | TimedBucket] = Field(
+        default_factory=list, max_length=25, description="(epoch hour, CEs, first, last error's time) over 24 h."
+    )
     where: str = Field("", max_length=256, description="The DIMM location the errors named (a signal subject).")
     sources: list[str] = Field(default_factory=list, max_length=2)
     grain_bits: int | None = Field(None, description="The largest grain any of its records gave (log2 bytes).")
@@ -159,6 +182,7 @@ class HostMemory(_Section):
     cxl: CxlMemory | None = None
     pcie: PcieMemory | None = None
     xid: XidMemory | None = None
+    redfish: RedfishMemory | None = None
     gaps: dict[str, list[Gap]] | None = Field(
         None,
         max_length=MAX_GAP_SPACES,

@@ -31,8 +31,11 @@ port is judged from its buckets on every report, whether or not this report brou
 - `counter_reset`, subject the interface: its counters went down without a reboot (a driver reload).
 Every port signal's detail names the part: interface, driver, PCI address, NIC firmware (from identity)
 and the switch port LLDP gave (`where`, one line for a ticket title). Counted signals carry `since` (the
-earliest time counted) and `counted` ([epoch seconds, count] pairs): a detection while a repair is verified
-reopens its ticket only on what was counted after the repair (remediator.repairs.route_detection).
+earliest time counted) and `counted` ([epoch seconds, count] pairs: a bucket's start, `counted_s` its width;
+a report's downs at the report's time, though they happened since the previous report: a bucket the resolve
+falls in is uncertain; `nic_errors_every_port` also each port's own, `counted_ports`, for up to
+MAX_PORTS_COUNTED ports): a detection while a repair is verified reopens its ticket only on what was
+counted after the repair (remediator.recount, remediator.repairs.route_detection).
 """
 
 from __future__ import annotations
@@ -158,6 +161,12 @@ def _add_downs(entries: list[Bucket], at: dt.datetime, count: int) -> list[Bucke
     return kept[-MAX_DOWNS_KEPT:]
 
 
+def error_floor(allowance: float | None) -> float:
+    """The hour's count from which a port is over its allowance: ERROR_FLOOR_PER_HOUR, or ALLOWANCE_FACTOR
+    times what the BER objective allows, whichever is more (remediator.recount judges a recount by it too)."""
+    return max(ERROR_FLOOR_PER_HOUR, ALLOWANCE_FACTOR * (allowance or 0.0))
+
+
 def _iso(epoch: int) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat()
 
@@ -176,7 +185,7 @@ def _judge(port: NicPort, memory: NetMemory, elapsed: float) -> dict[str, Any]:
     active = sum(1 for _, n in buckets if n)
     needed = _needed(elapsed)
     allowance = allowance_per_hour(port.speed_mbps)
-    floor = max(ERROR_FLOOR_PER_HOUR, ALLOWANCE_FACTOR * (allowance or 0.0))
+    floor = error_floor(allowance)
     since = max(memory.first.get(port.interface, 0), buckets[0][0] * CRC_BUCKET_S) if buckets else None
     return {
         "erring": bool(last_hour) and active >= needed and last_hour >= floor / 2,
@@ -188,6 +197,7 @@ def _judge(port: NicPort, memory: NetMemory, elapsed: float) -> dict[str, Any]:
         "over_allowance": last_hour >= floor,
         "since": _iso(since) if since is not None else None,
         "counted": [[i * CRC_BUCKET_S, n] for i, n in buckets],
+        "counted_s": CRC_BUCKET_S,  # each entry counts [t, t + 5 min) (remediator.recount)
     }
 
 
@@ -310,5 +320,6 @@ def _error_signals(
     ]
     if every:
         details = {p.interface: {**part_of(p, identity, network), **judged[p.interface]} for p in linked}
-        signals.append(every_port_signal(linked, details))
+        floors = {p.interface: error_floor(judged[p.interface]["ieee_allowance_per_hour"]) for p in linked}
+        signals.append(every_port_signal(linked, details, floors))
     return signals

@@ -59,8 +59,14 @@ def port_redundancy(port: NicPort, ports: list[NicPort]) -> dict[str, Any]:
     }
 
 
-def every_port_signal(linked: list[NicPort], details: dict[str, dict[str, Any]]) -> SignalValue:
-    """Errors on every port at once: a cable cannot do that. The candidates, most likely first."""
+MAX_PORTS_COUNTED = 4  # every-port signals carry each port's own buckets up to this many ports (a NIC's)
+
+
+def every_port_signal(
+    linked: list[NicPort], details: dict[str, dict[str, Any]], floors: dict[str, float] | None = None
+) -> SignalValue:
+    """Errors on every port at once: a cable cannot do that. The candidates, most likely first. `floors`:
+    each port's count from which it is over its allowance (remediator.derive.network.error_floor)."""
     devices = {(p.bus_info or "").rsplit(".", 1)[0] for p in linked}
     switches = {details[p.interface].get("switch") for p in linked}
     one_nic = len(devices) == 1 and "" not in devices
@@ -93,7 +99,11 @@ def every_port_signal(linked: list[NicPort], details: dict[str, dict[str, Any]])
         "ambiguous": True,
         "since": min(sinces) if sinces else None,
         "counted": [[at, counted[at]] for at in sorted(counted)],
+        "counted_s": details[linked[0].interface].get("counted_s"),  # the ports' bucket width
     }
+    if len(linked) <= MAX_PORTS_COUNTED:  # each port's own, so a repair's recount is the smallest port's
+        detail["counted_ports"] = {p.interface: details[p.interface]["counted"] for p in linked}
+        detail["port_floors"] = {p.interface: (floors or {}).get(p.interface) for p in linked}
     subject = next(iter(devices)) if one_nic else "host"
     value = float(min(details[p.interface]["last_hour"] for p in linked))
     return SignalValue("nic_errors_every_port", subject, value, detail)

@@ -16,8 +16,11 @@ Uncorrected records are not counted: the kernel's memory_failure() hard-offlines
 
 The same error may be in both mc_event and mce_record (rasdaemon writes both from one machine check):
 per page and report, the larger of the two sources' counts is taken, never their sum. Counts are
-kept per event hour (the records' own times; the report's when a row has none), so the 24 h window
-is exact to the hour; a record dated after the report (a clock that disagrees) is not placed in it.
+kept per event hour (the records' own times; the report's when a row has none), with the hour's first
+and last error's times, so the 24 h window is exact to the hour; a record dated after the report (a
+clock that disagrees) is not placed in it. The signal carries those hours (`since`, the first error's own
+time; `counted`): a detection while its DIMM's repair is verified reopens the ticket only on the errors
+after the repair (remediator.recount).
 At most MAX_PAGES pages are kept per host: the least recently erring one is evicted and the eviction
 counted (mcelog's "counter replacements": many evictions mean the errors are spread over many pages,
 which is a DIMM's fault for the DIMM rules, not a page's; the evicted pages' errors are no longer in the
@@ -32,11 +35,12 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from checker.parsers.rasdaemon import ras_timestamp
 from checker.schemas import MceRecord, Observations, RasMemoryEvent
 from remediator.derive.mce import memory_channel, memory_location
-from remediator.derive.memory import MAX_PAGES, PageMemory, PageTrack
+from remediator.derive.memory import MAX_PAGES, Bucket, PageMemory, PageTrack, TimedBucket
 from remediator.signals import SignalValue
 
 PAGE_SHIFT = 12
@@ -47,6 +51,7 @@ ADDRV = 1 << 58  # IA32_MCi_STATUS: MCi_ADDR holds the address (Intel SDM vol. 3
 MISCV = 1 << 59  # IA32_MCi_STATUS: MCi_MISC holds the address's mode and granularity
 PHYSICAL_MODE = 2  # MCi_MISC[8:6]: 2 = physical address (Intel SDM vol. 3B, "MCi_MISC")
 MC_EVENT = "rasdaemon mc_event"
+_H = TypeVar("_H", bound=tuple[int, ...])  # a Bucket or a TimedBucket: (epoch hour, count, …)
 MCE = "machine check"
 _UMC_WORDS = ("unified memory controller", "umc")
 
@@ -56,12 +61,19 @@ class _Counts:
     """One page's new errors in this report, by source family and event hour."""
 
     hours: dict[str, dict[int, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    times: dict[int, tuple[int, int]] = field(default_factory=dict)  # event hour -> its first and last error
     address: int = 0
     where: str = ""
     about: dict[str, str | int | None] = field(default_factory=dict)
     sources: set[str] = field(default_factory=set)
     grain_bits: int | None = None
     physical: bool = True
+
+    def seen(self, at: dt.datetime) -> None:
+        """An error of this page at `at`: its hour's first and last error's own times."""
+        stamp, hour = int(at.timestamp()), _hour(at)
+        first, last = self.times.get(hour, (stamp, stamp))
+        self.times[hour] = (min(first, stamp), max(last, stamp))
 
     def merged(self) -> dict[int, int]:
         """Per hour, the larger family's count: the two describe the same machine checks."""
@@ -110,6 +122,7 @@ def _mc_event_hits(obs: Observations, memory: PageMemory, now: dt.datetime, page
         hour = _hour(at)
         counts = pages.setdefault(page_of(event.address), _Counts())
         counts.hours[MC_EVENT][hour] += max(event.err_count, 1)
+        counts.seen(at)
         counts.address, counts.where = event.address, _dimm_subject(event)
         counts.about = {
             "mc": event.mc,
@@ -195,6 +208,7 @@ def _mce_hits(
         hour = _hour(at)
         counts = pages.setdefault(page_of(address), _Counts())
         counts.hours[MCE][hour] += 1
+        counts.seen(at)
         if not counts.where or MC_EVENT not in counts.sources:
             channel = memory_channel(record)
             counts.address, counts.where = address, memory_location(record)[0]
@@ -210,8 +224,24 @@ def _mce_hits(
     return cursor, newest
 
 
-def _window(hours: list[tuple[int, int]], oldest: int) -> list[tuple[int, int]]:
-    return [(h, n) for h, n in hours if h >= oldest]
+def _window(hours: Sequence[_H], oldest: int) -> list[_H]:
+    return [entry for entry in hours if entry[0] >= oldest]
+
+
+def _with_new(hours: list[Bucket | TimedBucket], counts: _Counts) -> list[Bucket | TimedBucket]:
+    """The page's hours with this report's errors added. An hour keeps its first and last error's times while
+    every error in it came with them (an hour kept before they were, Bucket, stays without)."""
+    merged: dict[int, Bucket | TimedBucket] = {entry[0]: entry for entry in hours}
+    for hour, n in counts.merged().items():
+        first, last = counts.times[hour]
+        had = merged.get(hour)
+        if had is None:
+            merged[hour] = (hour, n, first, last)
+        elif len(had) == 4:
+            merged[hour] = (hour, had[1] + n, min(had[2], first), max(had[3], last))
+        else:
+            merged[hour] = (hour, had[1] + n)
+    return [merged[hour] for hour in sorted(merged)]
 
 
 def page_signals(
@@ -229,12 +259,10 @@ def page_signals(
     for page, counts in pages.items():
         key = f"0x{page:x}"
         track = tracked.get(key) or PageTrack()
-        hours = dict(track.hours)
-        for hour, n in counts.merged().items():
-            hours[hour] = hours.get(hour, 0) + n
+        hours = _with_new(list(track.hours), counts)
         better = MC_EVENT in counts.sources or not track.where  # EDAC's DIMM over a machine check's channel
         tracked[key] = PageTrack(
-            hours=sorted(_window(list(hours.items()), oldest))[-WINDOW_H:],
+            hours=_window(hours, oldest)[-WINDOW_H:],
             where=counts.where if better else track.where,
             sources=sorted(set(track.sources) | counts.sources)[:2],
             grain_bits=max((g for g in (track.grain_bits, counts.grain_bits) if g is not None), default=None),
@@ -244,7 +272,7 @@ def page_signals(
     tracked = {k: t for k, t in tracked.items() if t.hours}  # no error within the window: forgotten
     evicted = _window(list(memory.evicted), oldest)
     if len(tracked) > MAX_PAGES:
-        order = sorted(tracked, key=lambda k: (max(h for h, _ in tracked[k].hours), _total(tracked[k])))
+        order = sorted(tracked, key=lambda k: (max(e[0] for e in tracked[k].hours), _total(tracked[k])))
         gone = order[: len(tracked) - MAX_PAGES]
         for key in gone:
             del tracked[key]
@@ -267,7 +295,7 @@ def page_signals(
 
 
 def _total(track: PageTrack) -> int:
-    return sum(n for _, n in track.hours)
+    return sum(entry[1] for entry in track.hours)
 
 
 def _add(buckets: list[tuple[int, int]], hour: int, n: int) -> list[tuple[int, int]]:
@@ -311,5 +339,23 @@ def _signal(key: str, counts: _Counts, memory: PageMemory) -> SignalValue | None
         "pages_tracked": len(tracked),
         "evicted_24h": evicted,
         "window_h": WINDOW_H,
+        **counted_hours(track.hours),
     }
     return SignalValue("page_ce_count", key, float(count), detail)
+
+
+def counted_hours(hours: Sequence[Sequence[int]], since_hour: int | None = None) -> dict[str, object]:
+    """`since`, `counted` ([epoch seconds, CEs, first, last error's time] per event hour: its start) and
+    `counted_s` (an hour), so a DIMM's ticket resolved after its swap is not reopened by the errors of before
+    it (remediator.recount). `since` is the first counted error's own time: a page first seen after the
+    resolve, even within the resolve's hour, is then judged on its whole count (review of the counted spans,
+    finding 1: the hour's start made a new page's errors look older than the repair). An hour kept before its
+    errors' times were ([hour, CEs]) counts from its start. `since_hour`: the count begins there (after a
+    page's offline) when no error is counted yet."""
+    entries = [[int(h[0]) * 3600, int(h[1]), *(int(t) for t in h[2:4])] for h in hours if len(h) in (2, 4)]
+    starts = [e[2] if len(e) == 4 else e[0] for e in entries]
+    first = min(starts) if starts else (since_hour * 3600 if since_hour is not None else None)
+    if first is None:
+        return {}
+    since = dt.datetime.fromtimestamp(first, dt.UTC).isoformat()
+    return {"since": since, "counted": entries, "counted_s": 3600}

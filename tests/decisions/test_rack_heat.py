@@ -19,7 +19,9 @@ from remediator.models import Decision, Host, Signal
 from tests.builders.observations import T0
 from tests.decisions.harness import RULES, SnapHost, register, remediations, run, to_ticket
 from tests.decisions.harness import T0 as SCENARIO_T0
+from ticketing import service as tickets
 from ticketing.models import Ticket
+from ticketing.schemas import Resolution
 
 HOT_CPU = "thermal/ipmitool-sensor-list-cpu2-temp-cr-above-upper-critical.txt"
 NR_CPU = "thermal/ipmitool-sensor-list-supermicro-dual-socket-cpu2-temp-nr-lowered-thresholds.txt"
@@ -176,15 +178,78 @@ def test_a_host_past_non_recoverable_is_drained_not_grouped(session: Session, tm
     assert "ucr 30, unr 30" in own.title
 
 
-def test_a_stale_rack_ticket_takes_no_new_heat(session: Session, tmp_path: Path) -> None:
+def test_a_stale_rack_ticket_takes_new_heat_only_from_a_hot_rack(session: Session, tmp_path: Path) -> None:
+    """The route's view (end to end: tests/decisions/test_rack_heat_findings.py): within FRESH_WITHIN a hot
+    host of the rack joins its ticket; later, only while the rack runs hot as a rack (here dt-hot-01 and -02
+    still are, around dt-hot-02's heat), never a lone hot host (dt-hot-03, days later)."""
     quiet_datacenter(session)
     run_hot(session, tmp_path, "dt-hot-01", "r12")
     run_hot(session, tmp_path, "dt-hot-02", "r12")
     rack = ticket_of(session, "dt-hot-02")
     host = session.query(Host).filter(Host.hostname == "dt-hot-02").one()
-    later = (rack.last_detected_at or SCENARIO_T0) + rack_heat.RACK_HOT_WINDOW
+    later = (rack.last_detected_at or SCENARIO_T0) + rack_heat.FRESH_WITHIN
     assert rack_heat.open_rack_ticket(session, host, later) is not None
-    assert rack_heat.open_rack_ticket(session, host, later + dt.timedelta(minutes=1)) is None
+    assert rack_heat.open_rack_ticket(session, host, later + dt.timedelta(minutes=1)) is not None
+    signal_on(session, "dt-hot-03", "r12", "cpu_throttle_percent", "package 0", 40.0)
+    lone = session.query(Host).filter(Host.hostname == "dt-hot-03").one()
+    for signal in session.query(Signal).filter(Signal.host_id == lone.id):
+        signal.observed_at = SCENARIO_T0 + dt.timedelta(days=3)
+    session.flush()
+    assert rack_heat.open_rack_ticket(session, lone, later + dt.timedelta(days=3)) is None
+
+
+def on_the_scenario_clock(session: Session, ticket: Ticket) -> None:
+    """The ticket opened and was last detected at the scenario's start (the runner opens it on the wall clock)."""
+    ticket.created_at = ticket.last_detected_at = SCENARIO_T0
+    session.flush()
+
+
+def test_a_rack_hot_for_over_an_hour_keeps_its_one_ticket(session: Session, tmp_path: Path) -> None:
+    """Before (review of issue 16, M1): the rack's ticket took detections only when detected within the hour,
+    but a detection within the hour of the last one does not move `last_detected_at`: at 61 minutes of
+    continuous heat the ticket was stale and a third hot host opened a second rack ticket."""
+    quiet_datacenter(session)
+    run_hot(session, tmp_path, "dt-hot-01", "r12")
+    second = run_hot(session, tmp_path, "dt-hot-02", "r12")
+    rack = ticket_of(session, "dt-hot-02")
+    on_the_scenario_clock(session, rack)
+    run(session, second, [second.cycle(30)])  # still hot: the same detection, the ticket's time does not move
+    session.refresh(rack)
+    assert rack.last_detected_at == SCENARIO_T0
+    run_hot(session, tmp_path, "dt-hot-03", "r12", minute=61)
+    for remediation in remediations(session, "dt-hot-03"):
+        to_ticket(session, remediation)
+    assert session.query(Ticket).filter(Ticket.part_type == "rack_airflow").count() == 1
+    assert remediations(session, "dt-hot-03") == []
+    assert f"ticket {rack.id}" in " ".join(decisions_of(session, "dt-hot-03"))
+    session.refresh(rack)
+    assert rack.last_detected_at == SCENARIO_T0 + dt.timedelta(minutes=61)
+
+
+def test_a_closed_rack_ticket_reopens_when_the_rack_runs_hot_again(session: Session, tmp_path: Path) -> None:
+    """Before (review of issue 16, M1): a closed rack ticket was never found again, so the rack running hot
+    the next day opened a new ticket instead of reopening it, as a host's ticket is reopened when its fault
+    returns within the reopen window. One host hot alone is its own heat: the rack's ticket stays closed."""
+    quiet_datacenter(session)
+    first = run_hot(session, tmp_path, "dt-hot-01", "r12")
+    second = run_hot(session, tmp_path, "dt-hot-02", "r12")
+    rack = ticket_of(session, "dt-hot-02")
+    on_the_scenario_clock(session, rack)
+    fixed = SCENARIO_T0 + dt.timedelta(hours=2)
+    tickets.claim(session, rack, actor="user:tech", now=fixed)
+    tickets.resolve(session, rack, Resolution(note="blanking panels refitted"), actor="user:tech", now=fixed)
+    tickets.begin_verification(session, rack, actor="system:remediator", settle=dt.timedelta(minutes=30), now=fixed)
+    tickets.close(session, rack, actor="system:remediator", reason="verified", now=fixed + dt.timedelta(hours=1))
+    next_day = 24 * 60
+    run_hot(session, tmp_path, "dt-hot-03", "r12", minute=next_day)  # alone: the rack's ticket stays closed
+    session.refresh(rack)
+    assert (rack.state.value, rack.reopened) == ("closed", 0)
+    run(session, second, [second.cycle(next_day + 5)])  # a second host: the rack runs hot again
+    session.refresh(rack)
+    assert (rack.state.value, rack.reopened) == ("open", 1)
+    assert f"ticket {rack.id} reopened" in " ".join(decisions_of(session, "dt-hot-02"))
+    run(session, first, [first.cycle(next_day + 6)])
+    assert session.query(Ticket).filter(Ticket.part_type == "rack_airflow").count() == 1
 
 
 def test_one_hot_host_has_one_airflow_ticket(session: Session, tmp_path: Path) -> None:

@@ -154,6 +154,7 @@ def test_panics_the_hardware_caused_are_counted_apart_from_the_kernels() -> None
         "Asynchronous SError Interrupt",
         "UE row 3, channel 1 (mc0)",
         "NMI IOCK error: Not continuing",
+        "CXL cachemem error.",  # a CXL device's uncorrectable error (checker/parsers/cxl_log.py)
     ]
     software = ["Fatal exception in interrupt", "Attempted to kill init! exitcode=0x0000000b", "VFS: Unable to mount"]
     run = Deriver()
