@@ -192,6 +192,17 @@ ROWS = (
     "err_msg = Receiver Error\npfn = 0x3a2e1\npage_type = dirty LRU page\naction_result = Recovered\n"
 )
 
+# the kernel's CXL messages and a firmware-first CXL Protocol Error record (checker/parsers/cxl_log.py)
+CXL_LINES = (
+    "[86625.641210] cxl_pci 0000:36:00.0: mem1: frozen state error detected, disable CXL.mem\n"
+    "[87001.512771] cxl_pci 0000:35:00.0: mailbox timeout (opcode: 0x4300), device state  fatal\n"
+    "[90001.100001] {3}[Hardware Error]: Hardware error from APEI Generic Hardware Error Source: 1\n"
+    "[90001.100004] {3}[Hardware Error]:  Error 0, type: recoverable\n"
+    "[90001.100006] {3}[Hardware Error]:   section_type: CXL Protocol Error\n"
+    "[90001.100009] {3}[Hardware Error]:    agent_address: 0000:35:00.0\n"
+    "[90001.100018] {3}[Hardware Error]:    cxl_ras_uncor_status: 0x00000080\n"
+)
+
 # `ethtool -S` (mlx5's names, bnxt_en's per-ring prefix) and `lldpctl -f json` (lldpd 1.0): the corpus has neither
 ETHTOOL_S = "NIC statistics:\n     rx_packets: 9184227361\n     rx_crc_errors_phy: 1843\n     [0]: rx_discards: 0\n"
 LLDP_JSON = (
@@ -210,6 +221,7 @@ TEXT_PARSERS: dict[str, Entry] = {
     "kernel_log_file": Entry(lambda t: parse_kernel_log(t, "file"), ("kernel-log", "edac-sysfs")),
     "kernel_log_kmsg": Entry(lambda t: parse_kernel_log(t, "kmsg"), (), (KMSG,)),
     "kernel_log_dmesg": Entry(lambda t: parse_kernel_log(t, "dmesg"), ("os-faults", "pcie", "gpu")),
+    "kernel_log_cxl": Entry(lambda t: parse_kernel_log(t, "dmesg"), (), (CXL_LINES,)),
     "gpu_kernel_lines": Entry(lambda t: gpu_lines(parse_kernel_log(t, "dmesg").value), ("gpu", "kernel-log")),
     "journal_json": Entry(parse_journal_json, (), (JOURNAL,)),
     "kernel_log_journal": Entry(lambda t: parse_kernel_log(t, "journal"), ("kernel-log",), (JOURNAL,)),

@@ -1,6 +1,12 @@
 """rasdaemon's cxl_* table rows -> CxlEvent, decoded with the CXL 3.1 event-record tables and the
 kernel's trace-event names (drivers/cxl/core/trace.h), as `ras-mc-ctl` and the trace print them.
 
+A Memory Module record (cxl_memory_module_event) carries the device's health as Get Health Info
+returns it (CXL 3.1 8.2.9.2.1.3 and 8.2.9.9.3.1): health status flags, media status, the additional
+status (life used, temperature, corrected-error counts: each Normal/Warning/Critical by the device's
+own thresholds), life used in percent, temperature, dirty shutdowns and corrected-error counts.
+rasdaemon (ras-cxl-handler.c, ras_cxl_memory_module_event_handler) stores them raw.
+
 rasdaemon stores each record's fields raw: the General Media and DRAM records' descriptor, type,
 transaction type and flags as integers (the CXL 3.1 tables 8-43 "Common Event Record", 8-46
 "General Media Event Record", 8-47 "DRAM Event Record"), the AER status as the CXL RAS capability's
@@ -15,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from checker.parsers.common import Parsed, guarded, problem
-from checker.sections.cxl import CxlEvent, CxlTable
+from checker.sections.cxl import CxlEvent, CxlHealth, CxlTable
 
 Row = Mapping[str, Any]
 U64 = (1 << 64) - 1
@@ -59,6 +65,52 @@ TRANSACTIONS = {
     5: "Internal Media Scrub",
     6: "Internal Media Management",
 }
+# Memory Module Event Record: Device Event Type (the kernel's show_dev_evt_type, rasdaemon's cxl_dev_evt_type;
+# 06h-08h are CXL 3.1's additions)
+MODULE_EVENT_TYPES = {
+    0: "Health Status Change",
+    1: "Media Status Change",
+    2: "Life Used Change",
+    3: "Temperature Change",
+    4: "Data Path Error",
+    5: "LSA Error",
+    6: "Unrecoverable Internal Sideband Bus Error",
+    7: "Memory Media FRU Error",
+    8: "Power Management Fault",
+}
+# Device Health Information: Health Status bits, Media Status, Additional Status fields (the kernel's
+# CXL_DHI_*, rasdaemon's cxl_health_status / cxl_media_status / cxl_two_bit_status / cxl_one_bit_status)
+# bit 3 Memory Capacity Degraded: CXL 3.1 Get Health Info (Table 8-133); the kernel's and rasdaemon's
+# CXL_DHI_HS_MEM_CAPACITY_DEGRADED. A bit not named here is kept by its value (0x10), never dropped.
+HEALTH_STATUS = {
+    0: "Maintenance Needed",
+    1: "Performance Degraded",
+    2: "Hardware Replacement Needed",
+    3: "Memory Capacity Degraded",
+}
+# Memory Module Event Record: Device Event Sub-Type (CXL 3.1; the kernel's CXL_MMER_EVT_STYPE_*,
+# drivers/cxl/core/trace.h show_dev_event_sub_type)
+MODULE_EVENT_SUB_TYPES = {
+    0: "Not Reported",
+    1: "Invalid Config Data",
+    2: "Unsupported Config Data",
+    3: "Unsupported Memory Media FRU",
+}
+MEDIA_STATUS = {
+    0: "Normal",
+    1: "Not Ready",
+    2: "Write Persistency Lost",
+    3: "All Data Lost",
+    4: "Write Persistency Loss in the Event of Power Loss",
+    5: "Write Persistency Loss in Event of Shutdown",
+    6: "Write Persistency Loss Imminent",
+    7: "All Data Loss in the Event of Power Loss",
+    8: "All Data Loss in the Event of Shutdown",
+    9: "All Data Loss Imminent",
+}
+LEVELS = {0: "Normal", 1: "Warning", 2: "Critical"}
+LIFE_USED_NOT_IMPLEMENTED = 0xFF  # ndctl's CXL_CMD_HEALTH_INFO_LIFE_USED_NOT_IMPL
+TEMPERATURE_NOT_IMPLEMENTED = 0xFFFF  # CXL_CMD_HEALTH_INFO_TEMPERATURE_NOT_IMPL; rasdaemon binds it as -1 (int16)
 # CXL RAS capability: Uncorrectable / Correctable Error Status (the kernel's show_uc_errs / show_ce_errs)
 UE_BITS = {
     0: "Cache Data Parity Error",
@@ -198,6 +250,73 @@ def _first_error(mask: int | None, status: int | None) -> int | None:
     return (chosen & -chosen).bit_length() - 1
 
 
+def _level(value: int | None, shift: int, mask: int) -> str | None:
+    if value is None:
+        return None
+    level = (value >> shift) & mask
+    return LEVELS.get(level, f"0x{level:x}")
+
+
+def _count(row: Row, key: str) -> int | None:
+    value = _int(row, key)
+    return value & 0xFFFFFFFF if value is not None else None  # u32 counters, bound as int
+
+
+def _sub_type(value: int | None) -> str | None:
+    if not value:  # 0: Not Reported, as no sub-type at all
+        return None
+    return MODULE_EVENT_SUB_TYPES.get(value, f"0x{value:02x}")
+
+
+def _component(value: object) -> str | None:
+    """The Component Identifier (16 bytes, rasdaemon's comp_id BLOB): its text when it is printable
+    ASCII (vendors name the FRU, 'DIMM-B2'), else its hex; all zeroes is none."""
+    if isinstance(value, str):
+        value = value.encode(errors="replace")
+    if not isinstance(value, bytes | bytearray) or not any(value):
+        return None
+    raw = bytes(value[:16])
+    text = raw.rstrip(b"\0")
+    if text and all(0x20 <= b < 0x7F for b in text):
+        return text.decode("ascii")
+    return raw.hex()
+
+
+def _module(row: Row, row_id: int) -> CxlEvent:
+    """A Memory Module record: the device's health, with the event that changed it."""
+    kind = _int(row, "event_type")
+    media = _int(row, "media_status")
+    extra = _int(row, "add_status")
+    life = _int(row, "life_used")
+    temperature = _int(row, "device_temp")
+    if temperature is not None and temperature > 0x7FFF:
+        temperature -= 0x10000  # a signed 16-bit value, bound unsigned by some versions
+    health = CxlHealth(
+        event_type=MODULE_EVENT_TYPES.get(kind, f"type 0x{kind:02x}") if kind is not None else "unknown",
+        health_status=_bits(_int(row, "health_status"), HEALTH_STATUS)[:8],
+        media_status=MEDIA_STATUS.get(media, f"0x{media:02x}") if media is not None else None,
+        life_used_status=_level(extra, 0, 0b11),
+        temperature_status=_level(extra, 2, 0b11),
+        corrected_volatile_status=_level(extra, 4, 0b1),
+        corrected_persistent_status=_level(extra, 5, 0b1),
+        life_used_percent=life if life is not None and life != LIFE_USED_NOT_IMPLEMENTED and 0 <= life <= 100 else None,
+        temperature_c=temperature if temperature not in (None, -1, TEMPERATURE_NOT_IMPLEMENTED) else None,
+        dirty_shutdowns=_count(row, "dirty_shutdown_cnt"),
+        corrected_volatile_errors=_count(row, "cor_vol_err_cnt"),
+        corrected_persistent_errors=_count(row, "cor_per_err_cnt"),
+        event_sub_type=_sub_type(_int(row, "event_sub_type")),
+        component_id=_component(row.get("comp_id")),
+    )
+    return CxlEvent(
+        **_common("cxl_memory_module_event", row, row_id),
+        log=_text(row, "log_type"),
+        uncorrectable=False,  # a health record: the statuses say what it means (remediator/derive/cxl_health.py)
+        kind=health.event_type,
+        flags=[f for f in _bits(_int(row, "hdr_flags"), RECORD_FLAGS) if not f.startswith("0x")][:8],
+        health=health,
+    )
+
+
 @guarded(list)
 def parse_cxl_rows(table: CxlTable, rows: Iterable[Row]) -> Parsed[list[CxlEvent]]:
     """Rows of one cxl_* table, oldest first; a row without an id or a memdev is a problem, not an event."""
@@ -215,6 +334,8 @@ def parse_cxl_rows(table: CxlTable, rows: Iterable[Row]) -> Parsed[list[CxlEvent
             events.append(_poison(row, row_id))
         elif table in ("cxl_aer_ue_event", "cxl_aer_ce_event"):
             events.append(_aer(table, row, row_id))
+        elif table == "cxl_memory_module_event":
+            events.append(_module(row, row_id))
         else:
             events.append(_media(table, row, row_id))
     return Parsed(events, problems)

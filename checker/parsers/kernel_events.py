@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from checker.parsers.common import Parsed, clip, guarded
+from checker.parsers.cxl_log import CXL_RULES, cxl_protocol_records
 from checker.parsers.kernel_log import LogLine, parse_journal_json, parse_kmsg, parse_log_lines
 from checker.parsers.os_events import JOINED_KINDS, OS_RULES, fold_suppressed, joins, oom_joins, oom_subject
 from checker.parsers.xid import GPU_RULES, drop_unconfirmed
@@ -160,6 +161,7 @@ RULES: tuple[Rule, ...] = (
     # heat: the corpus's Xeon E5-2430 logs it at ordinary load. It is no thermal_throttle, and no event.
     *(_rule(kind, needle, regex, subject, block) for kind, needle, regex, subject, block in OS_RULES),
     *(_rule(kind, needle, regex, subject, block) for kind, needle, regex, subject, block in GPU_RULES),
+    *(_rule(kind, needle, regex, subject, block) for kind, needle, regex, subject, block in CXL_RULES),
 )  # fmt: skip
 
 NEEDLES = re.compile("|".join(sorted({re.escape(r.needle) for r in RULES}, key=len, reverse=True)))
@@ -352,8 +354,9 @@ def classify(lines: Iterable[LogLine]) -> list[KernelEvent]:
                 ratelimited = None
     if block is not None:
         events.append(_event(block.rule, block.match, block.lines, block.dropped, block.suppressed))
-    # a probe message about anything but a GPU fallen off the bus; ext4's suppressed errors onto their device
-    return fold_suppressed(drop_unconfirmed(events))
+    # a probe message about anything but a GPU fallen off the bus; ext4's suppressed errors onto their device;
+    # a GHES record of a CXL Protocol Error named by its agent (checker/parsers/cxl_log.py)
+    return cxl_protocol_records(fold_suppressed(drop_unconfirmed(events)))
 
 
 Source = Literal["kmsg", "journal", "dmesg", "file"]

@@ -101,7 +101,9 @@ def error_sources(report: Report, signals: list[SignalValue]) -> ErrorSources:
     found = ErrorSources()
     types: dict[str, None] = {}
     for event in events:
-        if event.kind != KernelEventKind.ghes_error:
+        # a CPER record with a CXL Protocol Error section is relabelled cxl_protocol_error by the parser
+        # (checker/parsers/cxl_log.py): still a GHES record, counted as one
+        if event.kind not in (KernelEventKind.ghes_error, KernelEventKind.cxl_protocol_error):
             continue
         kinds = section_types(event.lines) or ["unknown section"]
         types.update(dict.fromkeys(kinds))

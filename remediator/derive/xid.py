@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from checker.parsers.xid import GPU_KINDS, XidRecord, identity, sxid_record, xid_record
-from checker.schemas import Gpu, GpuState, KernelEvent, KernelLogState
+from checker.schemas import Gpu, GpuState, KernelEvent, KernelEventKind, KernelLogState
 from remediator.derive.kernel import add_to_bucket, live_buckets
 from remediator.derive.memory import KernelMemory
 from remediator.derive.xid_memory import MAX_GPUS, MAX_KEYS, Bucket, XidMemory
@@ -36,14 +36,20 @@ INCIDENT_S = 10.0  # the driver's per-channel repeats of one fault come within s
 SAMPLE_LINES = 5
 
 
-def fresh_events(state: KernelLogState, klog: KernelMemory | None, boot_id: str | None) -> list[KernelEvent]:
-    """The GPU events not counted before: the kernel deriver's cursor, read before it moves."""
+def fresh_events(
+    state: KernelLogState,
+    klog: KernelMemory | None,
+    boot_id: str | None,
+    kinds: frozenset[KernelEventKind] = GPU_KINDS,
+) -> list[KernelEvent]:
+    """The events of `kinds` (GPU's by default; CXL's for derive/cxl_kernel.py) not counted before: the
+    kernel deriver's cursor, read before it moves."""
     boot = state.boot_id or boot_id
     last_seq = klog.seq if klog is not None and boot is not None and klog.boot == boot else None
     return [
         e
         for e in state.events
-        if e.kind in GPU_KINDS and not (e.seq is not None and last_seq is not None and e.seq <= last_seq)
+        if e.kind in kinds and not (e.seq is not None and last_seq is not None and e.seq <= last_seq)
     ]
 
 

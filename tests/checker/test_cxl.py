@@ -15,6 +15,7 @@ from remediator.signals import SignalValue
 from tests.checker.cxl_tree import add_rows, install
 
 MEM0, MEM1 = "0x5a17c0de", "0x5a17c0df"  # the devices' serials: the signals' subjects
+FUNCTIONS = {"0000:35:00.0": MEM0, "0000:36:00.0": MEM1}  # sysfs: each memdev's PCI function -> serial
 
 
 def two_cycles(tmp_path: Path, *rows: int) -> tuple[Report, Report]:
@@ -39,7 +40,8 @@ def test_the_first_read_takes_only_the_cursors(tmp_path: Path) -> None:
     assert section.first_sight
     assert section.events == []
     assert section.last_ids["cxl_general_media_event"] == 2
-    assert cxl_signals(section) == ([], None)
+    # no signal; only sysfs's PCI function -> serial pairs are remembered (a device gone from sysfs later)
+    assert cxl_signals(section) == ([], CxlMemory(functions=FUNCTIONS))
 
 
 def test_every_record_is_decoded_as_the_kernel_prints_it(tmp_path: Path) -> None:
@@ -116,16 +118,21 @@ def test_signals_per_device_name_it(tmp_path: Path) -> None:
     assert aer.detail["error"] == "Memory Data ECC Error"
 
 
-def test_hosts_without_cxl_or_its_tables_report_unavailable(tmp_path: Path) -> None:
+def test_hosts_without_cxl_report_unavailable_and_without_its_tables_list_the_devices(tmp_path: Path) -> None:
     plain = SnapshotBuilder(tmp_path / "plain")
     run = plain.cycle(CollectorState()).collectors["cxl"]
     assert run.status == CollectorStatus.unavailable
     assert "no CXL memory devices" in (run.reason or "")
     old = SnapshotBuilder(tmp_path / "old")
     install(old, tables=False)
-    run = old.cycle(CollectorState()).collectors["cxl"]
-    assert run.status == CollectorStatus.unavailable
-    assert "no cxl_* table" in (run.reason or "")
+    report = old.cycle(CollectorState())
+    run = report.collectors["cxl"]
+    # the kernel log is then the only record of the devices' errors: the centre needs their serials
+    # and PCI functions to name them (tests/checker/test_cxl_log.py)
+    assert (run.status, run.source) == (CollectorStatus.ok, "sysfs")
+    assert "no cxl_* table" in run.problems[0]
+    assert report.observations.cxl is not None
+    assert report.observations.cxl.rasdaemon is False
 
 
 # -- the review's findings (each of these failed on the code before) ---------------------------------
@@ -163,7 +170,7 @@ def test_a_poisoned_address_listed_again_counts_once(tmp_path: Path) -> None:
     assert found == []  # the same entry, listed again: nothing
     found, memory = cxl_signals(cleared, memory)
     assert found == []
-    assert memory == CxlMemory(poison=[])
+    assert memory == CxlMemory(poison=[], functions=FUNCTIONS)
     found, _ = cxl_signals(first, memory)  # poisoned again after its clear: new
     assert [s.value for s in found] == [1.0]
     same_report, _ = cxl_signals(_section(tmp_path / "d", 3, 7))  # listed twice in one report: one address

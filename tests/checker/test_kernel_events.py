@@ -267,6 +267,16 @@ RULE_EXAMPLES: list[tuple[str, KernelEventKind, str | None, int]] = [
     (r"NVRM: The NVIDIA GPU 0000:b3:00.0\x0aNVRM: (PCI ID: 10de:26b5) installed in this system has\x0aNVRM: "
      "fallen off the bus and is not responding to commands.", K.gpu_fallen_off_bus, "0000:b3:00.0", 1),
     ("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", K.gpu_fallen_off_bus, "0000:3b:00.0", 1),
+    # CXL (checker/parsers/cxl_log.py; tests/checker/test_cxl_log.py reads the project's own CXL lines)
+    ("cxl_pci 0000:36:00.0: mem1: frozen state error detected, disable CXL.mem", K.cxl_mem_disabled,
+     "0000:36:00.0", 1),
+    ("cxl_pci 0000:37:00.0: failure state error detected, request disconnect", K.cxl_mem_disabled, "0000:37:00.0", 1),
+    ("cxl_pci 0000:36:00.0: mem1: memdev disabled, abort error handling", K.cxl_mem_disabled, "0000:36:00.0", 1),
+    ("cxl_pci 0000:35:00.0: mailbox timeout (opcode: 0x4300), device state  fatal", K.cxl_device_failed,
+     "0000:35:00.0", 1),
+    ("cxl_pci 0000:38:00.0: timeout awaiting memory active after 60 seconds", K.cxl_device_failed, "0000:38:00.0", 1),
+    ("cxl_pci 0000:36:00.0: mem1: restart CXL.mem after slot reset", K.cxl_mem_resumed, "0000:36:00.0", 1),
+    ("cxl_pci 0000:36:00.0: mem1: error resume failed", K.cxl_mem_resumed, "0000:36:00.0", 1),
 ]  # fmt: skip
 
 NOT_EVENTS = [
@@ -286,6 +296,8 @@ NOT_EVENTS = [
     "XFS (sda1): Mounting V5 Filesystem",
     "java invoked oom-killer: gfp_mask=0xd0, order=0, oom_score_adj=-998",
     "EXT4-fs (sda1): mounted filesystem with ordered data mode. Opts: (null)",
+    "cxl_pci 0000:35:00.0: mailbox timeout (opcode: 0x4300), device state ",  # neither fatal nor halted
+    "cxl_pci 0000:36:00.0: poison inject dpa:0x3000 region: region1",  # a test
 ]
 
 
