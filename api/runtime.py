@@ -82,7 +82,13 @@ def build_central(
     if celery is None:
         celery = central_celery(settings)
     if cyborg is None:
-        cyborg = CentralCyborg(settings, app=celery, actions=None if runs_actions else SCHEDULER_ACTIONS)
+        central = CentralCyborg(settings, app=celery, actions=None if runs_actions else SCHEDULER_ACTIONS)
+        if runs_actions:  # a worker's processes log out of the BMCs' Redfish sessions they kept when they stop
+            from celery.signals import worker_process_shutdown, worker_shutdown
+
+            worker_process_shutdown.connect(lambda **_: central.close(), weak=False)
+            worker_shutdown.connect(lambda **_: central.close(), weak=False)
+        cyborg = central
     remediator = Remediator.build(settings, database, cyborg, rules=rules)
     ticketing = Ticketing(
         settings=settings,

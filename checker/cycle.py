@@ -31,6 +31,7 @@ from checker.collectors import (
     network,
     pcie,
     rasdaemon,
+    redfish,
     smart,
     smi,
     stalls,
@@ -39,11 +40,14 @@ from checker.collectors import (
 )
 from checker.collectors.base import HostAccess
 from checker.collectors.context import BudgetExceeded, CollectorState, Context, ParseFailed, Unavailable
+from checker.collectors.redfish_client import RedfishSettings
 from checker.schemas import CollectorRun, CollectorStatus, HostIdentity, Observations, Report
 
 AGENT_VERSION = "0.2.0"
 DEFAULT_TIMEOUT_S = 15.0
-DEFAULT_TIMEOUTS: dict[str, float] = {"sel": 60.0, "smart": 60.0, "gpu": 25.0}
+DEFAULT_TIMEOUTS: dict[str, float] = {"sel": 60.0, "smart": 60.0, "gpu": 25.0, "redfish": 60.0}
+BMC_PROTOCOLS = ("ipmi", "redfish", "both")
+OPTIONAL_COLLECTORS = ("redfish",)  # run only where configured: bmc_collectors()
 MAX_REPORT_BYTES = 1_000_000
 
 Collector = Callable[[Context], None]
@@ -75,6 +79,39 @@ COLLECTORS: dict[str, Collector] = {
 }
 
 log = logging.getLogger(__name__)
+
+
+def _unless_redfish(collector: Collector, section: str, protocol: str) -> Collector:
+    """An IPMI collector that leaves its section to Redfish: always under bmc_protocol=redfish; under
+    both, when the redfish collector (which runs first) filled the section this cycle."""
+
+    def collect(ctx: Context) -> None:
+        if protocol == "redfish":
+            raise Unavailable("the BMC is read over Redfish (bmc_protocol=redfish): see the redfish collector")
+        if getattr(ctx.observations, section) is not None and ctx.observations.redfish is not None:
+            raise Unavailable(f"{section} was read over Redfish this cycle (bmc_protocol=both: Redfish preferred)")
+        collector(ctx)
+
+    return collect
+
+
+def bmc_collectors(protocol: str, settings: RedfishSettings | None) -> dict[str, Collector]:
+    """COLLECTORS for a host's BMC protocol (docs/agent.md, "Redfish"): ipmi reads the SEL and sensors
+    with ipmitool only; redfish with the redfish collector only; both runs the redfish collector first
+    and the ipmi ones only for the sections Redfish did not fill this cycle (its BMC did not answer, or
+    lists no log service or chassis)."""
+    if protocol not in BMC_PROTOCOLS:
+        raise ValueError(f"bmc protocol {protocol!r} is not one of {', '.join(BMC_PROTOCOLS)}")
+    if protocol == "ipmi":
+        return dict(COLLECTORS)
+    collectors: dict[str, Collector] = {}
+    for name, collector in COLLECTORS.items():
+        if name == "sel":  # Redfish first, so `both` can tell whether it answered
+            collectors["redfish"] = redfish.RedfishCollector(settings, protocol)
+        if name in ("sel", "sensors"):
+            collector = _unless_redfish(collector, name, protocol)
+        collectors[name] = collector
+    return collectors
 
 
 def run_collector(name: str, collector: Collector, ctx: Context) -> CollectorRun:

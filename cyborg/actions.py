@@ -82,6 +82,32 @@ class FirmwareTarget(ActionParams):
         return value.lower() if value else value
 
 
+class UpdateBmcFirmwareParams(ActionParams):
+    """Firmware through the host's BMC (Redfish UpdateService.SimpleUpdate; docs/cyborg.md, "BMC protocols"): the
+    BMC fetches the image itself, so only an https URL, pinned by its SHA-256, which the centre checks first."""
+
+    component: Literal["bios", "bmc"] = Field(description="bios: the System's BIOS; bmc: the BMC's own firmware.")
+    image: str = Field(
+        pattern=r"^https://[^\s]+$",
+        max_length=IMAGE_MAX_LENGTH,
+        description="The image's https URL (the BMC fetches it; http is refused: the image would travel unchecked).",
+    )
+    sha256: str = Field(description="The image's SHA-256: fetched and checked before the BMC is asked.")
+    version: str | None = Field(
+        None,
+        pattern=VERSION_PATTERN,
+        description="The release the image carries, for the record (the simulated fleet's BMC installs it); the "
+        "real driver reports the version the BMC reads back.",
+    )
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex_digest(cls, value: str) -> str:
+        if not _SHA256.fullmatch(value.lower()):
+            raise ValueError("must be 64 hexadecimal characters")
+        return value.lower()
+
+
 class ReflashFirmwareParams(ActionParams):
     targets: list[FirmwareTarget] = Field(
         min_length=1, max_length=8, description="Flashed in order; the first failure aborts the rest."
@@ -348,6 +374,15 @@ ACTIONS: dict[str, CyborgAction] = {
         # Carried out from the central side: the host cannot do them for itself.
         CyborgAction("power_cycle", NoParams, 900, idempotent=False, site="central", restarts=True),
         CyborgAction("reimage", NoParams, 7200, idempotent=False, site="central", restarts=True),
+        CyborgAction(
+            "update_bmc_firmware",
+            UpdateBmcFirmwareParams,
+            3600,  # the image check, and the BMC's update task (FLEETFIX_REDFISH_TASK_WAIT_S, 1800 s by default)
+            idempotent=False,  # a re-run mid-flash (a worker restart) would submit a second update to a BMC restarting
+            site="central",
+            restarts=False,  # the host runs on: a BIOS waits for the next boot, which is the plan's to order
+            description="Redfish SimpleUpdate of the BIOS or BMC through the BMC, image pinned by SHA-256",
+        ),
         CyborgAction("restart_agent", NoParams, 300, idempotent=True, site="central", description="cluster hook"),
         CyborgAction("drain", NoParams, 300, idempotent=True, site="central"),
         CyborgAction("undrain", NoParams, 300, idempotent=True, site="central"),

@@ -68,6 +68,15 @@ ACTIONS: dict[str, ActionSpec] = {
             "soft_offline_page", disruptive=False, description="soft-offline a 4 KiB page that keeps correcting"
         ),
         ActionSpec("reimage", disruptive=True, destructive=True, idempotent=False, description="PXE reinstall"),
+        # Not disruptive: the BMC updates while the host runs on. A BMC image restarts only the BMC; a BIOS image is
+        # staged and runs from the next boot (the driver reports `pending_reboot`), a restart the plan orders as its
+        # own disruptive step (power_cycle, drained first). Redfish only: an IPMI-only host fails the step.
+        ActionSpec(
+            "update_bmc_firmware",
+            disruptive=False,
+            idempotent=False,  # a re-run while the BMC flashes or restarts would submit the update again
+            description="BIOS/BMC firmware through the BMC (Redfish SimpleUpdate), image pinned by SHA-256",
+        ),
         ActionSpec(
             "restart_agent", disruptive=False, description="start a silent host's agent again (the cluster's hook)"
         ),

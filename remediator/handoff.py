@@ -31,7 +31,8 @@ def cyborg(session: Session) -> Cyborg:
 
 
 def target_of(host: Host) -> Target:
-    return Target(host.hostname, host.datacenter, host.cluster, dict(host.labels or {}))
+    hardware_class = "" if host.hardware_class in (None, "unknown") else host.hardware_class  # Host's default
+    return Target(host.hostname, host.datacenter, host.cluster, dict(host.labels or {}), hardware_class)
 
 
 def order_of(host: Host, remediation: Remediation, step: RemediationStep) -> Order:

@@ -33,6 +33,7 @@ from remediator.models import (
     RemediationStep,
     RuleMode,
     RuleState,
+    Signal,
     StepState,
 )
 from remediator.rules import Rule, RuleSet, Step
@@ -225,6 +226,46 @@ class ReturnedFault(DecisionPolicy):
         return None
 
 
+PPR_BMC_RATE = 1.0  # CE/s: dimm-ce-ppr's own ceiling (an SMI per CE during the firmware-first capture)
+PPR_BMC_WITHIN = dt.timedelta(hours=2)  # two of the BMC's hourly inventory reads
+PPR_BMC_TICKET = Step(
+    action="ticket",
+    params={
+        "part_type": "dimm",
+        "title": "DIMM {subject}: the BMC counts 1 CE/s or more on this host, too fast for hard PPR's "
+        "firmware-first capture: replace or decide",
+    },
+)
+
+
+class PprUnderBmcRate(DecisionPolicy):
+    """A hard_ppr plan becomes a ticket when the BMC counted 1 CE/s or more on any of the host's DIMMs within
+    two hours (the review of the Redfish rules, finding 4): an EDAC driver that latches one error per channel
+    per poll (ie31200) can show dimm-ce-ppr's < 1 CE/s while the BMC counts 20; switching that host to
+    firmware-first is one SMI per CE, what the rule's 1 CE/s ceiling exists to prevent."""
+
+    name = "ppr_under_bmc_rate"
+
+    def check(self, firing: FiringContext) -> Stop | None:
+        if not any(step.action == "hard_ppr" for step in firing.steps):
+            return None
+        seen = firing.session.scalars(
+            select(Signal.value)
+            .where(
+                Signal.host_id == firing.host.id,
+                Signal.kind == "bmc_dimm_ce_rate",
+                Signal.value >= PPR_BMC_RATE,
+                Signal.observed_at >= firing.now - PPR_BMC_WITHIN,
+            )
+            .order_by(Signal.value.desc())
+            .limit(1)
+        ).first()
+        if seen is not None:
+            firing.steps = [PPR_BMC_TICKET]
+            firing.reason += f"; hard PPR refused: the BMC counted {seen:.1f} CE/s on the host within 2 h"
+        return None
+
+
 class HostBusy(DecisionPolicy):
     """Another remediation is active on the host, or it awaits repair or is in maintenance (unreachable hosts
     are fair game): hold, open the plan's ticket beside it, or go on to preempt it (remediator.preemption)."""
@@ -347,6 +388,7 @@ DECISION_POLICIES: tuple[DecisionPolicy, ...] = (
     PartTicketed(),
     FaultReturnedWhileVerifying(),
     ReturnedFault(),
+    PprUnderBmcRate(),  # shapes the plan ReturnedFault chose
     HostBusy(),
     RolloutWave(),
     BreakerOpenedMeanwhile(),

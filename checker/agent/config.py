@@ -8,16 +8,31 @@ at start-up with a message naming the variable.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from checker.collectors.redfish_client import RedfishSettings
 from checker.parsers.common import parse_cpu_list
 
 ENV_PREFIX = "FLEETFIX_AGENT_"
+
+
+def _on_link(url: str, allowed: bool) -> bool:
+    """Whether plain http to `url` is allowed: only behind the explicit opt-in, and only to an address that
+    never leaves the host or its link (link-local: the Redfish Host Interface, DSP0270; loopback)."""
+    try:
+        address = ipaddress.ip_address(urlsplit(url).hostname or "")
+    except ValueError:
+        return False
+    return allowed and (address.is_link_local or address.is_loopback)
+
+
 HOST_ACTIONS_DEFAULT = (
     "reboot",
     "reflash_firmware",
@@ -105,6 +120,42 @@ class AgentConfig(BaseSettings):
             "the window fixed per host, on one housekeeping CPU (docs/agent.md, 'Benchmark'). Empty: never."
         ),
     )
+    # -- the BMC over Redfish (checker/collectors/redfish.py; docs/agent.md, "Redfish") --
+    bmc_protocol: Literal["ipmi", "redfish", "both"] = Field(
+        "ipmi",
+        description=(
+            "How the agent reads the BMC: ipmi (ipmitool/FreeIPMI in-band), redfish (the BMC's Redfish service), or "
+            "both (Redfish preferred: the ipmi sel/sensors collectors fill only what Redfish did not this cycle)."
+        ),
+    )
+    redfish_http_host_interface: bool = Field(
+        False,
+        description=(
+            "Allow http:// for REDFISH_URL, and only to a link-local (169.254.0.0/16, fe80::/10: the Redfish Host "
+            "Interface, DMTF DSP0270) or loopback address: the login would otherwise cross the network in clear."
+        ),
+    )
+    redfish_url: str = Field(
+        "",
+        description=(
+            "The BMC's Redfish service, https://ADDRESS (the Redfish Host Interface address, DMTF DSP0270, or the "
+            "BMC's LAN address). Required with bmc_protocol redfish or both; empty: the redfish collector is off."
+        ),
+    )
+    redfish_username: str = Field("", description="The BMC account the agent reads with (a read-only role is enough).")
+    redfish_password_file: Path | None = Field(
+        None, description="A file holding that account's password (mode 0600); read when a session is opened."
+    )
+    redfish_verify_tls: bool = Field(
+        True, description="Verify the BMC's TLS certificate (off only for a BMC with a self-signed certificate)."
+    )
+    redfish_ca_bundle: Path | None = Field(
+        None, description="A CA bundle to verify the BMC's certificate with (instead of the system's)."
+    )
+    redfish_timeout_s: float = Field(10.0, gt=0, le=120, description="Timeout of one Redfish request.")
+    redfish_max_entries: int = Field(
+        200, ge=1, le=1000, description="New log entries read per BMC log service per cycle (the newest kept)."
+    )
     # -- the stall probe (checker/agent/stallprobe.py; docs/agent.md, "Stall probe") --
     stall_probe: bool = Field(
         True,
@@ -185,6 +236,48 @@ class AgentConfig(BaseSettings):
             raise ValueError("must be an http:// or https:// URL, or empty")
         return value.rstrip("/")
 
+    @field_validator("redfish_url")
+    @classmethod
+    def _redfish_url(cls, value: str, info: ValidationInfo) -> str:
+        protocol = info.data.get("bmc_protocol", "ipmi")
+        if protocol != "ipmi" and not value:
+            raise ValueError(f"needed with {ENV_PREFIX}BMC_PROTOCOL={protocol}")
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an https:// URL, or empty")
+        if value.startswith("http://") and not _on_link(value, info.data.get("redfish_http_host_interface", False)):
+            # The session login (or Basic auth) would carry the password in clear; central refuses http too
+            # (cyborg/drivers/redfish_client.py base_url). Review r5 finding 13.
+            raise ValueError(
+                "http:// is refused (the BMC password would travel in clear): use https://, or set "
+                f"{ENV_PREFIX}REDFISH_HTTP_HOST_INTERFACE=true for a link-local Host Interface address"
+            )
+        if value and urlsplit(value).username is not None:
+            raise ValueError("must not carry credentials: use REDFISH_USERNAME and REDFISH_PASSWORD_FILE")
+        return value.rstrip("/")
+
+    @field_validator("redfish_password_file", "redfish_ca_bundle")
+    @classmethod
+    def _readable_file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"{str(value)!r} is not a readable file")
+        return value
+
+    @property
+    def redfish_settings(self) -> RedfishSettings | None:
+        """How the redfish collector reaches the BMC; None when it is off."""
+        if not self.redfish_url:
+            return None
+        return RedfishSettings(
+            url=self.redfish_url,
+            username=self.redfish_username,
+            password_file=self.redfish_password_file,
+            verify_tls=self.redfish_verify_tls,
+            ca_bundle=self.redfish_ca_bundle,
+            timeout_s=self.redfish_timeout_s,
+            max_entries=self.redfish_max_entries,
+            inventory_every_s=max(self.inventory_refresh_s, 60.0),
+        )
+
     @field_validator("cpus")
     @classmethod
     def _cpu_list(cls, value: str) -> str:
@@ -209,10 +302,10 @@ class AgentConfig(BaseSettings):
     @field_validator("collector_timeouts")
     @classmethod
     def _known_collectors(cls, value: dict[str, float]) -> dict[str, float]:
-        from checker.cycle import COLLECTORS
+        from checker.cycle import COLLECTORS, OPTIONAL_COLLECTORS
 
         for name, seconds in value.items():
-            if name not in COLLECTORS:
+            if name not in COLLECTORS and name not in OPTIONAL_COLLECTORS:
                 raise ValueError(f"no collector {name!r} (collectors: {', '.join(COLLECTORS)})")
             if not 0 < seconds <= 600:
                 raise ValueError(f"{name}: a budget is 0-600 seconds, not {seconds}")

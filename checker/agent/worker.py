@@ -37,7 +37,7 @@ from checker.agent.spool import Spool
 from checker.collectors.base import HostAccess, LiveHost
 from checker.collectors.context import CollectorState
 from checker.collectors.isolated_workload import CMDLINE, SYS_ISOLATED, SYS_NOHZ_FULL, read_isolated
-from checker.cycle import run_cycle
+from checker.cycle import bmc_collectors, run_cycle
 from checker.parsers.common import parse_cpu_list
 from checker.schemas import AgentStatus, CollectorRun, CollectorStatus, Report
 from core.queue import create_celery, host_queue, provide
@@ -209,6 +209,8 @@ class CheckLoop:
 
             load_host(self.state_dir, simulated)  # what earlier actions changed on it
         self.cursors = CollectorState(self.state_dir / "cursors.json" if self.state_dir else None)
+        # Built once: the redfish collector keeps its BMC session across cycles (docs/agent.md, "Redfish").
+        self.collectors = bmc_collectors(self.config.bmc_protocol, self.config.redfish_settings)
         self.spool = Spool(self.state_dir / "spool", self.config.spool_max_reports) if self.state_dir else None
         self.delivery = Delivery(
             app,
@@ -241,6 +243,7 @@ class CheckLoop:
             hostname=self.hostname,
             interval_s=self.interval_s,
             state=self.cursors,
+            collectors=self.collectors,
             timeout_s=config.collector_timeout_s,
             timeouts=config.collector_timeouts,
             memo_s=config.inventory_refresh_s,
@@ -315,6 +318,8 @@ class CheckLoop:
         if self.thread.is_alive():
             self.thread.join(timeout=5)
         stop_probe(self.probe)
+        if (redfish := self.collectors.get("redfish")) is not None and hasattr(redfish, "close"):
+            redfish.close()  # ends the BMC session
         if isinstance(self.host, LiveHost):
             self.host.close()
         if self._lock_file is not None:

@@ -66,6 +66,7 @@ def collect_sel(ctx: Context) -> None:
         and info.last_add_time is not None
         and info.last_add_time == cursor.get("last_add_time")
     )
+    state.source = "ipmi"  # not the redfish collector's id space (docs/report-schema.md, SelState.source)
     ctx.observations.sel = state
     if not unchanged and info.entry_count > 0:
         _read_entries(ctx, tool, state, cursor)

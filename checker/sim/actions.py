@@ -29,6 +29,7 @@ Changes = dict[str, Any]
 WARM_REBOOT_S = 7  # kexec: no firmware, no BIOS
 COLD_REBOOT_S = 60
 FAILURE_MODES = ("hang", "fail", "stay_down")
+OUT_OF_BAND = ("power_cycle", "update_bmc_firmware")  # the BMC does them: a down or powered-off host answers
 
 
 def _restart(host: VirtualHost, *, cold: bool) -> Changes:
@@ -37,7 +38,44 @@ def _restart(host: VirtualHost, *, cold: bool) -> Changes:
         host.sel(host.last_at, "Power Unit Pwr Unit Status", "Power off/down", "Deasserted")
     host.reboot()
     cleared = host.clear(CLEARED_BY_REBOOT)
-    return {"boot_id": host.boot_id, "downtime_s": COLD_REBOOT_S if cold else WARM_REBOOT_S, "cleared": cleared}
+    changes: Changes = {"boot_id": host.boot_id, "downtime_s": COLD_REBOOT_S if cold else WARM_REBOOT_S}
+    if cold and host.bios_pending is not None:  # a staged BIOS runs from the first boot through POST (not kexec)
+        changes["bios_applied"], host.bios_version, host.bios_pending = host.bios_pending, host.bios_pending, None
+        cleared += host.clear({"firmware_old_bios"})
+    return {**changes, "cleared": cleared}
+
+
+def update_bmc_firmware(host: VirtualHost, params: dict[str, Any]) -> Changes:
+    """Redfish SimpleUpdate through the BMC (the centre's update_bmc_firmware): the BMC's own image runs once the
+    BMC restarted (the host runs on); a BIOS image is staged and runs from the next cold boot, as the real BMC
+    stages it (cyborg/drivers/redfish_media.py reports it `pending_reboot`). `version`: the image's release
+    (default the class's current one). The BMC answers while the host is down or off."""
+    if host.hardware.bmc_protocol != "redfish":
+        raise ValueError(f"{host.hostname}'s BMC speaks IPMI only: no Redfish UpdateService")
+    component = str(params["component"])
+    if component == "bios":
+        version = str(params.get("version") or host.hardware.bios_version)
+        host.bios_pending = version
+        return {
+            "component": component,
+            "version": version,
+            "previous": host.bios_version,
+            "pending_reboot": True,
+            "cleared": [],
+        }
+    if component == "bmc":
+        version = str(params.get("version") or host.hardware.bmc_firmware)
+        previous, host.bmc_firmware = host.bmc_firmware, version
+        if host.last_at is not None:
+            host.sel(host.last_at, "Version Change FW Update Status", "")
+        return {
+            "component": component,
+            "version": version,
+            "previous": previous,
+            "pending_reboot": False,
+            "cleared": host.clear({"firmware_old_bmc"}),
+        }
+    raise ValueError(f"no Redfish firmware target {component!r} (bios, bmc)")
 
 
 def reboot(host: VirtualHost, params: dict[str, Any]) -> Changes:
@@ -51,6 +89,7 @@ def reflash_firmware(host: VirtualHost, params: dict[str, Any]) -> Changes:
     component, version = str(params["component"]), str(params["version"])
     if component == "bios":
         previous, host.bios_version = host.bios_version, version
+        host.bios_pending = None  # flashed in-band: an image the BMC had staged is superseded
         # A BIOS update is applied by the reboot that follows it.
         cleared = host.clear({"firmware_old_bios"})
         changes = _restart(host, cold=True)
@@ -203,6 +242,7 @@ def offline_cpu(host: VirtualHost, params: dict[str, Any]) -> Changes:
 ACTIONS: dict[str, Callable[[VirtualHost, dict[str, Any]], Changes]] = {
     "reboot": reboot,
     "reflash_firmware": reflash_firmware,
+    "update_bmc_firmware": update_bmc_firmware,
     "install_kernel": install_kernel,
     "hard_ppr": hard_ppr,
     "tune_error_reporting": tune_error_reporting,
@@ -236,7 +276,7 @@ def apply_action(host: VirtualHost, action: str, params: dict[str, Any]) -> dict
         return {**result, "outcome": "hang", "error": "the host did not answer"}
     if failure == "fail":
         return {**result, "outcome": "failed", "error": "the action failed on the host (simulated)"}
-    if (host.down or host.powered_off) and action != "power_cycle":
+    if (host.down or host.powered_off) and action not in OUT_OF_BAND:
         return {**result, "outcome": "failed", "error": "host unreachable"}
     changed = handler(host, params)
     if failure == "stay_down":

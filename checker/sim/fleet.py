@@ -211,8 +211,9 @@ class SimulatedFleet:
             return Fault(kind, dimm_index, variant="failure" if dimm_index % 3 == 2 else "pending")
         if kind == "gpu_xid":  # which Xid story, from the DIMM drawn (no draw: the stream stays)
             return Fault(kind, dimm_index, variant=sim_xid.VARIANTS[dimm_index % len(sim_xid.VARIANTS)])
-        if kind == "cxl_media_errors":  # uncorrectable or a threshold, from the DIMM drawn (no draw)
-            return Fault(kind, dimm_index, variant="threshold" if dimm_index % 2 else "uncorrectable")
+        if kind == "cxl_media_errors":  # uncorrectable, a threshold or (kernel log only) frozen: the DIMM drawn
+            variant = "frozen" if dimm_index % 4 == 3 else "threshold" if dimm_index % 2 else "uncorrectable"
+            return Fault(kind, dimm_index, variant=variant)
         if kind == "cpu_core_errors":  # one core's L1 correcting an error every few minutes
             return Fault(kind, dimm_index, per_hour=rng.uniform(10, 16))
         if kind == "sel_full":  # filled by a flooding sensor, or by years of ordinary history
@@ -229,7 +230,8 @@ class SimulatedFleet:
         return [h.report(now, interval_s=interval_s) for h in self.hosts if h.reporting]
 
     def inventory(self) -> list[dict[str, str]]:
-        """Rows in the `fleetfix hosts import` CSV shape."""
+        """Rows in the `fleetfix hosts import` CSV shape; a host of a Redfish class carries the `bmc_protocol`
+        label that chooses its BMC driver centrally (cyborg/central/bmcs.py), so its page and tickets say so."""
         return [
             {
                 "hostname": h.hostname,
@@ -239,6 +241,7 @@ class SimulatedFleet:
                 "rack": h.rack,
                 "slot": h.slot,
                 "cluster": h.cluster,
+                **({"labels": "bmc_protocol=redfish"} if h.hardware.bmc_protocol == "redfish" else {}),
             }
             for h in self.hosts
         ]

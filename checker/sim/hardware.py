@@ -134,6 +134,10 @@ class HardwareClass:
     cxl_nodes: int = 0  # CPU-less NUMA nodes backed by CXL memory expanders
     cxl_node_mb: int = 0
     gpus: tuple[GpuSpec, ...] = ()  # NVIDIA GPUs, in nvidia-smi's index order (checker/sim/gpu.py)
+    # How its agent reads the BMC and the centre acts on it: "redfish" classes report the `redfish` section and
+    # their log entries as Redfish LogEntry resources of `bmc_vendor`'s service (checker/sim/redfish.py).
+    bmc_protocol: Literal["ipmi", "redfish"] = "ipmi"
+    bmc_vendor: Literal["", "dell", "supermicro"] = ""
 
     @property
     def intel(self) -> bool:
@@ -216,6 +220,8 @@ HARDWARE_CLASSES = (
         nic_firmware="22.36.1010 (DEL0000000027)",
         nic_interfaces=("ens2f0np0", "ens2f1np1"),
         disks=(_MICRON_7450, _second(_MICRON_7450, "/dev/nvme1")),
+        bmc_protocol="redfish",  # iDRAC9 (the R650 of the Redfish samples in shared/fixtures/redfish)
+        bmc_vendor="dell",
     ),
     HardwareClass(
         name="storage-epyc-1s",
@@ -248,6 +254,8 @@ HARDWARE_CLASSES = (
             DiskSpec("/dev/sdc", "ATA", "ST16000NM001G-2KK103", "SN03", rotational=True),
             DiskSpec("/dev/sdd", "SCSI", "SEAGATE ST1200MM0088", "N004", rotational=True),
         ),
+        bmc_protocol="redfish",  # an H12 board's BMC (Supermicro's Redfish, as in the X10SDV samples)
+        bmc_vendor="supermicro",
     ),
     HardwareClass(
         name="legacy-opteron-8356",

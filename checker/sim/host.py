@@ -20,6 +20,7 @@ from checker.sim.faults import Fault
 from checker.sim.gpu import SimGpu
 from checker.sim.hardware import EDAC_POLL_DEFAULT_MSEC, SEL_CAPACITY, DiskSpec, HardwareClass, default_weights
 from checker.sim.pages import RasdaemonSim
+from checker.sim.redfish import RedfishSim
 
 BOOT_RECORDS = 1500  # kmsg records a boot writes before the agent's first read
 
@@ -92,6 +93,7 @@ class VirtualHost:
     kernel: str = ""
     bios_version: str = ""
     bmc_firmware: str = ""
+    bios_pending: str | None = None  # a BIOS the BMC staged (update_bmc_firmware): it runs from the next cold boot
     nic_firmware: dict[str, str] = field(default_factory=dict)  # interface -> firmware reflashed away from the class's
     edac_poll_msec: int = EDAC_POLL_DEFAULT_MSEC
     demotion_enabled: bool = True
@@ -120,6 +122,7 @@ class VirtualHost:
     reporting_mode: str = "cmci"  # how corrected memory errors reach the OS: cmci or firmware_first
     stalls_pending: list[tuple[dt.datetime, float]] = field(default_factory=list)  # all-core stalls (at, ms) to report
     probe_smi_seen: int | None = None  # MSR_SMI_COUNT at the stall probe's previous report (checker/sim/stalls.py)
+    redfish: RedfishSim = field(default_factory=RedfishSim)  # a Redfish class's BMC and collector (sim/redfish.py)
 
     def __post_init__(self) -> None:
         self.kernel = self.kernel or self.hardware.kernel

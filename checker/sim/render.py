@@ -39,6 +39,7 @@ from checker.schemas import (
 from checker.sim import capacity as sim_capacity
 from checker.sim import cxl as sim_cxl
 from checker.sim import gpu, heat, logs, network, os_faults, pages, pcie, smi, stalls
+from checker.sim import redfish as sim_redfish
 from checker.sim.benchmark import benchmark as sim_benchmark
 from checker.sim.events import device_irqs
 from checker.sim.hardware import SEL_CAPACITY
@@ -74,6 +75,12 @@ COLLECTORS: dict[str, str | None] = {
 
 def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Report:
     scored, scored_run = sim_benchmark(host, now)
+    redfish = sim_redfish.speaks_redfish(host)
+    if redfish:
+        sim_redfish.observe(host, now)  # the BMC's own log of correctable errors, before the SEL is read
+    bmc_log = sel(host)
+    if redfish:
+        bmc_log = sim_redfish.sel_state(host, bmc_log.entries)
     report = Report(
         host=HostIdentity(
             hostname=host.hostname, machine_id=host.machine_id, boot_id=host.boot_id, agent_version="sim"
@@ -96,7 +103,7 @@ def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Repor
         observations=Observations(
             edac=edac(host),
             kernel_log=kernel_log(host, now),
-            sel=sel(host),
+            sel=bmc_log,
             disks=[disk_health(host, i, now) for i in sim_capacity.present_disks(host)],
             mce=machine_checks(host),
             identity=identity(host),
@@ -131,6 +138,9 @@ def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Repor
     report.collectors["cxl"] = sim_cxl.collector_run(host)
     if scored_run is not None:
         report.collectors["benchmark"] = scored_run
+    if redfish:  # as an agent with FLEETFIX_AGENT_BMC_PROTOCOL=redfish reports (docs/agent.md, "Redfish")
+        report.observations.redfish = sim_redfish.redfish_state(host, now, bmc_log)
+        report.collectors.update(sim_redfish.collector_runs())
     host.reported_boot_id = host.boot_id
     return report
 

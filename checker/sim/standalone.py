@@ -51,6 +51,7 @@ _FIELDS = (
     "kernel",
     "bios_version",
     "bmc_firmware",
+    "bios_pending",
     "edac_poll_msec",
     "demotion_enabled",
     "numa_balancing",
@@ -68,6 +69,10 @@ def host_state(host: VirtualHost) -> dict[str, Any]:
     state["disk_firmware"] = {d.spec.device: d.firmware for d in host.disks if d.firmware is not None}
     state["faults"] = sorted({f.kind for f in host.faults})
     state["offlined_pages"] = sorted(host.ras.offlined)  # soft_offline_page: gone until the next boot
+    # a Redfish BMC's counts outlive the agent (checker/sim/redfish.py): what it counted, and from which boot
+    state["redfish_ce_lifetime"] = dict(host.redfish.ce_lifetime)
+    state["redfish_ce_seen"] = dict(host.redfish.ce_seen)
+    state["redfish_boot_id"] = host.redfish.boot_id
     return state
 
 
@@ -86,6 +91,9 @@ def restore_host(host: VirtualHost, state: dict[str, Any]) -> None:
     for disk in host.disks:
         disk.firmware = firmware.get(disk.spec.device, disk.firmware)
     host.ras.offlined = {int(page) for page in state.get("offlined_pages", [])}
+    host.redfish.ce_lifetime = {str(k): int(v) for k, v in state.get("redfish_ce_lifetime", {}).items()}
+    host.redfish.ce_seen = {str(k): int(v) for k, v in state.get("redfish_ce_seen", {}).items()}
+    host.redfish.boot_id = str(state.get("redfish_boot_id", ""))
 
 
 def load_host(state_dir: Path, host: VirtualHost) -> list[dict[str, Any]]:

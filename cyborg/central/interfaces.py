@@ -30,6 +30,8 @@ class Target:
     datacenter: str = ""
     cluster: str = ""
     labels: Mapping[str, Any] = field(default_factory=dict)
+    hardware_class: str = ""
+    """The host's hardware class (FLEETFIX_BMC_PROTOCOL_BY_CLASS chooses its BMC protocol by it); "" unknown."""
 
     @property
     def address(self) -> str:

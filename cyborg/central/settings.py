@@ -9,11 +9,15 @@ FLEETFIX_AGENT_* ones). The variables keep their FLEETFIX_ names.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from core.settings import Settings
+
+BmcProtocol = Literal["ipmi", "redfish", "both"]
 
 
 class CyborgSettings(Settings):
@@ -40,9 +44,55 @@ class CyborgSettings(Settings):
             "{hostname}-ipmi.mgmt. A host's `bmc_address` label wins. Empty: only hosts with that label."
         ),
     )
-    bmc_username: str = Field("", description="IPMI user on the BMCs.")
+    bmc_username: str = Field("", description="IPMI and Redfish user on the BMCs.")
     bmc_password_file: Path | None = Field(
-        None, description="File holding the BMC password; ipmitool reads it with -f (never on a command line)."
+        None,
+        description="File holding the BMC password; ipmitool reads it with -f, the Redfish driver when it opens a "
+        "session (never on a command line, never logged).",
+    )
+    bmc_protocol: BmcProtocol = Field(
+        "ipmi",
+        description="How the BMCs are reached: ipmi (ipmitool), redfish (sushy), or both (Redfish first, IPMI when "
+        "the Redfish service does not answer). A host's `bmc_protocol` label wins, then BMC_PROTOCOL_BY_CLASS.",
+    )
+    bmc_protocol_by_class: dict[str, BmcProtocol] = Field(
+        default_factory=dict,
+        description='BMC protocol per hardware class, JSON: {"r650": "redfish"}; classes not named use BMC_PROTOCOL.',
+    )
+    redfish_verify_tls: bool = Field(
+        True, description="Verify the BMCs' and the image repository's TLS certificates (Redfish). Off only in a lab."
+    )
+    redfish_ca_file: Path | None = Field(
+        None,
+        description="CA bundle the BMCs' Redfish certificates and the image repository's are verified against. "
+        "Empty: the system's CAs.",
+    )
+    redfish_system_id: str = Field(
+        "",
+        description="The ComputerSystem a BMC's Redfish service manages for its host. Empty: the only member of "
+        "/Systems.",
+    )
+    redfish_connect_timeout_s: int = Field(10, ge=1, le=120, description="Redfish TCP connect timeout, seconds.")
+    redfish_timeout_s: int = Field(60, ge=5, le=600, description="Redfish read timeout per request, seconds.")
+    redfish_retries: int = Field(
+        2,
+        ge=1,
+        le=5,
+        description="Redfish attempts on a refused/reset connection, and retries of a GET answered 5xx (sushy).",
+    )
+    redfish_power_wait_s: int = Field(
+        300, ge=10, le=1800, description="How long a power change may take to show in the BMC's PowerState."
+    )
+    redfish_task_wait_s: int = Field(
+        1800, ge=30, le=14400, description="How long a SimpleUpdate's task is followed before the update fails."
+    )
+    reimage_image_url: str = Field(
+        "",
+        description="https URL of the installer ISO for reinstalls over Redfish virtual media (with "
+        "REIMAGE_IMAGE_DIGEST). Empty: a reinstall boots from PXE, as over IPMI.",
+    )
+    reimage_image_digest: str = Field(
+        "", description="SHA-256 of REIMAGE_IMAGE_URL (64 hex characters), checked before the BMC is asked."
     )
     scheduler_hooks: dict[str, dict[str, str | list[str]]] = Field(
         default_factory=dict,
@@ -67,6 +117,17 @@ class CyborgSettings(Settings):
                 if isinstance(hook, list) and not (hook and all(isinstance(part, str) and part for part in hook)):
                     raise ValueError(f"{cluster}.{name}: an argv list of non-empty strings")
         return value
+
+    @model_validator(mode="after")
+    def _cyborg_reimage_image_pinned(self) -> CyborgSettings:
+        url, digest = self.reimage_image_url, self.reimage_image_digest
+        if bool(url) != bool(digest):
+            raise ValueError("reimage_image_url and reimage_image_digest go together: the image is pinned by it")
+        if url and not url.startswith("https://"):
+            raise ValueError("reimage_image_url: an https URL (the operator's repository)")
+        if digest and not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise ValueError("reimage_image_digest: 64 lower-case hexadecimal characters")
+        return self
 
     @property
     def effective_action_key_file(self) -> Path:

@@ -78,7 +78,9 @@ class IpmitoolBmc:
 
 class SimulatedBmc:
     """The simulated fleet's BMCs: `power_cycle` and `reimage` act on the virtual host in this process;
-    `on_boot(hostname)` runs after the host comes back (its agent starting)."""
+    `on_boot(hostname)` runs after the host comes back (its agent starting). One driver for both protocols, but each
+    result and command-log line says which one the host's BMC speaks (its class's `bmc_protocol`), and only a
+    Redfish BMC updates firmware (`update_firmware`, as RedfishBmc's: IPMI has no such thing)."""
 
     name = "simulated"
     system: System | None = None  # it acts on the virtual hosts directly
@@ -104,30 +106,86 @@ class SimulatedBmc:
             raise ActionFailed(f"no simulated BMC for {hostname}")
         return host
 
+    @staticmethod
+    def protocol(host: Any) -> str:
+        """What the virtual host's BMC speaks: its hardware class's `bmc_protocol` (checker/sim/hardware.py)."""
+        return str(getattr(host.hardware, "bmc_protocol", "ipmi"))
+
     def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
         host = self._host(hostname)
+        protocol = self.protocol(host)
         action = "reimage" if hostname in self.pxe else "power_cycle"
         with self.lock:
             if action == "reimage":
                 host.down = False
             outcome = host.apply(action, {})
-        ctx.note(f"simulated BMC: {action}", str(outcome["changed"] or outcome["error"]), kind="simulated")
+        said = str(outcome["changed"] or outcome["error"])
+        ctx.note(f"simulated BMC ({protocol}): {action}", said, kind="simulated")
         if outcome["outcome"] != "done":
-            raise ActionFailed(f"simulated BMC: {action}: {outcome['error']}")
+            raise ActionFailed(f"simulated BMC ({protocol}): {action}: {outcome['error']}")
         if self.on_boot is not None:
             self.on_boot(hostname)
-        return {"bmc": "simulated", "power": "cycle", "changed": outcome["changed"]}
+        return {"bmc": "simulated", "protocol": protocol, "power": "cycle", "changed": outcome["changed"]}
 
     def power_state(self, hostname: str, address: str | None, ctx: ActionContext) -> str:
         host = self._host(hostname)
-        ctx.note("simulated BMC: chassis power status", "off" if host.powered_off else "on", kind="simulated")
-        return "off" if host.powered_off else "on"
+        state = "off" if host.powered_off else "on"
+        ctx.note(f"simulated BMC ({self.protocol(host)}): chassis power status", state, kind="simulated")
+        return state
 
     def boot_device(self, hostname: str, address: str | None, device: str, ctx: ActionContext) -> dict[str, Any]:
-        self._host(hostname)
+        host = self._host(hostname)
         if device == "pxe":
             self.pxe.add(hostname)
         else:
             self.pxe.discard(hostname)
-        ctx.note(f"simulated BMC: bootdev {device}", "", kind="simulated")
-        return {"bmc": "simulated", "bootdev": device}
+        protocol = self.protocol(host)
+        ctx.note(f"simulated BMC ({protocol}): bootdev {device}", "", kind="simulated")
+        return {"bmc": "simulated", "protocol": protocol, "bootdev": device}
+
+    def update_firmware(
+        self,
+        hostname: str,
+        address: str | None,
+        component: str,
+        image: str,
+        sha256: str,
+        ctx: ActionContext,
+        version: str | None = None,
+    ) -> dict[str, Any]:
+        """SimpleUpdate on the virtual host: the version changes to `version` (default the class's current release;
+        a BIOS only from the next cold boot: pending, as the real BMC stages it). The image is not fetched: the
+        simulation has none to check."""
+        host = self._host(hostname)
+        protocol = self.protocol(host)
+        if protocol != "redfish":
+            raise ActionFailed(
+                f"{hostname}'s BMC speaks {protocol} only: a firmware update through the BMC needs Redfish "
+                "(UpdateService.SimpleUpdate)"
+            )
+        params = {"component": component, "version": version}
+        before = host.bios_version if component == "bios" else host.bmc_firmware
+        if ctx.dry_run:
+            ctx.note(f"simulated BMC ({protocol}): SimpleUpdate {component} {image}", "not sent", kind="dry_run")
+            return {"bmc": "simulated", "protocol": protocol, "component": component, "version_before": before}
+        with self.lock:
+            outcome = host.apply("update_bmc_firmware", params)
+        said = str(outcome["changed"] or outcome["error"])
+        ctx.note(f"simulated BMC ({protocol}): SimpleUpdate {component} {image}", said, kind="simulated")
+        if outcome["outcome"] != "done":
+            raise ActionFailed(f"simulated BMC ({protocol}): update of {component}: {outcome['error']}")
+        changed = outcome["changed"]
+        after = host.bios_version if component == "bios" else host.bmc_firmware
+        return {
+            "bmc": "simulated",
+            "protocol": protocol,
+            "component": component,
+            "image": image,
+            "sha256": sha256,
+            "version_before": before,
+            "version_after": after,
+            "staged": changed["version"] if changed["pending_reboot"] else None,
+            "pending_reboot": changed["pending_reboot"],
+            "changed": {component: {"before": before, "after": after}} if after != before else {},
+            "cleared": changed["cleared"],
+        }

@@ -7,10 +7,10 @@ CXL memory tiers are remediator.derive.tiers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from checker.parsers.edac import edac_poll_counts, edac_polls
-from checker.schemas import EdacState, Identity
+from checker.schemas import EdacState, Firmware, Identity
 from remediator.baselines import ClassBaseline, FirmwareBaselines, is_below
 from remediator.errata import Erratum, matching_errata
 from remediator.signals import SignalValue
@@ -64,28 +64,46 @@ def errata_signals(
     return signals
 
 
-def firmware_signals(identity: Identity | None, hardware_class: str, baselines: FirmwareBaselines) -> list[SignalValue]:
+def firmware_signals(
+    identity: Identity | None,
+    hardware_class: str,
+    baselines: FirmwareBaselines,
+    *,
+    served: Mapping[str, str] | None = None,
+) -> list[SignalValue]:
+    """Firmware below the class baseline. BIOS and BMC versions come from the host's own reading
+    (dmidecode's SMBIOS table, written by the running BIOS at this boot; ipmitool mc info, asked of the
+    running BMC); `served`, the versions the BMC's Redfish FirmwareInventory says run
+    (remediator/derive/redfish.py), fills in only where the host's reading is missing: an inventory
+    can list an image staged for the next reset, the host's reading cannot. NICs are compared per
+    driver (ethtool -i), which Redfish does not name, so its NIC and drive versions are not used."""
     baseline = baselines.for_class(hardware_class)
-    if identity is None or baseline is None:
+    served = served or {}
+    if baseline is None or (identity is None and not served):
         return []
-    firmware = identity.firmware
-    checks: list[tuple[str, str | None, str | None]] = [
+    firmware = identity.firmware if identity is not None else Firmware()
+    checks: list[tuple[str, str | None, str | None, str]] = []
+    for subject, own, wanted in (
         ("bios", firmware.bios_version, baseline.bios),
         ("bmc", firmware.bmc_firmware, baseline.bmc),
-    ]
+    ):
+        current = own or served.get(subject)
+        checks.append((subject, current, wanted, "host" if own else "redfish"))
     for nic in firmware.nics:
         if nic.driver is not None and nic.driver in baseline.nic:
-            checks.append((f"nic:{nic.interface}", nic.firmware, baseline.nic[nic.driver]))
+            checks.append((f"nic:{nic.interface}", nic.firmware, baseline.nic[nic.driver], "host"))
     signals = [
         SignalValue(
             "firmware_below_baseline",
             subject,
             1.0,
-            {"current": current, "baseline": wanted, "hardware_class": hardware_class},
+            {"current": current, "baseline": wanted, "hardware_class": hardware_class, "source": source},
         )
-        for subject, current, wanted in checks
+        for subject, current, wanted, source in checks
         if is_below(current, wanted)
     ]
+    if identity is None:
+        return signals
     revisions = [c.microcode for c in identity.cpus if c.microcode is not None]
     current = f"0x{min(revisions):x}" if revisions else None
     if baseline.microcode is not None and is_below(current, baseline.microcode):

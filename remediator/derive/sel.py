@@ -1,5 +1,6 @@
-"""SEL signals: power supply failures and lost input, fans, memory ECC the BMC logged, a sensor
-flooding the log, a cleared or full log.
+"""SEL signals: power supply failures and lost input, fans, memory ECC the BMC logged, fatal bus and
+PCI errors (critical interrupts), temperatures past an upper critical threshold, chassis intrusion, a
+sensor flooding the log, a cleared or full log.
 
 Only entries new since the previous report count (by record id). The BMC's record ids restart
 when its log is cleared, so ids going backwards, a falling entry count or a "Log area
@@ -18,6 +19,14 @@ detected, predictive failure, configuration error). A Power Unit
 `power_unit_fault` only when neither was logged within POWER_EXPLAINS_S.
 A sensor that logs FLOOD_ENTRIES or more entries within FLOOD_WINDOW_S is `sel_flood`, and a
 full SEL says whether a flood filled it: clearing a flooded log only hides its source.
+
+`sel_critical_interrupt` is a fatal bus or PCI error the firmware logged (PERR, SERR, bus uncorrectable
+or fatal, a fatal or I/O-check NMI): under firmware-first error handling the OS may never see it.
+`sel_temperature_high` is a temperature past an upper critical (`level` upper_cr) or non-recoverable
+(upper_nr) threshold, logged when it happened: the live reading is sensor_critical's (derive/sensors.py),
+the log says it happened between two reads. `chassis_intrusion` is recorded and no rule of the built-in
+pack tickets it: in a data center an open chassis is almost always a technician at work, often sent by
+fleetfix's own ticket; an operator who wants one per host adds a rule.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ from checker.schemas import SelEntry, SelState
 from remediator.derive.capacity_sel import sel_kind
 from remediator.derive.kernel import add_to_bucket, live_buckets
 from remediator.derive.memory import Bucket, SelMemory
+from remediator.derive.sel_interrupts import interrupt_detail, is_critical
+from remediator.derive.sel_memory import ce_rate_signals
 from remediator.signals import SignalValue
 
 FIRST_SIGHT_LOOKBACK_S = 24 * 3600
@@ -58,6 +69,18 @@ _FAN = re.compile(
 )
 _UE = re.compile(r"uncorrectable (?:ecc|error)|uncorrected", re.IGNORECASE)
 _CE = re.compile(r"correctable ecc|correctable memory error", re.IGNORECASE)
+# IPMI 2.0 table 42-3, sensor type 13h Critical Interrupt, in ipmitool's words: the offsets that say a bus or
+# device failed (02h I/O channel check NMI, 04h PCI PERR, 05h PCI SERR, 08h Bus Uncorrectable, 09h Fatal
+# NMI, 0Ah Bus Fatal). Not 00h (the front panel's NMI button), 03h software NMI, 07h Bus Correctable or
+# 0Bh Bus Degraded: those are a person, the OS, or the sel-flood watch's business.
+# (remediator/derive/sel_interrupts.py FATAL_INTERRUPTS, with Dell's wordings)
+# IPMI 2.0 35.1 threshold events, as ipmitool (and the Redfish log parser, from a DMTF threshold EntryCode)
+# write them: an upper critical or non-recoverable threshold crossed going high. A lower one is cold or a
+# failed sensor, not heat.
+_UPPER = re.compile(r"upper (?:critical|non-recoverable) going high", re.IGNORECASE)
+# IPMI 2.0 table 42-3, sensor type 05h Physical Security, offsets 00h-03h and 06h: an intrusion (not 04h
+# 'System unplugged from LAN' or 05h 'Unauthorized dock').
+_INTRUSION = re.compile(r"intrusion", re.IGNORECASE)
 
 
 def is_clear(entry: SelEntry) -> bool:
@@ -92,6 +115,12 @@ def classify(entry: SelEntry) -> str | None:
         return "fan_failure"
     if kind == "memory" and (_UE.search(entry.event) or _CE.search(entry.event)):
         return "sel_memory_ecc"
+    if kind == "critical interrupt" and is_critical(entry.event):
+        return "sel_critical_interrupt"
+    if kind == "temperature" and _UPPER.search(entry.event):
+        return "sel_temperature_high"
+    if kind == "physical security" and _INTRUSION.search(entry.event):
+        return "chassis_intrusion"
     return None
 
 
@@ -166,7 +195,9 @@ def _dated(key: str) -> dt.datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)
 
 
-def _failure_signal(kind: str, subject: str, entries: list[SelEntry]) -> SignalValue:
+def _failure_signal(
+    kind: str, subject: str, entries: list[SelEntry], aer_at: dt.datetime | None = None, now: dt.datetime | None = None
+) -> SignalValue:
     last = entries[-1]
     detail: dict[str, object] = {
         "sensor": f"{last.sensor_type} {last.sensor_name}".strip(),
@@ -179,6 +210,10 @@ def _failure_signal(kind: str, subject: str, entries: list[SelEntry]) -> SignalV
         uncorrectable = sum(1 for e in entries if _UE.search(e.event))
         detail.update(uncorrectable=uncorrectable > 0, uncorrectable_count=uncorrectable)
         detail["correctable_count"] = len(entries) - uncorrectable
+    if kind == "sel_critical_interrupt":
+        detail.update(interrupt_detail(entries, aer_at, now or dt.datetime.now(dt.UTC)))
+    if kind == "sel_temperature_high":
+        detail["level"] = "upper_nr" if any("non-recoverable" in e.event.lower() for e in entries) else "upper_cr"
     return SignalValue(kind, subject, float(len(entries)), detail)
 
 
@@ -234,10 +269,12 @@ def _flood_signals(
 
 
 def sel_signals(
-    state: SelState | None, previous: SelMemory | None, *, now: dt.datetime
+    state: SelState | None, previous: SelMemory | None, *, now: dt.datetime, aer_seen: bool = False
 ) -> tuple[list[SignalValue], SelMemory | None]:
+    """`aer_seen`: this report's kernel log has an uncorrected PCIe AER error (remediator/derive/sel_interrupts.py)."""
     if state is None:
         return [], previous
+    aer_at = now if aer_seen else (previous.aer_at if previous is not None else None)
     fresh, cleared = _new_entries(state, previous, now)
     signals: list[SignalValue] = []
     if cleared is not None and previous is not None:
@@ -258,10 +295,17 @@ def sel_signals(
         power_at = now
     explained = power_at is not None and (now - power_at).total_seconds() <= POWER_EXPLAINS_S
     signals.extend(
-        _failure_signal(kind, subject, entries)
+        _failure_signal(kind, subject, entries, aer_at, now)
         for (kind, subject), entries in grouped.items()
         if not (kind == "power_unit_fault" and explained)
     )
+    correctable = {
+        subject: ce
+        for (kind, subject), entries in grouped.items()
+        if kind == "sel_memory_ecc" and (ce := [e for e in entries if not _UE.search(e.event)])
+    }
+    rates, dimm_ce = ce_rate_signals(correctable, previous.dimm_ce if previous is not None else {}, now)
+    signals.extend(rates)
     watched, by_sensor = _watch(previous.sensors if previous is not None else {}, fresh, now)
     signals.extend(_flood_signals(watched, by_sensor, now))
     if (state.percent_used is not None and state.percent_used >= SEL_FULL_PERCENT) or state.overflow:
@@ -289,5 +333,14 @@ def sel_signals(
     if cleared is not None:
         watched = {}  # a cleared log starts the flood watch afresh
     newest, tail = _newest(state, previous, now)
-    memory = SelMemory(last=last, count=count, power_at=power_at, sensors=watched, newest=newest, tail=tail)
+    memory = SelMemory(
+        last=last,
+        count=count,
+        power_at=power_at,
+        sensors=watched,
+        newest=newest,
+        tail=tail,
+        dimm_ce=dimm_ce,
+        aer_at=aer_at,
+    )
     return signals, memory

@@ -64,6 +64,7 @@ def test_every_ipmitool_sel_sample_through_the_collector(name: str, tmp_path: Pa
     if component:
         assert {e.component for e in hits} == {component}
     assert sel.last_record_id == sel.entries[-1].record_id
+    assert sel.source == "ipmi"  # not the redfish collector's id space (review r5 finding 12)
 
 
 def test_freeipmi_sel_where_ipmitool_is_not_installed(tmp_path: Path) -> None:

@@ -174,7 +174,7 @@ def test_power_cycle_and_reimage_go_through_the_bmc(
     planning.approve(session, remediation.id, actor="test", ruleset=rs, now=T0)  # reimage is destructive
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     assert remediation.steps[0].state == StepState.succeeded
-    assert remediation.steps[0].result["commands"][0]["argv"] == ["simulated BMC: power_cycle"]
+    assert remediation.steps[0].result["commands"][0]["argv"] == ["simulated BMC (ipmi): power_cycle"]
     runner.advance(session, remediation.id, ruleset=rs, now=T0)
     step = remediation.steps[1]
     assert step.awaiting == Awaiting.first_report
@@ -184,7 +184,11 @@ def test_power_cycle_and_reimage_go_through_the_bmc(
     assert deadlines.check_deadlines(session, rs, dt.datetime.now(dt.UTC)) == 1
     assert step.state == StepState.succeeded
     argv = [c["argv"][0] for c in step.result["commands"]]
-    assert argv == ["simulated BMC: bootdev pxe", "simulated BMC: reimage", "simulated BMC: bootdev disk"]
+    assert argv == [
+        "simulated BMC (ipmi): bootdev pxe",
+        "simulated BMC (ipmi): reimage",
+        "simulated BMC (ipmi): bootdev disk",
+    ]
 
 
 def test_a_stop_ends_the_plan_between_steps(session: Session, cyborg_installed: dict[str, Any]) -> None:

@@ -169,7 +169,12 @@ def test_firmware_below_baseline_per_component() -> None:
     found = by_subject(run(report(at(0), identity=stale)), "firmware_below_baseline")
     # microcode is not firmware a reflash can write: it is its own signal
     assert set(found) == {"bios", "nic:ens1f0np0"}
-    assert found["bios"].detail == {"current": "2.9.4", "baseline": "2.10.2", "hardware_class": "compute-skx-2s"}
+    assert found["bios"].detail == {
+        "current": "2.9.4",
+        "baseline": "2.10.2",
+        "hardware_class": "compute-skx-2s",
+        "source": "host",  # dmidecode's, not the BMC's FirmwareInventory (tests/remediator/test_derive_redfish.py)
+    }
     current = identity(bios="2.10.2", bmc="4.40.40.40", nics=nics[1:], cpus=[cpu(microcode=0x2007006)])
     assert of(run(report(at(1), identity=current)), "firmware_below_baseline") == []
 

@@ -68,6 +68,7 @@ def test_the_decision_policies_run_in_this_order_with_the_breaker_under_the_admi
         "part_ticketed",
         "fault_returned_while_verifying",
         "returned_fault",
+        "ppr_under_bmc_rate",  # shapes the plan returned_fault chose (the Redfish rules' review, finding 4)
         "host_busy",
         "rollout_wave",
         "breaker_opened_meanwhile",

@@ -282,7 +282,11 @@ def test_a_reimage_stopped_before_its_first_report_boots_from_disk_before_the_ho
         when = step.deadline + dt.timedelta(seconds=1)
     assert deadlines.check_deadlines(session, rs, when) == 1
     argv = [c["argv"][0] for c in step.result["commands"]]
-    assert argv == ["simulated BMC: bootdev pxe", "simulated BMC: reimage", "simulated BMC: bootdev disk"]
+    assert argv == [
+        "simulated BMC (ipmi): bootdev pxe",
+        "simulated BMC (ipmi): reimage",
+        "simulated BMC (ipmi): bootdev disk",
+    ]
     assert (step.state, step.awaiting) == (StepState.failed, None)
     tickets_opened = session.scalars(select(Ticket)).all()
     if reports:

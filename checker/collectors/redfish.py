@@ -1,0 +1,415 @@
+"""Redfish: the BMC read over its DMTF Redfish service (Dell iDRAC 9+, HPE iLO 5+, Lenovo XCC, Supermicro
+X11+, OpenBMC), beside IPMI (checker/collectors/ipmi.py) and into the same report sections.
+
+Log entries (every LogService of every System and Manager) go to `sel`, readings (Thermal, Power, or
+Sensors where a chassis has neither) to `sensors`, the rest to the `redfish` section. Logs are read
+incrementally, per log service, by entry Id and Created time (docs/agent.md, "Redfish"):
+- an entry is new when its Id, where numeric, is above the newest seen, else when its Created time is
+  later than the newest seen, or equal to it with an Id not yet seen at that time (Ids are strings in
+  Redfish and need not be numbers);
+- the log was cleared when its Members@odata.count fell or its newest numeric Id went backwards: the
+  whole (bounded) listing is then new;
+- at most `max_entries` new entries per service per cycle (the newest; every new entry not reported,
+  read or jumped over, is counted in `truncated`), `max_pages` pages followed;
+- records get the collector's own sequence numbers as `record_id` (log services have separate id spaces),
+  with `log_service` and `entry_id` saying where each came from.
+Memory and firmware inventory are re-read every `inventory_every_s` seconds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from typing import Any
+
+from checker.collectors.context import BudgetExceeded, Context, Unavailable
+from checker.collectors.redfish_client import (
+    AccessDenied,
+    RedfishClient,
+    RedfishError,
+    RedfishSettings,
+    TransportError,
+)
+from checker.parsers.common import Parsed
+from checker.parsers.redfish_common import created, link, obj
+from checker.parsers.redfish_inventory import (
+    firmware_from_collection_id,
+    parse_collection_links,
+    parse_firmware,
+    parse_memory,
+)
+from checker.parsers.redfish_log import page_info, parse_log_entries
+from checker.parsers.redfish_sensors import ChassisReadings, parse_power, parse_sensor, parse_thermal
+from checker.schemas import (
+    MAX_SEL_ENTRIES,
+    RedfishFirmware,
+    RedfishLogService,
+    RedfishMemoryModule,
+    RedfishState,
+    SelEntry,
+    SelState,
+    SensorReading,
+)
+from checker.sections.redfish import MAX_FIRMWARE, MAX_LOG_SERVICES, MAX_MODULES
+
+MAX_RESOURCES = 4  # systems, managers, chassis followed
+MAX_SENSORS = 64  # Sensors members read where a chassis has no Thermal/Power
+IDS_AT_NEWEST = 32  # Ids kept for the newest Created time (entries logged within the same second)
+STATE_KEY = "redfish"
+
+
+class RedfishCollector:
+    """The `redfish` collector. Unconfigured (no settings), it is unavailable; it keeps its client (and the
+    BMC session) across cycles."""
+
+    def __init__(self, settings: RedfishSettings | None, protocol: str = "ipmi") -> None:
+        self.settings = settings
+        self.protocol = protocol
+        self.client = RedfishClient(settings) if settings is not None else None
+
+    def __call__(self, ctx: Context) -> None:
+        if self.protocol == "ipmi" or self.client is None or self.settings is None:
+            raise Unavailable("the BMC is read over IPMI (FLEETFIX_AGENT_BMC_PROTOCOL=ipmi, or no REDFISH_URL)")
+        ctx.source = "redfish"
+        _Cycle(ctx, self.client, self.settings).run()
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+
+class _Cycle:
+    def __init__(self, ctx: Context, client: RedfishClient, settings: RedfishSettings) -> None:
+        self.ctx, self.client, self.settings = ctx, client, settings
+        self.cursor = ctx.state.get(STATE_KEY)
+        self.staged = dict(self.cursor)  # staged once, at the end, whatever stopped the cycle
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        """A resource, or None with a problem; a BMC that stopped answering ends the cycle's reads."""
+        left = self.ctx.remaining()
+        if left <= 0.2:
+            raise BudgetExceeded(f"time budget of {self.ctx.budget_s:g}s used up before GET {path}")
+        try:
+            return self.client.get(path, left)
+        except TransportError as error:
+            if self.ctx.remaining() <= 0.2:
+                raise BudgetExceeded(str(error)) from None
+            raise
+        except AccessDenied:
+            raise
+        except RedfishError as error:
+            self.ctx.problem(str(error))
+            return None
+
+    def take(self, parsed: Parsed[Any], what: str) -> Any:
+        for item in parsed.problems:
+            self.ctx.problem(f"{what}: {item}")
+        return parsed.value
+
+    def members(self, path: str | None, limit: int) -> list[str]:
+        """A collection's member links, following Members@odata.nextLink within max_pages."""
+        found: list[str] = []
+        pages = 0
+        while path and pages < self.settings.max_pages and len(found) < limit:
+            doc = self.get(path)
+            if doc is None:
+                break
+            found += self.take(parse_collection_links(doc), path)
+            path, pages = page_info(doc)[1], pages + 1
+        return found[:limit]
+
+    def run(self) -> None:
+        try:
+            self.read()
+        except AccessDenied as error:
+            raise Unavailable(str(error)) from None
+
+    def read(self) -> None:
+        try:
+            root = self.client.get("/redfish/v1/", self.ctx.remaining())
+        except (TransportError, AccessDenied) as error:
+            raise Unavailable(str(error)) from None
+        except RedfishError as error:
+            raise Unavailable(f"the Redfish service root: {error}") from None
+        obs = self.ctx.observations
+        state = RedfishState(
+            service=self.settings.service,
+            redfish_version=_clip(root.get("RedfishVersion"), 32),
+            vendor=_clip(root.get("Vendor"), 64),
+        )
+        obs.redfish = state
+        systems = self.members(link(root, "Systems"), MAX_RESOURCES)
+        managers = self.members(link(root, "Managers"), MAX_RESOURCES)
+        chassis = self.members(link(root, "Chassis"), MAX_RESOURCES)
+        try:
+            self.read_logs(state, systems + managers)
+            self.read_chassis(state, chassis)
+            self.read_inventory(state, systems, link(root, "UpdateService"))
+        except TransportError as error:
+            self.ctx.problem(f"the BMC stopped answering: {error}")
+        finally:
+            self.ctx.state.stage(STATE_KEY, self.staged)
+
+    # -- logs ---------------------------------------------------------------------------------
+
+    def read_logs(self, state: RedfishState, owners: list[str]) -> None:
+        services: list[str] = []
+        for owner in owners:
+            doc = self.get(owner)
+            if doc is not None:
+                services += self.members(link(doc, "LogServices"), MAX_LOG_SERVICES)
+        logs: dict[str, Any] = dict(obj(self.cursor.get("logs")))
+        next_record = self.cursor.get("next_record")
+        next_record = next_record if isinstance(next_record, int) and next_record > 0 else 1
+        fresh: list[SelEntry] = []
+        complete = True  # every service's count was read: only then is their sum a count the centre may compare
+        for service in services[:MAX_LOG_SERVICES]:
+            doc = self.get(service)
+            complete = complete and doc is not None
+            entries_uri = link(doc, "Entries") if doc is not None else None
+            if entries_uri is None:
+                continue
+            old = dict(obj(logs.get(entries_uri)))
+            info, new, seen = self.read_service(entries_uri, old)
+            state.log_services.append(info)
+            logs[entries_uri] = {**_cursor(info, new, old), **seen}
+            fresh += new
+        fresh.sort(key=lambda e: e.timestamp or dt.datetime.min.replace(tzinfo=dt.UTC))
+        for entry in fresh:
+            entry.record_id, next_record = next_record, next_record + 1
+        sel = SelState(
+            entries=fresh[-MAX_SEL_ENTRIES:],
+            truncated=sum(s.truncated for s in state.log_services) + max(0, len(fresh) - MAX_SEL_ENTRIES),
+            entry_count=sum(s.entry_count or 0 for s in state.log_services)
+            if complete and state.log_services and all(s.entry_count is not None for s in state.log_services)
+            else None,  # a service not read this cycle must not look like a log that shrank (a clear)
+            last_record_id=next_record - 1 if next_record > 1 else None,
+            cleared=any(s.cleared for s in state.log_services),
+            source="redfish",  # its ids are the collector's own sequence: not ipmitool's (review r5 finding 12)
+        )
+        if state.log_services:
+            self.ctx.observations.sel = sel
+        self.staged.update(logs=logs, next_record=next_record)
+
+    def read_service(
+        self, uri: str, cursor: dict[str, Any]
+    ) -> tuple[RedfishLogService, list[SelEntry], dict[str, Any]]:
+        listed: list[SelEntry] = []
+        count, pages, first_id = None, 0, None
+        path: str | None = uri
+        known_count, newest_num = cursor.get("count"), cursor.get("newest_num")
+        oldest_first = jumped = reached_end = unchanged = False
+        while path and pages < self.settings.max_pages:
+            doc = self.get(path)
+            if doc is None:
+                reached_end = True  # (a problem is raised already: not the "longer than max_pages" one)
+                break
+            page = self.take(parse_log_entries(doc, uri), uri)
+            if pages == 0:
+                count = page_info(doc)[0]
+                first_id = page[0].entry_id if page else None
+                # Only a count the service gave can say "nothing new": two missing counts (None == None) would
+                # freeze an oldest-first log whose first entry never moves (review finding 3).
+                if cursor and count is not None and count == known_count and first_id == cursor.get("first_id"):
+                    unchanged = True
+                    break  # neither the count nor the first entry moved: nothing new (as `sel info` tells IPMI)
+            listed += page
+            pages += 1
+            next_path = page_info(doc)[1]
+            if not page or next_path is None or (count is not None and len(listed) >= count):
+                reached_end = True
+                break  # (DMTF's own mockup serves a nextLink after its last member)
+            path = next_path
+            if _newest_first(page):
+                if (cursor and not all(_is_new(e, cursor) for e in page)) or len(listed) >= self.settings.max_entries:
+                    reached_end = True  # newest first: the rest is history, or more than one cycle takes (counted)
+                    break
+            elif pages == 1:
+                oldest_first = True
+                if count is not None and "$skip=" in next_path:
+                    # Oldest first: the new entries are on the last pages. Jump there ($skip, as the service's own
+                    # nextLink uses it) rather than walk the history; what is jumped over and was not read
+                    # before is counted as truncated below.
+                    start = max(len(page), count - self.settings.max_entries)
+                    path, jumped = f"{uri}?$skip={start}", True
+        if oldest_first and not jumped and not reached_end and not unchanged:
+            # An oldest-first log longer than max_pages pages whose nextLink is not $skip ($skiptoken, ?page=):
+            # its newest page was not reached, so what was read is the oldest history, not what is new.
+            self.ctx.problem(
+                f"{uri}: the log lists oldest first over more than {self.settings.max_pages} pages and its paging "
+                "offers no $skip: its newest entries were not reached"
+            )
+            if not cursor:
+                listed = []
+        numbers = [n for e in listed if (n := _number(e)) is not None]
+        cleared = bool(cursor) and (
+            (isinstance(known_count, int) and count is not None and count < known_count)
+            or (isinstance(newest_num, int) and bool(numbers) and max(numbers) < newest_num)
+            or _reused(listed, cursor)
+        )
+        new = listed if (cleared or not cursor) else [e for e in listed if _is_new(e, cursor)]
+        new.sort(key=lambda e: (e.timestamp or dt.datetime.min.replace(tzinfo=dt.UTC), _number(e) or 0))
+        keep = new[-self.settings.max_entries :]
+        unread = _unread_new(cursor, new, count) if cursor and not cleared else 0
+        newest = max(
+            listed, key=lambda e: (e.timestamp or dt.datetime.min.replace(tzinfo=dt.UTC), _number(e) or 0), default=None
+        )
+        info = RedfishLogService(
+            entries_uri=uri,
+            entry_format=_entry_format(keep or listed),
+            entry_count=count,
+            read=len(new) if cursor else len(keep),
+            newest_id=newest.entry_id if newest is not None else cursor.get("newest_id"),
+            newest_created=newest.timestamp if newest is not None else created(cursor.get("newest_created")),
+            first_read=not cursor,
+            cleared=cleared,
+            truncated=len(new) - len(keep) + unread if cursor else 0,  # a first read skips history by design
+        )
+        return info, keep, {"first_id": first_id, "count": count}
+
+    # -- sensors --------------------------------------------------------------------------------
+
+    def read_chassis(self, state: RedfishState, chassis: list[str]) -> None:
+        readings: list[SensorReading] = []
+        read_any = False
+        for uri in chassis:
+            doc = self.get(uri)
+            if doc is None:
+                continue
+            parts: list[tuple[str | None, Callable[[object], Parsed[ChassisReadings]]]] = [
+                (link(doc, "Thermal"), parse_thermal),
+                (link(doc, "Power"), parse_power),
+            ]
+            if parts[0][0] is None and parts[1][0] is None:
+                parts = [(s, parse_sensor) for s in self.members(link(doc, "Sensors"), MAX_SENSORS)]
+            for path, parser in parts:
+                body = self.get(path) if path else None
+                if body is None:
+                    continue
+                read_any = True
+                got: ChassisReadings = self.take(parser(body), path or uri)
+                readings += got.readings
+                state.psus += got.psus
+                state.redundancy += got.redundancy
+                state.sensors_absent += got.absent
+        state.psus, state.redundancy = state.psus[:16], state.redundancy[:16]
+        if read_any:
+            self.ctx.observations.sensors = readings[:1024]
+
+    # -- inventory -------------------------------------------------------------------------------
+
+    def read_inventory(self, state: RedfishState, systems: list[str], update_service: str | None) -> None:
+        last = self.cursor.get("inventory_at")
+        if isinstance(last, int | float) and 0 <= time.time() - last < self.settings.inventory_every_s:
+            return
+        modules: list[RedfishMemoryModule] = []
+        listed = False
+        for system in systems:
+            doc = self.get(system)
+            memory_uri = link(doc, "Memory") if doc else None
+            listed = listed or memory_uri is not None
+            for uri in self.members(memory_uri, MAX_MODULES):
+                memory = self.get(uri)
+                if memory is None:
+                    continue
+                metrics_uri = link(memory, "Metrics")
+                metrics = self.get(metrics_uri) if metrics_uri else None
+                if (module := self.take(parse_memory(memory, metrics), uri)) is not None:
+                    modules.append(module)
+        state.memory = modules[:MAX_MODULES] if listed else None  # no Memory collection: not known, not "none"
+        firmware: list[RedfishFirmware] = []
+        service = self.get(update_service) if update_service else None
+        for uri in self.members(link(service, "FirmwareInventory") if service else None, MAX_FIRMWARE):
+            member = self.get(uri) if self.ctx.remaining() > self.settings.timeout_s else None
+            found = self.take(parse_firmware(member), uri) if member else firmware_from_collection_id(uri)
+            if found is not None:
+                firmware.append(found)
+        state.firmware = firmware if service is not None else None
+        self.staged["inventory_at"] = time.time()
+
+
+def _number(entry: SelEntry) -> int | None:
+    return int(entry.entry_id) if entry.entry_id and entry.entry_id.isdigit() and len(entry.entry_id) < 19 else None
+
+
+def _is_new(entry: SelEntry, cursor: dict[str, Any]) -> bool:
+    newest_num, number = cursor.get("newest_num"), _number(entry)
+    if isinstance(newest_num, int) and number is not None:
+        return number > newest_num
+    newest = created(cursor.get("newest_created"))
+    if newest is None or entry.timestamp is None:
+        return entry.entry_id not in (cursor.get("ids_at_newest") or [])
+    if entry.timestamp != newest:
+        return entry.timestamp > newest
+    return entry.entry_id not in (cursor.get("ids_at_newest") or [])
+
+
+def _unread_new(cursor: dict[str, Any], new: list[SelEntry], count: int | None) -> int:
+    """New entries this cycle did not read (jumped over, oldest first; pages not followed, newest first): the
+    gap between the newest Id seen before and the oldest new one read, where Ids are numbers, else what the
+    count grew by beyond what was read. They go into `truncated`, so the centre sees that entries were lost
+    (review finding 2) rather than a log that looks complete."""
+    newest_num, numbers = cursor.get("newest_num"), [n for e in new if (n := _number(e)) is not None]
+    if isinstance(newest_num, int) and numbers:
+        return max(0, min(numbers) - newest_num - 1)
+    known = cursor.get("count")
+    if isinstance(known, int) and count is not None:
+        return max(0, count - known - len(new))
+    return 0
+
+
+def _reused(listed: list[SelEntry], cursor: dict[str, Any]) -> bool:
+    """Whether the entry with the newest Id seen before is listed with another Created time: the log was
+    cleared and refilled past its old count while the agent was not looking (review r5 finding 4: count and
+    Ids alone both look like growth)."""
+    newest_num, was = cursor.get("newest_num"), cursor.get("newest_num_created")
+    if not isinstance(newest_num, int) or not isinstance(was, str):
+        return False
+    for entry in listed:
+        if _number(entry) == newest_num and entry.timestamp is not None:
+            return entry.timestamp.isoformat() != was
+    return False
+
+
+def _newest_first(page: list[SelEntry]) -> bool:
+    numbers = [n for e in page[:2] if (n := _number(e)) is not None]
+    if len(numbers) == 2:
+        return numbers[0] > numbers[1]
+    stamps = [e.timestamp for e in page[:2] if e.timestamp is not None]
+    return len(stamps) == 2 and stamps[0] > stamps[1]
+
+
+def _cursor(info: RedfishLogService, new: list[SelEntry], old: dict[str, Any]) -> dict[str, Any]:
+    """The service's cursor after this cycle (what _is_new compares against next time)."""
+    cursor = dict(old)
+    numbers = [n for e in new if (n := _number(e)) is not None]
+    if info.cleared or "newest_num" not in cursor:
+        cursor["newest_num"] = max(numbers) if numbers else None
+    elif numbers:
+        cursor["newest_num"] = max([*numbers, cursor.get("newest_num") or 0])
+    for entry in new:  # its Created time, to tell a refilled log's same Id from the old entry (_reused)
+        if cursor.get("newest_num") is not None and _number(entry) == cursor["newest_num"] and entry.timestamp:
+            cursor["newest_num_created"] = entry.timestamp.isoformat()
+    if info.newest_created is not None:
+        at_newest = [e.entry_id for e in new if e.timestamp == info.newest_created and e.entry_id]
+        same = info.newest_created.isoformat() == cursor.get("newest_created")
+        kept = [*cursor.get("ids_at_newest", []), *at_newest] if same else at_newest
+        cursor["ids_at_newest"] = kept[-IDS_AT_NEWEST:]
+        cursor["newest_created"] = info.newest_created.isoformat()
+    cursor["newest_id"] = info.newest_id
+    return cursor
+
+
+def _entry_format(entries: list[SelEntry]) -> str | None:
+    if not entries:
+        return None
+    raw = entries[0].raw
+    for marker, name in (('"Hpe.Class"', "Oem:Hpe-IML"), ('"Dell.Category"', "Oem:Dell"), ('"EntryType":"SEL"', "SEL")):
+        if marker in raw:
+            return name
+    return "Event" if '"EntryType":"Event"' in raw else None
+
+
+def _clip(value: object, limit: int) -> str | None:
+    return value.strip()[:limit] or None if isinstance(value, str) else None

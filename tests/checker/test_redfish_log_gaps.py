@@ -1,0 +1,192 @@
+"""Redfish log reads that used to lose entries silently (review r5 findings 2 and 3, scratch tests of
+/tmp/r5-rfcode turned into ours): a burst of new entries larger than `max_entries` is counted as truncated
+in both listing orders, an oldest-first log without Members@odata.count is read again after its first cycle,
+and an oldest-first log whose paging offers no $skip and whose end is beyond `max_pages` is a problem, not
+its oldest history reported as new."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from checker.collectors.context import CollectorState
+from tests.checker.redfish_server import RedfishService, collection, skeleton
+from tests.checker.test_redfish_collector import SMC_LOG, collector_for, cycle, generated
+
+
+def stamps(n: int) -> list[str]:
+    return [f"2024-01-01T{m // 3600:02d}:{(m // 60) % 60:02d}:{m % 60:02d}Z" for m in range(n)]
+
+
+def members(n: int) -> list[dict[str, Any]]:
+    return generated([str(i) for i in range(1, n + 1)], stamps(n))
+
+
+def test_a_burst_beyond_max_entries_oldest_first_is_counted_as_truncated(
+    service: RedfishService, password_file: Path
+) -> None:
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    log = members(300)
+    service.paged[SMC_LOG] = (log[:120], 50)
+    collector, state = collector_for(service, password_file, max_entries=40), CollectorState()
+    cycle(collector, state)
+    service.paged[SMC_LOG] = (log, 50)  # 180 new entries between two cycles
+    report = cycle(collector, state)
+    sel = report.observations.sel
+    assert sel is not None
+    assert [e.entry_id for e in sel.entries] == [str(i) for i in range(261, 301)]
+    [info] = report.observations.redfish.log_services  # type: ignore[union-attr]
+    assert info.truncated == 140  # 121..260 were jumped over: the centre sees they were lost
+    assert sel.truncated == 140
+    assert sel.source == "redfish"  # its record ids are the collector's own (review r5 finding 12)
+
+
+def test_a_burst_beyond_max_entries_newest_first_is_counted_as_truncated(
+    service: RedfishService, password_file: Path
+) -> None:
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    log = members(300)[::-1]
+    service.paged[SMC_LOG] = (log[180:], 50)  # 120..1
+    collector, state = collector_for(service, password_file, max_entries=40), CollectorState()
+    cycle(collector, state)
+    service.paged[SMC_LOG] = (log, 50)  # 300..1
+    sel = cycle(collector, state).observations.sel
+    assert sel is not None
+    assert [e.entry_id for e in sel.entries] == [str(i) for i in range(261, 301)]
+    assert sel.truncated == 10 + 130  # 251..260 read and dropped, 121..250 never read
+    again = cycle(collector, state).observations.sel
+    assert again is not None
+    assert (again.entries, again.truncated) == ([], 0)  # counted once, not again
+
+
+def test_a_small_increment_is_not_counted_as_truncated(service: RedfishService, password_file: Path) -> None:
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    log = members(130)
+    service.paged[SMC_LOG] = (log[:120], 50)
+    collector, state = collector_for(service, password_file, max_entries=40), CollectorState()
+    cycle(collector, state)
+    service.paged[SMC_LOG] = (log, 50)
+    sel = cycle(collector, state).observations.sel
+    assert sel is not None
+    assert ([e.entry_id for e in sel.entries], sel.truncated) == ([str(i) for i in range(121, 131)], 0)
+
+
+def test_an_oldest_first_log_without_a_count_is_read_again(service: RedfishService, password_file: Path) -> None:
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    log = members(10)
+    service.add({"@odata.id": SMC_LOG, "Members": log[:5]})  # no Members@odata.count
+    collector, state = collector_for(service, password_file), CollectorState()
+    first = cycle(collector, state).observations.sel
+    assert first is not None
+    assert [e.entry_id for e in first.entries] == ["1", "2", "3", "4", "5"]
+    service.add({"@odata.id": SMC_LOG, "Members": log})
+    sel = cycle(collector, state).observations.sel
+    assert sel is not None
+    assert [e.entry_id for e in sel.entries] == ["6", "7", "8", "9", "10"]
+    service.add({"@odata.id": SMC_LOG, "Members": log})
+    unchanged = cycle(collector, state).observations.sel
+    assert unchanged is not None
+    assert unchanged.entries == []  # read again, nothing new: none reported twice
+
+
+def token_pages(log: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+    """An oldest-first log paged with $skiptoken (as some BMCs do), no $skip: each page its own resource."""
+    pages = []
+    for n in range(0, len(log), size):
+        path = SMC_LOG if n == 0 else f"{SMC_LOG}?$skiptoken=t{n}"
+        body = collection(path, [], Members=log[n : n + size], **{"Members@odata.count": len(log)})
+        if n + size < len(log):
+            body["Members@odata.nextLink"] = f"{SMC_LOG}?$skiptoken=t{n + size}"
+        pages.append(body)
+    return pages
+
+
+def test_an_oldest_first_log_beyond_max_pages_without_skip_is_a_problem(
+    service: RedfishService, password_file: Path
+) -> None:
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    service.add(*token_pages(members(100), 10))
+    report = cycle(collector_for(service, password_file, max_pages=3), CollectorState())
+    sel = report.observations.sel
+    assert sel is not None
+    assert sel.entries == []  # not 1..30, the oldest history, as if new
+    problems = report.collectors["redfish"].problems
+    assert any("newest entries were not reached" in p for p in problems), problems
+
+
+def test_an_oldest_first_log_within_max_pages_without_skip_is_read(
+    service: RedfishService, password_file: Path
+) -> None:
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    service.add(*token_pages(members(30), 10))
+    report = cycle(collector_for(service, password_file, max_pages=3, max_entries=50), CollectorState())
+    sel = report.observations.sel
+    assert sel is not None
+    assert [e.entry_id for e in sel.entries] == [str(i) for i in range(1, 31)]
+    assert not any("not reached" in p for p in report.collectors["redfish"].problems)
+
+
+def test_a_clear_and_a_refill_past_the_old_count_is_a_clear(service: RedfishService, password_file: Path) -> None:
+    """Review r5 finding 4: Ids 1-10 read; the log is cleared and refills to 15 while the agent is away. The
+    count grew and the newest Id went up, but Id 10 now has another Created time: cleared, all 15 new."""
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    service.add(collection(SMC_LOG, [], Members=members(10), **{"Members@odata.count": 10}))
+    collector, state = collector_for(service, password_file), CollectorState()
+    cycle(collector, state)
+    later = generated([str(i) for i in range(1, 16)], [f"2024-02-01T00:00:{i:02d}Z" for i in range(15)])
+    service.add(collection(SMC_LOG, [], Members=later, **{"Members@odata.count": 15}))
+    sel = cycle(collector, state).observations.sel
+    assert sel is not None
+    assert sel.cleared
+    assert [e.entry_id for e in sel.entries] == [str(i) for i in range(1, 16)]
+    grown = later + generated(["16"], ["2024-02-01T00:01:00Z"])
+    service.add(collection(SMC_LOG, [], Members=grown, **{"Members@odata.count": 16}))
+    after = cycle(collector, state).observations.sel
+    assert after is not None
+    assert (after.cleared, [e.entry_id for e in after.entries]) == (False, ["16"])  # growth alone is no clear
+
+
+def test_a_trickling_answer_is_cut_at_the_timeout(service: RedfishService, password_file: Path) -> None:
+    """Review r5 finding 5: requests' timeout bounds each socket read, so a BMC sending a byte every 0.2 s
+    kept a GET with a 1 s timeout for the whole body. Now the body is read against the wall clock."""
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    service.add(collection(SMC_LOG, [], Members=members(3), **{"Members@odata.count": 3}))
+    service.trickle = {SMC_LOG}  # ~1.5 KiB: five minutes at this pace
+    collector = collector_for(service, password_file, timeout_s=1.0)
+    started = time.monotonic()
+    report = cycle(collector, CollectorState())
+    assert time.monotonic() - started < 5
+    problems = report.collectors["redfish"].problems
+    assert any("still arriving at the timeout" in p for p in problems), problems
+
+
+def test_an_answer_past_the_size_cap_is_refused(service: RedfishService, password_file: Path) -> None:
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    service.add(collection(SMC_LOG, [], Members=members(3), **{"Members@odata.count": 3}))
+    service.resources[SMC_LOG] = b'{"Members": [], "pad": "' + b"x" * (9 << 20) + b'"}'
+    report = cycle(collector_for(service, password_file), CollectorState())
+    problems = report.collectors["redfish"].problems
+    assert any("larger than 8388608 bytes" in p for p in problems), problems
+    assert report.collectors["redfish"].status != "unavailable"  # that resource only: the cycle went on
+
+
+def test_a_refused_password_is_not_tried_again_until_its_file_changes(
+    service: RedfishService, password_file: Path, tmp_path: Path
+) -> None:
+    """Review r5 finding 16: a wrong password was tried every cycle; BMCs lock accounts or block addresses
+    after a few failed logins."""
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not-the-password\n")
+    collector, state = collector_for(service, wrong), CollectorState()
+    assert cycle(collector, state).collectors["redfish"].status == "unavailable"
+    logins = sum(1 for r in service.requests if r.method == "POST")
+    again = cycle(collector, state).collectors["redfish"]
+    assert again.status == "unavailable"
+    assert "not tried again until the password file changes" in (again.reason or "")
+    assert sum(1 for r in service.requests if r.method == "POST") == logins  # no new login attempt
+    wrong.write_text(password_file.read_text())
+    os.utime(wrong, (time.time() + 5, time.time() + 5))  # a new mtime, even within the clock's resolution
+    assert cycle(collector, state).collectors["redfish"].status == "ok"

@@ -1,0 +1,113 @@
+"""A BMC firmware update ends with the BMC restarting into its new image (review r5 finding 8): its task
+monitor is gone (404) while it comes back. For component `bmc` that is the normal end, judged by the firmware
+inventory once the BMC answers again; for `bios` (the BMC does not restart) it stays a failure. Against our
+small Redfish service (tests/checker/redfish_server.py); the image from a local HTTPS repository
+(tests/cyborg/redfish_emulator.py)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cyborg.commands import ActionContext, ActionFailed
+from cyborg.drivers.redfish import RedfishBmc
+from cyborg.drivers.redfish_client import RedfishConfig
+from tests.checker.redfish_server import (  # noqa: F401  (fixtures)
+    USER,
+    RedfishService,
+    collection,
+    redfish_password_fixture,
+    redfish_service_fixture,
+    skeleton,
+)
+from tests.cyborg.redfish_emulator import ImageServer, LabCa
+
+IMAGE = b"BMC image 7.10 " * 64
+SYSTEM, MANAGER = "/redfish/v1/Systems/1", "/redfish/v1/Managers/1"
+SIMPLE_UPDATE = "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate"
+MONITOR = "/redfish/v1/TaskService/TaskMonitors/JID_1"
+INVENTORY = "/redfish/v1/UpdateService/FirmwareInventory"
+ADDRESS = "bmc-1.example"
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Iterator[tuple[ImageServer, LabCa]]:
+    ca = LabCa(tmp_path)
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "bmc-7.10.bin").write_bytes(IMAGE)
+    server = ImageServer(images, ca)
+    yield server, ca
+    server.stop()
+
+
+def serve(service: RedfishService) -> None:
+    """A System, its Manager, an UpdateService whose SimpleUpdate answers 202 with a task monitor that is
+    gone when asked (the BMC restarted), and an inventory that reads 7.10 once the update was sent."""
+    skeleton(service, systems={"1": {}}, managers={"1": {}}, firmware=[])
+    service.add(
+        {
+            "@odata.id": SYSTEM,
+            "Id": "1",
+            "Name": "System",
+            "BiosVersion": "2.1",
+            "Links": {"ManagedBy": [{"@odata.id": MANAGER}]},
+        },
+        {
+            "@odata.id": "/redfish/v1/UpdateService",
+            "Id": "UpdateService",
+            "Name": "Update Service",
+            "FirmwareInventory": {"@odata.id": INVENTORY},
+            "Actions": {
+                "#UpdateService.SimpleUpdate": {
+                    "target": SIMPLE_UPDATE,
+                    "TransferProtocol@Redfish.AllowableValues": ["HTTPS"],
+                }
+            },
+        },
+        collection(INVENTORY, [f"{INVENTORY}/BMC"]),
+    )
+
+    def bmc_firmware() -> dict[str, Any]:
+        sent = any(r.method == "POST" and r.path == SIMPLE_UPDATE for r in service.requests)
+        return {"@odata.id": f"{INVENTORY}/BMC", "Id": "BMC", "Name": "BMC", "Version": "7.10" if sent else "7.00"}
+
+    service.resources[f"{INVENTORY}/BMC"] = bmc_firmware
+    service.accepted[SIMPLE_UPDATE] = MONITOR  # and no resource at MONITOR: 404
+
+
+def driver(service: RedfishService, password_file: Path, ca: LabCa) -> RedfishBmc:
+    config = RedfishConfig(username=USER, password_file=password_file, ca_file=ca.ca_file, poll_s=0.1, task_wait_s=10)
+    bmc = RedfishBmc(config)
+    bmc.clients.get(ADDRESS).url = service.url  # our test service speaks http; the driver refuses it elsewhere
+    return bmc
+
+
+def test_a_bmc_update_whose_task_monitor_is_gone_after_the_restart_is_judged_by_the_inventory(
+    service: RedfishService, password_file: Path, repository: tuple[ImageServer, LabCa]
+) -> None:
+    serve(service)
+    images, ca = repository
+    bmc = driver(service, password_file, ca)
+    image, digest = f"{images.url}/bmc-7.10.bin", hashlib.sha256(IMAGE).hexdigest()
+    done = bmc.update_firmware("h1", ADDRESS, "bmc", image, digest, ActionContext(None, timeout_s=60))
+    assert (done["version_before"], done["version_after"]) == ("7.00", "7.10")
+    assert "restarted" in done["task"]
+    assert [r.path for r in service.requests if r.method == "POST"].count(SIMPLE_UPDATE) == 1
+    bmc.close()
+
+
+def test_a_bios_update_whose_task_monitor_is_gone_fails(
+    service: RedfishService, password_file: Path, repository: tuple[ImageServer, LabCa]
+) -> None:
+    serve(service)
+    images, ca = repository
+    bmc = driver(service, password_file, ca)
+    image, digest = f"{images.url}/bmc-7.10.bin", hashlib.sha256(IMAGE).hexdigest()
+    with pytest.raises(ActionFailed, match="404"):
+        bmc.update_firmware("h1", ADDRESS, "bios", image, digest, ActionContext(None, timeout_s=60))
+    bmc.close()

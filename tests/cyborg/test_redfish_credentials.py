@@ -1,0 +1,70 @@
+"""Credentials kept out of logs and read alike on both sides (review r5 finding 15): the password and the
+session token redacted from what the BMC answers, image URLs with userinfo refused and query strings
+masked, a CA bundle used whatever verify_tls says, and password files read the same way by the agent
+and central."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from checker.collectors.redfish_client import RedfishClient as AgentClient
+from checker.collectors.redfish_client import RedfishSettings
+from cyborg.commands import ActionContext, ActionFailed
+from cyborg.drivers.redfish_client import RedfishClient, RedfishConfig, request_body
+from cyborg.drivers.redfish_media import check_image
+from tests.checker.redfish_server import (  # noqa: F401  (fixtures)
+    PASSWORD,
+    USER,
+    RedfishService,
+    redfish_password_fixture,
+    redfish_service_fixture,
+    skeleton,
+)
+from tests.processes import free_port
+
+
+def test_the_password_and_the_session_token_are_redacted(service: RedfishService, password_file: Path) -> None:
+    skeleton(service)
+    client = RedfishClient("bmc-1.example", RedfishConfig(username=USER, password_file=password_file))
+    client.url = service.url  # our test service speaks http
+    client.call(ActionContext(None, timeout_s=30), "root", lambda root: root.redfish_version)
+    [token] = service.sessions
+    echoed = f"PropertyValueFormatError: the value {PASSWORD} for Password; session {token}"
+    said = client._redacted(echoed)
+    assert PASSWORD not in said
+    assert token not in said
+    assert said == "PropertyValueFormatError: the value *** for Password; session ***"
+    client.close()
+
+
+def test_an_image_url_with_credentials_is_refused_and_a_query_is_masked() -> None:
+    config, ctx = (
+        RedfishConfig(username=USER, password_file=None, connect_timeout_s=1),
+        ActionContext(None, timeout_s=30),
+    )
+    with pytest.raises(ActionFailed, match="must not carry credentials") as refused:
+        check_image("https://ci:tok-4455@repo.example/bmc.bin", "ab" * 32, 1 << 20, config, ctx)
+    assert "tok-4455" not in str(refused.value)
+    signed = f"https://127.0.0.1:{free_port()}/bmc.bin?X-Amz-Signature=sig-99887766"
+    with pytest.raises(ActionFailed) as failed:  # nobody listens: the fetch fails, saying where without the token
+        check_image(signed, "ab" * 32, 1 << 20, config, ctx)
+    assert "sig-99887766" not in str(failed.value)
+    assert all("sig-99887766" not in " ".join(r.argv) + r.output for r in ctx.log.records)
+    assert "sig-99887766" not in request_body(f'{{"ImageURI": "{signed}", "TransferProtocol": "HTTPS"}}')
+
+
+def test_a_ca_bundle_is_used_whatever_verify_tls_says(tmp_path: Path) -> None:
+    bundle = tmp_path / "ca.pem"
+    assert RedfishConfig(username="u", password_file=None, verify_tls=False, ca_file=bundle).verify == str(bundle)
+    assert RedfishConfig(username="u", password_file=None, verify_tls=False).verify is False
+    assert RedfishConfig(username="u", password_file=None).verify is True
+
+
+def test_both_sides_read_a_password_file_alike(tmp_path: Path) -> None:
+    path = tmp_path / "pw"
+    path.write_text(" spaced pass \r\n")
+    central = RedfishClient("bmc", RedfishConfig(username="u", password_file=path))._password()
+    agent = AgentClient(RedfishSettings(url="https://bmc", password_file=path))._password()
+    assert central == agent == " spaced pass "
