@@ -1,5 +1,10 @@
-"""`python -m api` is the `fleetfix` command."""
+"""`python -m api` is the `fleetfix` command.
+
+Guarded: worker processes started with `spawn` (`rules backtest --workers`) import the main module
+again, and must not run the command a second time.
+"""
 
 from api.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -6,7 +6,9 @@ FLEETFIX_METRICS_DIR before anything creates a metric, which is when prometheus_
 every process (uvicorn workers, Celery pool children, ingesters) writes its values to files there
 and `exposition()` adds them up; without it they live in this process only (tests, `fleetfix up`).
 State (remediations and tickets by state, breakers, queue depths) is not counted here: the API
-reads it from the database and the broker at scrape time (api.routes.health).
+reads it from the database and the broker at scrape time (api.routes.health). The one gauge a
+process keeps is when a central worker last finished a task (`watch_worker_tasks`): a worker that
+is gone cannot be asked at scrape time, but its last heartbeat can be read.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
@@ -51,6 +53,21 @@ RULE_FIRINGS = Counter(
     "Rules that fired on a host's signals, by rule (each firing is then planned, held, skipped or shadowed).",
     ["rule"],
     registry=REGISTRY,
+)
+DECISIONS = Counter(
+    "fleetfix_decisions",
+    "Decisions recorded about firing rules, by outcome (planned, admitted, held, skipped, shadow, escalated); "
+    "counted when recorded in the deciding transaction, so a batch retried after a rollback counts again.",
+    ["outcome"],
+    registry=REGISTRY,
+)
+WORKER_LAST_TASK = Gauge(
+    "fleetfix_worker_last_task_timestamp_seconds",
+    "When a central worker process last finished a task from this queue (Unix time). The scheduler sends "
+    "remediate a task every 10 s, so an old value there means no worker consumes it.",
+    ["queue"],
+    registry=REGISTRY,
+    multiprocess_mode="max",  # the newest heartbeat of any process on the box, dead ones' included
 )
 SLACK_DELIVERIES = Counter(
     "fleetfix_slack_deliveries",
@@ -93,6 +110,21 @@ def count_signals(kinds: Iterable[str]) -> None:
         counts[kind] = counts.get(kind, 0) + 1
     for kind, count in counts.items():
         SIGNALS.labels(kind).inc(count)
+
+
+def watch_worker_tasks() -> None:
+    """Set WORKER_LAST_TASK each time a task of this Celery worker finishes (the pool children inherit
+    the connection across fork). Called by `fleetfix worker` before it starts its pool."""
+    from celery.signals import task_postrun
+
+    task_postrun.connect(_task_finished, weak=False)
+
+
+def _task_finished(sender: object = None, task: object = None, **_: object) -> None:
+    request = getattr(task, "request", None)
+    delivery = getattr(request, "delivery_info", None) or {}
+    queue = delivery.get("routing_key") or getattr(task, "queue", None) or "unknown"
+    WORKER_LAST_TASK.labels(str(queue)).set_to_current_time()
 
 
 def multiprocess_dir() -> str | None:

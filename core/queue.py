@@ -170,6 +170,27 @@ def queue_depths(
     return depths
 
 
+def ingest_lag_s(broker_url: str, *, tls: dict[str, str] | None = None, timeout: float = 2.0) -> float | None:
+    """How long the oldest report still in the Redis ingest stream has waited, in seconds (0: none waits).
+
+    Ingesters delete an entry once its batch is committed (remediator.stream), so the oldest entry left is
+    the oldest report not yet ingested, read or not; its id is the broker's clock at XADD, compared with
+    the broker's own TIME so neither the API's clock nor the agents' enters. None on a broker without the
+    stream (RabbitMQ: there the lag shows in fleetfix_report_delay_seconds). Raises when unreachable."""
+    if not broker_url.startswith(("redis://", "rediss://")):
+        return None
+    with _connection(broker_url, tls, timeout) as conn:
+        conn.ensure_connection(max_retries=1, timeout=timeout)
+        client = conn.default_channel.client
+        oldest = client.xrange(INGEST_STREAM, count=1)
+        if not oldest:
+            return 0.0
+        seconds, micros = client.time()
+        entry_id = oldest[0][0]
+        added_ms = int((entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)).split("-", 1)[0])
+        return max(0.0, int(seconds) + int(micros) / 1e6 - added_ms / 1000)
+
+
 def create_celery(
     broker_url: str,
     *,

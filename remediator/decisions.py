@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core import audit
+from core import audit, metrics
 from core.db import utcnow
 from remediator.models import ACTIVE_REMEDIATION_STATES, Decision, Host, Remediation, RemediationState
 
@@ -62,6 +62,7 @@ def record(
             value=value,
         )
     )
+    metrics.DECISIONS.labels(outcome).inc()
     log.info(
         f"remediator.decision.{outcome}",
         extra={"fields": {"host": host.hostname, "rule": rule_id, "reason": reason, "remediation": remediation_id}},

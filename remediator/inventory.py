@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -86,9 +87,12 @@ def parse_csv(text: str, *, source: str = "inventory") -> list[HostInventory]:
     return rows
 
 
-def apply_inventory(session: Session, rows: list[HostInventory], *, actor: str) -> tuple[int, int]:
+def apply_inventory(
+    session: Session, rows: list[HostInventory], *, actor: str, on_row: Callable[[], None] | None = None
+) -> tuple[int, int]:
     """Create or update hosts; returns (created, updated). A hostname twice in one import is refused:
-    which of its rows is the host would be a guess."""
+    which of its rows is the host would be a guess. `on_row` is called as each row is applied
+    (`fleetfix hosts import`'s progress)."""
     names = [r.hostname for r in rows]
     seen: dict[str, int] = {}
     for index, name in enumerate(names):
@@ -101,6 +105,8 @@ def apply_inventory(session: Session, rows: list[HostInventory], *, actor: str) 
     existing = {h.hostname: h for h in session.scalars(select(Host).where(Host.hostname.in_(names)))}
     created = updated = 0
     for row in rows:
+        if on_row is not None:
+            on_row()
         fields = row.model_dump()
         host = existing.get(row.hostname)
         if host is None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -103,13 +104,22 @@ def create_partition(session: Session, day: dt.date) -> int:
     return max(moved or 0, 0)
 
 
-def maintain(database: Database, *, now: dt.datetime, retention_days: int, dry_run: bool = False) -> Pruned:
+def maintain(
+    database: Database,
+    *,
+    now: dt.datetime,
+    retention_days: int,
+    dry_run: bool = False,
+    on_stage: Callable[[str], None] | None = None,
+) -> Pruned:
     """Create the coming days' partitions and prune what is older than the window.
 
     Each partition created or dropped, and each chunk of deleted rows, is its
     own short transaction: dropping a partition locks the whole reports table,
-    so the lock must not be held through the rest of the work.
+    so the lock must not be held through the rest of the work. `on_stage` hears
+    what is being done before each of those steps (`fleetfix db prune`'s progress).
     """
+    stage = on_stage or _quiet
     cutoff = cutoff_for(now, retention_days)
     result = Pruned(cutoff=cutoff)
     with database.session() as session:
@@ -121,12 +131,14 @@ def maintain(database: Database, *, now: dt.datetime, retention_days: int, dry_r
             day = today + dt.timedelta(days=offset)
             if partition_name(day) not in existing:
                 result.partitions_created.append(partition_name(day))
+                stage(f"creating partition {partition_name(day)}")
                 if not dry_run:
                     with database.session() as session:
                         result.rows_moved += create_partition(session, day)
         for name, day in sorted(existing.items(), key=lambda item: item[1]):
             if dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC) > cutoff:
                 continue
+            stage(f"looking at partition {name}")
             with database.session() as session:
                 if _holds_what_is_kept(session, name, cutoff):
                     continue  # its rows are pruned one by one below, the kept ones stay
@@ -134,8 +146,8 @@ def maintain(database: Database, *, now: dt.datetime, retention_days: int, dry_r
                 if not dry_run:
                     session.execute(text(f"ALTER TABLE reports DETACH PARTITION {name}"))
                     session.execute(text(f"DROP TABLE {name}"))
-    result.rows_deleted = _delete_reports(database, cutoff, dry_run=dry_run)
-    result.signals_deleted = _delete_signals(database, cutoff, dry_run=dry_run)
+    result.rows_deleted = _delete_reports(database, cutoff, dry_run=dry_run, stage=stage)
+    result.signals_deleted = _delete_signals(database, cutoff, dry_run=dry_run, stage=stage)
     if not dry_run:
         with database.session() as session:  # web sign-ins past their end are of no use to anyone
             session.execute(delete(WebSession).where(WebSession.expires_at < now))
@@ -154,6 +166,10 @@ def maintain(database: Database, *, now: dt.datetime, retention_days: int, dry_r
         },
     )
     return result
+
+
+def _quiet(_: str) -> None:
+    pass
 
 
 def _current_row() -> Any:
@@ -180,9 +196,10 @@ def _holds_what_is_kept(session: Session, partition: str, cutoff: dt.datetime) -
     return bool(session.execute(query, {"cutoff": cutoff}).scalar())
 
 
-def _delete_reports(database: Database, cutoff: dt.datetime, *, dry_run: bool) -> int:
+def _delete_reports(database: Database, cutoff: dt.datetime, *, dry_run: bool, stage: Callable[[str], None]) -> int:
     """Rows last seen before the window that are no host's current state, in committed chunks."""
     old = (ReportRow.last_captured_at < cutoff) & _prunable()
+    stage("counting old report rows" if dry_run else "deleting old report rows")
     if dry_run:
         with database.session() as session:
             return int(session.scalar(select(func.count()).select_from(ReportRow).where(old)) or 0)
@@ -195,11 +212,13 @@ def _delete_reports(database: Database, cutoff: dt.datetime, *, dry_run: bool) -
                 session.execute(delete(ReportRow).where(tuple_(ReportRow.id, ReportRow.captured_at).in_(chunk))),
             ).rowcount
         total += deleted
+        stage(f"deleting old report rows: {total} so far")
         if deleted < DELETE_CHUNK:
             return total
 
 
-def _delete_signals(database: Database, cutoff: dt.datetime, *, dry_run: bool) -> int:
+def _delete_signals(database: Database, cutoff: dt.datetime, *, dry_run: bool, stage: Callable[[str], None]) -> int:
+    stage("counting old signals" if dry_run else "deleting old signals")
     if dry_run:
         with database.session() as session:
             return int(session.scalar(select(func.count()).select_from(Signal).where(Signal.observed_at < cutoff)) or 0)
@@ -209,5 +228,6 @@ def _delete_signals(database: Database, cutoff: dt.datetime, *, dry_run: bool) -
             chunk = select(Signal.id).where(Signal.observed_at < cutoff).limit(DELETE_CHUNK)
             deleted = cast(CursorResult[Any], session.execute(delete(Signal).where(Signal.id.in_(chunk)))).rowcount
         total += deleted
+        stage(f"deleting old signals: {total} so far")
         if deleted < DELETE_CHUNK:
             return total

@@ -2,8 +2,8 @@
 
 /healthz says the process answers; /readyz that the database and every broker (the central one and
 each datacenter's) can be reached; /metrics adds to the counters of this box's processes
-(core.metrics) the state read at this scrape: remediations, tickets and hosts by state, rule
-breakers, and queue depths read from the brokers.
+(core.metrics) the state read at this scrape: remediations, tickets and hosts by state, open tickets
+by datacenter, rule breakers, and queue depths and the ingest stream's lag read from the brokers.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from sqlalchemy import func, select, text
 from api.deps import get_runtime
 from core import metrics
 from core.db import Database
-from core.queue import check_broker, queue_depths
+from core.queue import check_broker, ingest_lag_s, queue_depths
 from core.settings import Settings
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class StateCollector:
 
     def _database_state(self) -> Iterator[Metric]:
         from remediator.models import Host, HostState, Remediation, RemediationState, RuleState
-        from ticketing.models import Ticket, TicketState
+        from ticketing.models import OPEN_TICKET_STATES, Ticket, TicketState
 
         up = GaugeMetricFamily("fleetfix_database_up", "1 when the database answered this scrape.")
         try:
@@ -99,6 +99,12 @@ class StateCollector:
                     "hosts": dict(session.execute(select(Host.state, func.count()).group_by(Host.state)).all()),
                 }
                 breakers = dict(session.execute(select(RuleState.rule_id, RuleState.breaker_open)).all())
+                # one row per datacenter, through ix_tickets_state_priority's leading column
+                open_by_datacenter = session.execute(
+                    select(Ticket.datacenter, func.count())
+                    .where(Ticket.state.in_(OPEN_TICKET_STATES))
+                    .group_by(Ticket.datacenter)
+                ).all()
         except Exception as error:
             log.warning("api.metrics.database_failed", extra={"fields": {"error": f"{type(error).__name__}: {error}"}})
             up.add_metric([], 0)
@@ -122,6 +128,14 @@ class StateCollector:
         for rule_id, is_open in sorted(breakers.items()):
             breaker.add_metric([rule_id], 1 if is_open else 0)
         yield breaker
+        open_tickets = GaugeMetricFamily(
+            "fleetfix_open_tickets",
+            "Tickets not yet closed or cancelled (open, claimed, in progress, resolved, verifying), by datacenter.",
+            labels=["datacenter"],
+        )
+        for datacenter, count in sorted(open_by_datacenter, key=lambda row: row[0] or ""):
+            open_tickets.add_metric([datacenter or "unknown"], count)
+        yield open_tickets
 
     def _queues(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("fleetfix_broker_up", "1 when the broker answered this scrape.", labels=["broker"])
@@ -131,9 +145,15 @@ class StateCollector:
             "stream:ingest:pending: read but not yet acknowledged).",
             labels=["broker", "queue"],
         )
+        lag = GaugeMetricFamily(
+            "fleetfix_ingest_lag_seconds",
+            "How long the oldest report still in a Redis broker's ingest stream has waited (0: none waits).",
+            labels=["broker"],
+        )
         for name, url in brokers(self.settings).items():
             try:
                 depths = queue_depths(url, tls=self.settings.broker_tls, timeout=PROBE_TIMEOUT_S)
+                waited = ingest_lag_s(url, tls=self.settings.broker_tls, timeout=PROBE_TIMEOUT_S)
             except Exception as error:
                 log.warning(
                     "api.metrics.broker_failed",
@@ -144,8 +164,11 @@ class StateCollector:
             up.add_metric([name], 1)
             for queue, count in depths.items():
                 depth.add_metric([name, queue], count)
+            if waited is not None:
+                lag.add_metric([name], waited)
         yield up
         yield depth
+        yield lag
 
 
 @router.get("/metrics", include_in_schema=False)

@@ -91,7 +91,7 @@ def check(
     """Run every collector once and print the report (nothing is sent, no agent cursor moves)."""
     from checker.agent.config import AgentConfigError, load_agent_config
     from checker.collectors.base import HostAccess, LiveHost, SnapshotHost
-    from checker.cycle import run_cycle
+    from checker.cycle import bmc_collectors, run_cycle
     from checker.snapshot import SnapshotError, read_meta
 
     if output_format not in ("json", "text"):
@@ -113,13 +113,17 @@ def check(
         access = SnapshotHost(snapshot)
     else:
         access = LiveHost()
+    collectors = bmc_collectors(config.bmc_protocol, config.redfish_settings if snapshot is None else None)
     report = run_cycle(
         access,
         hostname=hostname,
+        collectors=collectors,
         timeout_s=config.collector_timeout_s,
         timeouts=config.collector_timeouts,
         max_report_bytes=config.max_report_bytes,
     )
+    if (redfish := collectors.get("redfish")) is not None and hasattr(redfish, "close"):
+        redfish.close()  # ends the BMC session
     _print_report(report, output_format)
 
 
@@ -131,15 +135,17 @@ def snapshot(
     """Capture everything the collectors read on this host into DIR, for `check --snapshot DIR`."""
     from checker.agent.config import AgentConfigError, load_agent_config
     from checker.snapshot import SnapshotError, capture
+    from core.progress import tracked
 
     try:
         config = load_agent_config()
-        report, recorder = capture(
-            directory,
-            hostname=hostname,
-            timeout_s=config.collector_timeout_s,
-            timeouts=config.collector_timeouts,
-        )
+        with tracked(f"capturing a snapshot into {directory}"):  # a spinner: collectors run in parallel
+            report, recorder = capture(
+                directory,
+                hostname=hostname,
+                timeout_s=config.collector_timeout_s,
+                timeouts=config.collector_timeouts,
+            )
     except AgentConfigError as error:
         raise _fail(ctx, f"bad setting: {error}") from None
     except SnapshotError as error:
