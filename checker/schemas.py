@@ -43,12 +43,20 @@ from checker.report_types import (  # noqa: F401 (re-exported: importers read th
     Timestamp,
 )
 from checker.sections.capacity import BlockDevice, Capacity  # noqa: F401 (re-exported)
-from checker.sections.cxl import CxlEvent, CxlMemdev, CxlRasState  # noqa: F401 (re-exported)
+from checker.sections.cxl import CxlEvent, CxlHealth, CxlMemdev, CxlRasState  # noqa: F401 (re-exported)
 from checker.sections.gpu import Gpu, GpuEcc, GpuMemoryRepair, GpuState  # noqa: F401 (re-exported)
 from checker.sections.heat import ThermalThrottle, ThrottlePackage  # noqa: F401 (re-exported)
 from checker.sections.network import LldpNeighbor, NetworkState, NicPort  # noqa: F401 (re-exported)
 from checker.sections.os import Filesystems, Mount, TimeSync  # noqa: F401 (re-exported)
 from checker.sections.pcie import MAX_PCIE_DEVICES, PcieDevice, PcieState  # noqa: F401 (re-exported)
+from checker.sections.redfish import (  # noqa: F401 (re-exported)
+    RedfishFirmware,
+    RedfishLogService,
+    RedfishMemoryModule,
+    RedfishPsu,
+    RedfishRedundancy,
+    RedfishState,
+)
 from core.vocabulary import HOSTNAME_MAX_LENGTH, HOSTNAME_PATTERN
 
 
@@ -209,6 +217,11 @@ class KernelEventKind(StrEnum):
     gpu_sxid = "gpu_sxid"
     gpu_fallen_off_bus = "gpu_fallen_off_bus"
     gpu_identity = "gpu_identity"  # the GPU's uuid and board serial, printed before its first Xid: no fault
+    # CXL (checker/parsers/cxl_log.py): subject the PCI address of the device, or of the CPER record's agent
+    cxl_protocol_error = "cxl_protocol_error"  # firmware-first CPER "CXL Protocol Error" section
+    cxl_mem_disabled = "cxl_mem_disabled"  # cxl_error_detected: CXL.mem disabled, or a disconnect requested
+    cxl_device_failed = "cxl_device_failed"  # Memory Device Status fatal / firmware halt; media never active
+    cxl_mem_resumed = "cxl_mem_resumed"  # cxl_pci after an error: CXL.mem restarted, error resume successful/failed
 
 
 class KernelEvent(Model):
@@ -245,6 +258,13 @@ class SelEntry(Model):
     direction: Literal["asserted", "deasserted"] | None = None
     component: str | None = Field(None, max_length=128, description="DIMM, PSU or fan the entry names, if any.")
     raw: Line = ""
+    log_service: str | None = Field(
+        None,
+        max_length=512,
+        description="Redfish only: the LogEntryCollection the entry came from (record_id is then the collector's own "
+        "sequence number, see docs/agent.md 'Redfish'); null for IPMI.",
+    )
+    entry_id: str | None = Field(None, max_length=128, description="Redfish only: the entry's Id as served (a string).")
 
 
 class SelState(Model):
@@ -256,6 +276,12 @@ class SelState(Model):
     truncated: NonNegativeInt = 0
     last_add_time: str | None = Field(None, max_length=64, description="The BMC's 'Last Add Time', as printed.")
     cleared: bool = Field(False, description="The SEL has fewer entries than at the last cycle: it was cleared.")
+    source: Literal["ipmi", "redfish"] | None = Field(
+        None,
+        description="Who read it: ipmitool (`ipmi`) or the redfish collector (`redfish`). Their record ids and counts "
+        "are unrelated spaces: compare a cycle only with earlier cycles of the same source. Null: not said (older "
+        "agents).",
+    )
 
 
 class SensorReading(Model):
@@ -747,6 +773,11 @@ class Observations(Model):
     )
     pcie: PcieState | None = Field(
         None, description="PCIe functions' links and AER counters from sysfs or lspci (checker/sections/pcie.py)."
+    )
+    redfish: RedfishState | None = Field(
+        None,
+        description="The BMC's Redfish service: DIMMs with their error counts, firmware, PSUs, log cursors "
+        "(checker/sections/redfish.py).",
     )
 
 

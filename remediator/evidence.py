@@ -14,8 +14,16 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from remediator.derive.capacity import capacity_part
-from remediator.derive.cxl import cxl_part
+from remediator.derive.cxl import cxl_functions, cxl_part
 from remediator.derive.xid import nvswitch_part
+from remediator.dimm_redfish import (
+    before_this_boot,
+    bmc_counts,
+    inventory_of_this_boot,
+    latest_modules,
+    match_module,
+    merge_part,
+)
 from remediator.dimms import DimmLabelMaps, attribute, load_label_maps, locate_in_observations
 from remediator.gpu_parts import gpu_part, pci_address, same_device
 from remediator.models import Host, Remediation, Signal
@@ -42,9 +50,18 @@ KERNEL_KINDS = {
     "nic": {"nic_link_down", "nic_link_up", "nic_tx_timeout"},
     "filesystem": {"fs_error", "fs_readonly"},
     "workload": {"oom_kill"},
-    "pcie_device": {"pcie_aer_corrected", "pcie_aer_uncorrected"},
+    "pcie_device": {"pcie_aer_corrected", "pcie_aer_uncorrected", "cxl_protocol_error"},  # a CXL port's CPER too
     "gpu": {"gpu_xid", "gpu_fallen_off_bus", "gpu_identity"},  # matched by PCI address (remediator/gpu_parts.py)
     "nvswitch": {"gpu_sxid"},
+    # by its PCI function; its AER lines say whether the link went ("type=Inaccessible")
+    "cxl_memory": {
+        "cxl_protocol_error",
+        "cxl_mem_disabled",
+        "cxl_device_failed",
+        "cxl_mem_resumed",
+        "pcie_aer_corrected",
+        "pcie_aer_uncorrected",
+    },
 }
 
 
@@ -157,7 +174,15 @@ def part_evidence(
             "bios_version": firmware.get("bios_version"),
         },
         "part_type": part_type,
-        "part": _part(part_type, subject, observations, hardware_class=host.hardware_class, recent=recent),
+        "part": _part(
+            part_type,
+            subject,
+            observations,
+            hardware_class=host.hardware_class,
+            recent=recent,
+            redfish_memory=latest_modules(reports) if part_type == "dimm" else (),
+            redfish_current=inventory_of_this_boot(reports),
+        ),
         "reason": reason,
         "rule": rule,
         "remediation_id": remediation.id if remediation is not None else None,
@@ -165,17 +190,22 @@ def part_evidence(
             {"kind": s.kind, "value": s.value, "at": s.observed_at.isoformat(), "detail": _bounded(s.detail)}
             for s in recent
         ],
-        "counter_history": _counter_history(part_type, subject, reports),
+        "counter_history": _counter_history(part_type, subject, reports),  # by name; by serial below
         "sel": _sel_entries(part_type, subject, reports),
         "kernel_log": _kernel_events(part_type, subject, reports),
         "remediations": _attempts(session, host, subject, remediation),
     }
     if part_type == "dimm":
         bundle["error_reporting"] = _error_reporting(session, host)
+        part = bundle["part"]
+        if part.get("certain") and part.get("serial"):  # the BMC's counts of the same module, by its serial
+            bundle["counter_history"] = _counter_history(part_type, subject, reports, part["serial"])
     if part_type == "disk":
         bundle["smart"] = _bounded(_disk(subject, observations))
     if part_type == "power_feed":
         bundle["rack_input_loss"] = rack_input_loss(session, host)
+    if opened := chassis_opened(session, host):
+        bundle["chassis_intrusion"] = opened
     return bundle
 
 
@@ -196,6 +226,27 @@ def _error_reporting(session: Session, host: Host) -> dict[str, Any]:
 
 
 RACK_FEED_WINDOW = dt.timedelta(hours=1)
+
+
+CHASSIS_WITHIN = dt.timedelta(days=7)  # ours: a technician's visit the part's fault may follow
+
+
+def chassis_opened(session: Session, host: Host) -> list[dict[str, Any]]:
+    """The host's chassis intrusions (the BMC's log, `chassis_intrusion`: no rule of its own) within a week
+    of its newest: a part that fails after the chassis was opened may have been reseated or swapped (the
+    review of the Redfish rules, note 14)."""
+    rows = session.scalars(
+        select(Signal)
+        .where(Signal.host_id == host.id, Signal.kind == "chassis_intrusion")
+        .order_by(Signal.observed_at.desc())
+        .limit(5)
+    ).all()
+    newest = rows[0].observed_at if rows else None
+    return [
+        {"at": r.observed_at.isoformat(), "sensor": r.subject, "events": (r.detail or {}).get("events")}
+        for r in rows
+        if newest is not None and newest - r.observed_at <= CHASSIS_WITHIN
+    ]
 
 
 def rack_input_loss(session: Session, host: Host) -> dict[str, Any] | None:
@@ -247,14 +298,36 @@ def dimm_label_maps() -> DimmLabelMaps:
     return load_label_maps()
 
 
-def _dimm(subject: str, observations: dict[str, Any], hardware_class: str, recent: Sequence[Signal]) -> dict[str, Any]:
+BMC_DIMM_KINDS = frozenset(
+    {"sel_memory_ecc", "sel_memory_ce_rate", "bmc_dimm_ce_rate", "bmc_dimm_uncorrectable", "bmc_dimm_ce_alarm"}
+)
+
+
+def _dimm(
+    subject: str,
+    observations: dict[str, Any],
+    hardware_class: str,
+    recent: Sequence[Signal],
+    redfish_memory: Sequence[dict[str, Any]] = (),
+    redfish_current: bool = True,
+) -> dict[str, Any]:
     """The DIMM a signal names, by topology and the hardware class's label map (remediator.dimms): its
-    dmidecode record and serial only when that is certain, else the EDAC location and the candidates."""
+    dmidecode record and serial only when that is certain, else the EDAC location and the candidates;
+    then what the BMC's Redfish inventory says of the name (remediator.dimm_redfish)."""
     detail = next((s.detail for s in recent if s.detail and ("mc" in s.detail or "label" in s.detail)), None)
     location = locate_in_observations(subject, observations, detail)
     dimms = (observations.get("identity") or {}).get("dimms") or []
     found = attribute(location, dimms, hardware_class=hardware_class, label_maps=dimm_label_maps())
-    return found.evidence()
+    if not redfish_memory:
+        return found.evidence()
+    served = next((s.detail for s in recent if s.detail and s.detail.get("source") == "redfish"), None)
+    # The BMC named the DIMM only when no EDAC signal did (an EDAC-named subject is the EDAC label: the
+    # Redfish match never overrides the host's refusal to name it; dimm_redfish.merge_part).
+    bmc_named = detail is None and any(s.kind in BMC_DIMM_KINDS for s in recent)
+    match = match_module(subject, served, redfish_memory)
+    if not redfish_current:
+        match = before_this_boot(match)
+    return merge_part(found.evidence(), match, bmc_named=bmc_named)
 
 
 _FIRMWARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:#/\-]{0,127}$")  # cyborg.actions.DIMM_PATTERN
@@ -326,10 +399,12 @@ def _part(
     *,
     hardware_class: str = "",
     recent: Sequence[Signal] = (),
+    redfish_memory: Sequence[dict[str, Any]] = (),
+    redfish_current: bool = True,
 ) -> dict[str, Any] | None:
     """What the part is, with `vendor`, `model` and `serial` named the same way for every kind."""
     if part_type == "dimm":
-        return _dimm(subject, observations, hardware_class, recent)
+        return _dimm(subject, observations, hardware_class, recent, redfish_memory, redfish_current)
     if part_type == "disk":
         disk = _disk(subject, observations)
         if disk is None:
@@ -371,7 +446,9 @@ def _part(
     return None
 
 
-def _counter_history(part_type: str, subject: str, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _counter_history(
+    part_type: str, subject: str, reports: list[dict[str, Any]], serial: str | None = None
+) -> list[dict[str, Any]]:
     """The part's counters in each stored observation state, oldest first (a row spans `at`..`until`)."""
     history: list[dict[str, Any]] = []
     for body in reports:
@@ -382,6 +459,7 @@ def _counter_history(part_type: str, subject: str, reports: list[dict[str, Any]]
                 for dimm in controller.get("dimms") or []:
                     if subject in (dimm.get("label"), f"mc{dimm.get('mc')}/{dimm.get('name')}"):
                         history.append({**span, "ce": dimm.get("ce_count"), "ue": dimm.get("ue_count")})
+            history += [{**span, **counts} for counts in bmc_counts(subject, observations, serial)]
         elif part_type == "disk":
             disk = _disk(subject, observations)
             if disk is not None:
@@ -419,6 +497,8 @@ def _kernel_events(part_type: str, subject: str, reports: list[dict[str, Any]]) 
             related = event.get("kind") in kinds and event.get("subject") in (None, "", subject)
             if event.get("kind") in kinds and part_type == "pcie_device":  # the port logs its link's errors too
                 related = related or event.get("subject") in link_ends(subject, body.get("observations") or {})
+            if event.get("kind") in kinds and part_type == "cxl_memory":  # the kernel names the PCI function
+                related = related or event.get("subject") in cxl_functions(subject, body.get("observations") or {})
             if event.get("kind") in kinds and part_type in ("gpu", "nvswitch"):  # `gpu3 00000000:4E:00.0` too
                 related = related or same_device(pci_address(subject), pci_address(str(event.get("subject") or "")))
             if names_part or related:

@@ -23,6 +23,7 @@ from remediator.derive.capacity_sel import fold_sel
 from remediator.derive.configuration import edac_poll_signals, errata_signals, firmware_signals
 from remediator.derive.cputime import cputime_signals
 from remediator.derive.cxl import cxl_signals
+from remediator.derive.cxl_kernel import cxl_kernel_signals, fold_memdev_aer
 from remediator.derive.disks import disk_signals
 from remediator.derive.gaps import note_gaps
 from remediator.derive.gpu import gpu_signals
@@ -38,7 +39,14 @@ from remediator.derive.pages import page_signals
 from remediator.derive.pcie import adopted_buckets, counted_bdfs, link_keys, pcie_signals, virtual_machine
 from remediator.derive.performance import benchmark_signals
 from remediator.derive.rasdaemon import ras_signals
-from remediator.derive.sel import sel_signals
+from remediator.derive.redfish import (
+    edac_collector_failed,
+    name_dimms,
+    note_edac_silence,
+    redfish_signals,
+    served_firmware,
+)
+from remediator.derive.sel import POWER_EXPLAINS_S, sel_signals
 from remediator.derive.sensors import sensor_signals
 from remediator.derive.stalls import stall_signals
 from remediator.derive.tiers import tier_signals
@@ -98,8 +106,27 @@ def derive(
     signals += filesystem_signals(found, obs.filesystems) + time_signals(obs.time_sync, now) + oom_signals(found)
     found, xid = xid_signals(obs.kernel_log, previous.klog, previous.xid, now=now, boot_id=boot_id, gpus=obs.gpu)
     signals += found
-    found, sel = sel_signals(obs.sel, previous.sel, now=now)
-    signals += name_psus(found, obs.sensors)
+    aer_seen = any(  # the kernel log's uncorrected AER (derive/kernel.py): the device's own ticket, not the SEL's
+        (s.kind == "device_event_count" and s.detail.get("kind") == "pcie_aer_uncorrected")
+        or (s.kind == "kernel_event_count" and s.subject == "pcie_aer_uncorrected")
+        for s in signals
+    )
+    found, sel = sel_signals(obs.sel, previous.sel, now=now, aer_seen=aer_seen)
+    note_edac_silence(found, obs.edac)
+    signals += name_dimms(name_psus(found, obs.sensors), obs.redfish, previous.redfish)
+    power_at = sel.power_at if sel is not None else None
+    found, redfish = redfish_signals(  # the BMC's own DIMM counts, PSUs and firmware (derive/redfish.py)
+        obs.redfish,
+        obs.edac,
+        previous.redfish,
+        signals,
+        now=now,
+        boot=boot_id,
+        power_explained=power_at is not None and (now - power_at).total_seconds() <= POWER_EXPLAINS_S,
+        edac_failed=obs.edac is None and edac_collector_failed(report),
+        sensors=obs.sensors,
+    )
+    signals += found
     found, disks = disk_signals(obs.disks, previous.disks)
     signals += found
     found, irq = irq_signals(
@@ -133,15 +160,19 @@ def derive(
     signals += found
     signals += edac_poll_signals(obs.edac)
     signals += errata_signals(obs.identity, errata, baselines.for_class(host.hardware_class))
-    signals += firmware_signals(obs.identity, host.hardware_class, baselines)
+    signals += firmware_signals(obs.identity, host.hardware_class, baselines, served=served_firmware(None, redfish))
     kernel = obs.identity.kernel if obs.identity is not None else None
     signals += tier_signals(obs.memory_tiers, kernel, baselines.for_class(host.hardware_class), host.hardware_class)
     signals += sensor_signals(obs.sensors)
     signals += cputime_signals(obs.cputime, obs.identity)
     signals += benchmark_signals(obs.benchmark)
     signals += stall_signals(obs.stalls)
-    found, cxl = cxl_signals(obs.cxl, previous.cxl)
-    signals += found
+    found, cxl = cxl_signals(obs.cxl, previous.cxl, boot_id=boot_id)
+    functions = cxl.functions if cxl is not None else {}  # PCI function -> serial, for a device gone from sysfs
+    signals += found + cxl_kernel_signals(
+        obs.kernel_log, obs.cxl, found, klog=previous.klog, boot_id=boot_id, remembered=functions
+    )
+    fold_memdev_aer(signals)  # a memdev's PCIe uncorrected error goes on its CXL ticket, not a second one
     found, heat = throttle_signals(obs.thermal_throttle, previous.heat, now=now, boot=boot_id)
     signals += found
     timeouts = {e.subject for e in (obs.kernel_log.events if obs.kernel_log else ()) if e.kind == "nic_tx_timeout"}
@@ -174,5 +205,6 @@ def derive(
     new_memory.cxl = cxl
     new_memory.pcie = pcie
     new_memory.xid = xid
+    new_memory.redfish = redfish
     new = new_memory.model_copy(update={"gaps": note_gaps(report, previous, new_memory)}).dump()
     return Derived(signals, new, new != memory)

@@ -15,6 +15,8 @@ from tests.decisions import (
     cases_capacity,  # noqa: F401 - registers its cases in CASES
     cases_capacity_review,  # noqa: F401 - registers its cases in CASES
     cases_cxl,  # noqa: F401 - registers its cases in CASES
+    cases_cxl_review,  # noqa: F401 - registers its cases in CASES
+    cases_cxl_review2,  # noqa: F401 - registers its cases in CASES
     cases_gpu,  # noqa: F401 - registers its cases in CASES
     cases_heat,  # noqa: F401 - registers its cases in CASES
     cases_network,  # noqa: F401 - registers its cases in CASES
@@ -24,13 +26,14 @@ from tests.decisions import (
     cases_pages_review,  # noqa: F401 - registers its cases in CASES
     cases_pcie,  # noqa: F401 - registers its cases in CASES
     cases_performance,  # noqa: F401 - registers its cases in CASES
+    cases_redfish,  # noqa: F401 - registers its cases in CASES
     cases_xid,  # noqa: F401 - registers its cases in CASES
 )
 from tests.decisions.cases import CASES
 from tests.decisions.harness import RULES, check, register, run
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(CASES), ids=sorted(CASES))  # explicit: pytest shortens long ids to nameN
 def test_decision(session: Session, tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _rule, build = CASES[name]
     host, reports, expect = build(tmp_path)

@@ -46,6 +46,7 @@ PARTS = {
 # technician replaces otherwise holds its host (docs/tickets.md).
 PART_TICKETS_IN_SERVICE = {
     "sensor-critical-temperature": "airflow: the cause is usually outside the host (the rack's cooling)",
+    "sel-temperature-high": "as sensor-critical-temperature, seen in the BMC's log",
     "thermal-throttling": "airflow: as above; past non-recoverable, sensor-critical-temperature-nr drains",
     "cpu-package-throttling": "airflow: as above",
     "nic-crc-errors": "a cable or optic, swapped while the host runs; the port's frames are retried",
@@ -54,6 +55,10 @@ PART_TICKETS_IN_SERVICE = {
     "pcie-aer-uncorrected-in-service": "a configuration fault, a recovered error or a hot unplug",
     "cxl-poison-external": "the poison came from outside the device: nothing to replace",
     "cxl-aer-link": "a link or peer error: the device's memory is sound",
+    "cxl-health-temperature": "heat: the device or its slot, else the airflow; its data is sound (a ticket naming it)",
+    "cxl-health-temperature-critical": "as cxl-health-temperature, sooner",
+    "cxl-device-error": "no memory in use was lost: a probe failure, a corrected error on a disabled memdev",
+    "cxl-port-error": "a port's or its link's error, never a device's data (as cxl-aer-link)",
     "gpu-ecc-uncorrected": "the counter grew; the DBE and remap rules act on the GPU itself",
     "gpu-temperature-slowdown": "airflow or a fan: the GPU protects itself by slowing down",
     "gpu-hardware-slowdown": "power or cooling: the GPU protects itself by slowing down",
