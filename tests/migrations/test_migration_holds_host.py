@@ -38,10 +38,13 @@ def test_existing_tickets_hold_their_host_but_a_rollouts_does_not(dialect: str, 
         upgrade(url, "0013")
         seed(engine)
         upgrade(url, "0014")
-        check(url)
         with engine.connect() as conn:
             held = dict(conn.execute(text("SELECT part_type, holds_host FROM tickets ORDER BY id")).all())
         assert held == {"dimm": True, "kernel": False}
+        upgrade(url, "head")  # the later revisions (0015: data only) leave these tickets as 0014 set them
+        check(url)
+        with engine.connect() as conn:
+            assert dict(conn.execute(text("SELECT part_type, holds_host FROM tickets ORDER BY id")).all()) == held
         command.downgrade(alembic_config(url), "0013")
         with engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM tickets")).scalar() == 2
