@@ -219,7 +219,12 @@ def _psu(member: dict[str, Any], problems: list[str]) -> tuple[RedfishPsu, Senso
     )
     if absent or state == "Disabled":
         return psu, None
-    reading = SensorReading(name=clip(f"{label} Status", 128), kind="psu", status=HEALTH_STATUS.get(health or "", "ns"))
+    # A discrete reading, as ipmitool's 'PS1 Status' is: 'ok' while present, whatever its health ('ns' when the
+    # BMC says nothing of it). A PSU's health is judged from the redfish section's PSUs (psu_failure only with
+    # its input present, bmc_psu_unhealthy, lost redundancy: remediator/derive/redfish_power.py), never as a
+    # sensor past a threshold it does not have: a 'cr' here gave a second, host-holding power ticket beside
+    # those (second review of the Redfish rules, finding 1).
+    reading = SensorReading(name=clip(f"{label} Status", 128), kind="psu", status="ok" if health else "ns")
     return psu, reading
 
 

@@ -291,6 +291,19 @@ def test_hpe_empty_bays_are_not_failed_psus() -> None:
     assert sorted(r.name for r in psu_readings) == ["PS2 Status", "PS3 Status", "PS4 Status", "PS5 Status"]
     assert all(r.status == "ok" for r in psu_readings)
     assert got.absent == 2
+
+
+def test_a_critical_psu_is_a_discrete_reading_and_no_sensor_past_a_threshold() -> None:
+    """Its health goes to the redfish section's PSU (judged there); as a sensor it is present, as ipmitool's
+    discrete 'PS2 Status' is, so sensor-critical-power does not open a second ticket for it."""
+    from remediator.derive.sensors import sensor_signals
+
+    doc = {"PowerSupplies": [{"MemberId": "1", "Name": "PS2", "LineInputVoltage": 0,
+                              "Status": {"State": "Enabled", "Health": "Critical"}}]}  # fmt: skip
+    got = parse_power(doc).value
+    assert [p.health for p in got.psus] == ["Critical"]
+    assert [r.status for r in got.readings if r.kind == "psu"] == ["ok"]
+    assert not [s for s in sensor_signals(got.readings) if s.kind == "sensor_critical"]
     assert got.redundancy == []
 
 
