@@ -48,12 +48,14 @@ def _linked(port: NicPort) -> bool:
 
 
 def port_redundancy(port: NicPort, ports: list[NicPort]) -> dict[str, Any]:
-    """Whether the host keeps a link without this port: a linked bond partner (the same master), or any
-    other linked port. `redundant` false: the port is the host's only linked data port."""
+    """Whether the host keeps its link without this port. A bond member is backed up only by a linked
+    partner of its bond (another linked port, a provisioning or storage network, does not carry the bond's
+    traffic: second review of the Redfish rules, finding 4); a port in no bond by any other linked port.
+    `redundant` false: nothing carries this port's traffic while it is down."""
     others = [p for p in ports if p.interface != port.interface and _linked(p)]
     partners = [p.interface for p in others if port.master and p.master == port.master]
     return {
-        "redundant": bool(others),
+        "redundant": bool(partners) if port.master else bool(others),
         "bond_partners_linked": partners,
         "other_linked": [p.interface for p in others],
     }

@@ -213,6 +213,23 @@ def test_m4_a_flapping_port_says_whether_the_host_keeps_another_link() -> None:
     )
     assert fires("nic-carrier-flapping-redundant", flaps)
     assert not fires("nic-carrier-flapping", flaps)
+
+    # a bond member whose partner is down is not backed up by a linked port of another network
+    def partner_down(i: int) -> list[NicPort]:
+        return [
+            port("p0", "0000:3b:00.0", downs=i, master="bond0"),
+            port("p1", "0000:3b:00.1", master="bond0", up=False),
+            port("eno1", "0000:01:00.0"),
+        ]
+
+    (flaps,) = [s for s in run([(i * 600.0, partner_down(i)) for i in range(4)])[-1] if s.kind == "nic_link_flaps"]
+    assert (flaps.detail["redundant"], flaps.detail["bond_partners_linked"], flaps.detail["other_linked"]) == (
+        False,
+        [],
+        ["eno1"],
+    )
+    assert fires("nic-carrier-flapping", flaps)
+    assert not fires("nic-carrier-flapping-redundant", flaps)
     alone = run([(i * 600.0, [port("p0", "0000:3b:00.0", downs=i)]) for i in range(4)])[-1]
     (flaps,) = [s for s in alone if s.kind == "nic_link_flaps"]
     assert flaps.detail["redundant"] is False
