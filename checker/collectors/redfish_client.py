@@ -68,7 +68,8 @@ class RedfishClient:
     def __init__(self, settings: RedfishSettings) -> None:
         self.settings = settings
         self._connector: Any = None  # sushy.connector.Connector
-        self._root: Any = None  # sushy.Sushy: kept so its SessionOrBasicAuth can renew and close the session
+        self._root: Any = None  # sushy.Sushy: kept so its SessionOrBasicAuth can renew the session
+        self._auth: Any = None  # that SessionOrBasicAuth: close() ends the session with it
         self._refused: tuple[float | None, str, float] | None = None  # the password file's mtime refused, why, when
 
     def _password(self) -> str:
@@ -116,6 +117,11 @@ class RedfishClient:
         auth = SessionOrBasicAuth(username=self.settings.username or None, password=self._password() or None)
         try:
             self._root = sushy.Sushy(self.settings.url.rstrip("/"), auth=auth, connector=connector)
+            self._auth = auth
+            # The session is ended by close(), never by Sushy.__del__: a finaliser that runs during garbage
+            # collection, does network I/O and logs its failure can run inside any other code (on CPython
+            # 3.11.7 a nested ast.parse from the logged traceback broke an outer one: gh-106905).
+            self._root._auth = None
         except sushy_errors.ConnectionError as error:
             connector.close()
             raise TransportError(f"Redfish service {self.settings.service} did not answer: {_short(error)}") from None
@@ -172,14 +178,13 @@ class RedfishClient:
 
     def close(self) -> None:
         """End the Redfish session (DELETE) and the HTTP session; the next GET opens new ones."""
-        root, connector = self._root, self._connector
-        self._root = self._connector = None
-        if root is not None:
-            # sushy's own way to end the session (Sushy.__del__ does the same); a BMC gone away cannot end it,
-            # and the session then times out on the BMC's side.
+        auth, connector = self._auth, self._connector
+        self._root = self._connector = self._auth = None
+        if auth is not None:
+            # sushy's own way to end the session; a BMC gone away cannot end it, and the session then times out
+            # on the BMC's side.
             with contextlib.suppress(Exception):
-                root._auth.close()
-            root._auth = None
+                auth.close()
         if connector is not None:
             connector.close()
 

@@ -235,6 +235,10 @@ class RedfishClient:
         self._secret = self._password()
         self._auth = SessionOrBasicAuth(username=self.config.username or None, password=self._secret or None)
         self._root = sushy.Sushy(self.url, auth=self._auth, connector=self._connector)
+        # The session is ended by close() (and _forget), never by Sushy.__del__: a finaliser that runs during
+        # garbage collection, does network I/O and logs its failure can run inside any other code (on
+        # CPython 3.11.7 a nested ast.parse from the logged traceback broke an outer one: gh-106905).
+        self._root._auth = None
         self.opened += 1
         return self._root
 

@@ -22,7 +22,11 @@ from ticketing.models import Ticket
 from ticketing.schemas import Replacement, Resolution
 
 RULES = load_ruleset([])
-BASE = utcnow().replace(microsecond=0) - dt.timedelta(hours=6)
+_SIX_HOURS_AGO = utcnow().replace(microsecond=0) - dt.timedelta(hours=6)
+# Ten past an hour, six to seven hours ago: a test's minutes 50-109 lie in one clock hour, so the hourly
+# buckets page and link-down counts keep (bucket start on the hour) fall the same way whenever the suite runs
+# (tests/ticketing/test_repair_reopen_recheck.py's resolve at minute 60 straddles one of them by design).
+BASE = _SIX_HOURS_AGO.replace(minute=10, second=0) - dt.timedelta(hours=1 if _SIX_HOURS_AGO.minute < 10 else 0)
 SETTLE = dt.timedelta(seconds=load_central_settings().ticket_settle_s)
 
 
