@@ -29,6 +29,9 @@ def active_remediation(session: Session, host_id: int) -> Remediation | None:
     ).one_or_none()
 
 
+DECIDED_KEPT = 256  # rule-and-subject keys of a host whose last decision is remembered
+
+
 def record(
     session: Session,
     host: Host,
@@ -41,13 +44,19 @@ def record(
     value: float | None = None,
     now: dt.datetime | None = None,
 ) -> None:
-    """Record a decision, once: the same outcome and reason for the same host and rule is not repeated."""
+    """Record a decision, once: the same outcome and reason for the same host, rule and subject is not repeated
+    (a rule about devices fires for each: two ports held beside one another are two decisions, recorded once
+    each, not alternately every report). The last DECIDED_KEPT keys are remembered, the newest last."""
     memory = dict(host.memory or {})
     last: dict[str, str] = dict(memory.get("decided", {}))
     key = f"{outcome}:{reason}"
-    if last.get(rule_id) == key:
+    slot = f"{rule_id} {subject}" if subject else rule_id
+    if last.get(slot) == key:
         return
-    last[rule_id] = key
+    last.pop(slot, None)
+    last[slot] = key
+    while len(last) > DECIDED_KEPT:
+        del last[next(iter(last))]
     memory["decided"] = last
     host.memory = memory
     session.add(

@@ -2,6 +2,11 @@
 
 Pure: the per-rule timers and window samples live in the host's derivation
 memory (a JSON document), passed in and returned, so evaluation costs no query.
+
+A rule about a device (remediator.parts.fires_per_device: a DIMM, a disk, a port, a GPU ...) fires once for
+each device whose signal holds, each with its own `for` timer: two ports down in one report are two faults, and
+a signal counted from events is not repeated in the next report, so firing on the worst alone lost the other.
+Any other rule fires once, on its highest signal (its subjects are views of one host-wide fault).
 """
 
 from __future__ import annotations
@@ -10,10 +15,12 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from remediator.parts import fires_per_device
 from remediator.rules import Rule
 from remediator.signals import SignalValue
 
 MAX_SAMPLES = 256  # per rule and host: windows are bounded in memory too
+MAX_DEVICES = 32  # firings of one rule in one evaluation, nearest to firing first; timers are bounded alike
 
 
 @dataclass(frozen=True)
@@ -22,24 +29,38 @@ class Firing:
     signal: SignalValue  # the signal that decided it; for windows, value is the aggregate
 
 
-def _windowed(rule: Rule, samples: list[list[Any]], hits: list[SignalValue]) -> SignalValue:
+def _nearest_first(rule: Rule, values: list[SignalValue]) -> list[SignalValue]:
+    """Highest first, or lowest first for a rule that fires below its value; ties by subject."""
+    low = rule.when.op in ("<", "<=")
+    return sorted(values, key=lambda s: (s.value if low else -s.value, s.subject))
+
+
+def _windowed(rule: Rule, samples: list[list[Any]], hits: list[SignalValue]) -> list[SignalValue]:
     """The window's aggregate per subject (one disk's growth, one core's errors: never several parts
-    added together), and the subject that comes nearest to firing, with its latest detail."""
+    added together), nearest to firing first, each with its subject's latest detail."""
     when = rule.when
     by_subject: dict[str, list[float]] = {}
     for _, value, subject in samples:
         by_subject.setdefault(subject, []).append(value)
-    totals = {subject: _aggregate(when.aggregate, values) for subject, values in by_subject.items()}
-    pick = min if when.op in ("<", "<=") else max
-    subject = pick(sorted(totals), key=lambda name: totals[name])
-    latest = next((s for s in reversed(hits) if s.subject == subject), None)
-    detail = {
-        **(latest.detail if latest is not None else {}),
-        "aggregate": when.aggregate,
-        "window_s": when.window_s,
-        "samples": len(by_subject[subject]),
-    }
-    return SignalValue(when.signal, subject, totals[subject], detail)
+    out = []
+    for subject, values in by_subject.items():
+        latest = next((s for s in reversed(hits) if s.subject == subject), None)
+        detail = {
+            **(latest.detail if latest is not None else {}),
+            "aggregate": when.aggregate,
+            "window_s": when.window_s,
+            "samples": len(values),
+        }
+        out.append(SignalValue(when.signal, subject, _aggregate(when.aggregate, values), detail))
+    return _nearest_first(rule, out)
+
+
+def _per_subject(rule: Rule, hits: list[SignalValue]) -> list[SignalValue]:
+    """Each subject's signal nearest to firing (a report may carry two of one part), nearest first."""
+    best: dict[str, SignalValue] = {}
+    for signal in _nearest_first(rule, hits):
+        best.setdefault(signal.subject, signal)
+    return list(best.values())
 
 
 def _aggregate(kind: str, values: list[float]) -> float:
@@ -73,7 +94,8 @@ def evaluate(
         when = rule.when
         hits = [s for s in signals if when.matches(s)]
         entry = state.get(rule.id, {})
-        decisive: SignalValue | None = None
+        per_device = fires_per_device(rule)
+        candidates: list[SignalValue] = []
         if when.window_s:
             horizon = (now - dt.timedelta(seconds=when.window_s)).isoformat()
             samples = [x for x in entry.get("samples", []) if x[0] >= horizon]
@@ -81,19 +103,46 @@ def evaluate(
             samples = samples[-MAX_SAMPLES:]
             entry["samples"] = samples
             if samples:
-                decisive = _windowed(rule, samples, hits)
+                candidates = _windowed(rule, samples, hits)
         elif hits:
-            decisive = max(hits, key=lambda s: s.value)
-        if decisive is not None and when.holds(decisive.value):
-            since = entry.get("since") or now.isoformat()
-            entry["since"] = since
-            if (now - dt.datetime.fromisoformat(since)).total_seconds() >= when.for_s:
-                fired.append(Firing(rule, decisive))
+            candidates = _per_subject(rule, hits) if per_device else [max(hits, key=lambda s: s.value)]
+        if per_device:
+            fired += _fire_each(rule, candidates, entry, now)
         else:
-            entry.pop("since", None)
+            decisive = candidates[0] if candidates else None
+            entry.pop("since_by", None)  # the rule was about a device before a pack change
+            if decisive is not None and when.holds(decisive.value):
+                since = entry.get("since") or now.isoformat()
+                entry["since"] = since
+                if (now - dt.datetime.fromisoformat(since)).total_seconds() >= when.for_s:
+                    fired.append(Firing(rule, decisive))
+            else:
+                entry.pop("since", None)
         if entry:
             state[rule.id] = entry
         else:
             state.pop(rule.id, None)
     fired.sort(key=lambda f: f.rule.priority)
+    return fired
+
+
+def _fire_each(rule: Rule, candidates: list[SignalValue], entry: dict[str, Any], now: dt.datetime) -> list[Firing]:
+    """Fire for each device whose signal holds and has held for the rule's `for`: a timer per device
+    (entry["since_by"]), dropped when its device stops holding. A timer kept from before the rule fired per
+    device (entry["since"]) goes to the device nearest to firing, the one it was timing."""
+    when = rule.when
+    holding = [c for c in candidates if when.holds(c.value)][:MAX_DEVICES]
+    before: dict[str, str] = dict(entry.pop("since_by", {}) or {})
+    legacy = entry.pop("since", None)
+    if isinstance(legacy, str) and holding:
+        before.setdefault(holding[0].subject, legacy)
+    timers: dict[str, str] = {}
+    fired = []
+    for signal in holding:
+        since = before.get(signal.subject) or now.isoformat()
+        timers[signal.subject] = since
+        if (now - dt.datetime.fromisoformat(since)).total_seconds() >= when.for_s:
+            fired.append(Firing(rule, signal))
+    if timers:
+        entry["since_by"] = timers
     return fired

@@ -41,6 +41,7 @@ from remediator.evaluate import Firing
 from remediator.evidence import part_evidence
 from remediator.gpu_parts import ticket_part
 from remediator.models import Host, HostState, Signal
+from remediator.parts import signal_part_type, ticket_part_types
 from remediator.recount import Held, Reported, held_by_repair, held_detections, undecided
 from remediator.rules import Rule
 from remediator.runtime import Remediator
@@ -54,43 +55,10 @@ SYSTEM = "system:remediator"
 REVERIFY_STATES = ("resolved", "verifying", "closed")
 
 
-SIGNAL_PART_TYPES = (
-    ("dimm_", "dimm"),
-    ("sel_memory_", "dimm"),
-    ("bmc_dimm_", "dimm"),  # the BMC's own DIMM counts and alarms (remediator/derive/redfish.py)
-    ("cmci_storm", "dimm"),
-    ("edac_noinfo_", "dimm"),
-    ("mce_memory_", "dimm"),
-    ("mce_cpu_", "cpu"),
-    ("psu_input_", "power_feed"),
-    ("smart_", "disk"),
-    ("nvme_", "disk"),
-    ("psu_", "psu"),
-    ("fan_", "fan"),
-    ("gpu_", "gpu"),
-    ("cxl_poison", "cxl_memory"),
-    ("cxl_media_", "cxl_memory"),
-    ("cxl_aer", "cxl_memory"),
-    ("cxl_health", "cxl_memory"),  # Memory Module records: the device's own health and temperature
-    ("cxl_device_down", "cxl_memory"),  # the kernel's CXL lines, named by the device's serial
-)
-"""Signal kinds by prefix, and the part they are about; any other signal is about the host."""
-
-
-def signal_part_type(kind: str) -> str:
-    return next((part_type for prefix, part_type in SIGNAL_PART_TYPES if kind.startswith(prefix)), "host")
-
-
 def part_types(firing: Firing) -> frozenset[str]:
-    """The part types a ticket for this firing's fault can have: those its rule's ticket steps name at any
-    rung (the runner's default is host), and the one its signal is about. A rule with no ticket step
-    tickets at the end of its ladder (policies.ladder_end: dimm for DIMM signals, else host)."""
-    rule = firing.rule
-    steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
-    named = {str(s.params.get("part_type") or "host") for s in steps if s.action == "ticket"}
-    if not named:
-        named.add("dimm" if rule.when.signal.startswith("dimm") else "host")
-    return frozenset({*named, signal_part_type(firing.signal.kind)})
+    """The part types a ticket for this firing's fault can have (remediator.parts.ticket_part_types), with the
+    one its signal is about."""
+    return ticket_part_types(firing.rule) | {signal_part_type(firing.signal.kind)}
 
 
 def named_part(firing: Firing, hostname: str = "") -> str | None:

@@ -242,3 +242,39 @@ def cxl_health_data_lost_at_boot(tmp: Path) -> tuple[SnapHost, list[Report], Exp
         never_actions=frozenset({"drain"}),
     )
     return host, reports, expect
+
+
+@case(
+    "mem0 and mem1 under different root ports both frozen in one report: two faults, a drain and ticket for one "
+    "and a ticket beside it for the other (a rule fired once, on its highest signal, and the other's events were "
+    "consumed)",
+    "cxl-device-down",
+)
+def cxl_two_devices_down_under_two_ports(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host, reports = cxl_host(
+        tmp,
+        tables=False,
+        kernel="[ 5.1] cxl_pci 0000:35:00.0: mem0: frozen state error detected, disable CXL.mem\n"
+        "[ 5.11] cxl_pci 0000:36:00.0: mem1: frozen state error detected, disable CXL.mem\n",
+    )
+
+    def both_ticketed(session: Session, remediation: Remediation | None, ticket: Ticket | None) -> None:
+        assert remediation is not None
+        assert ticket is not None
+        tickets = {t.part: t for t in tickets_of(session, "dt-host-01")}
+        assert set(tickets) == {"0x5a17c0de", "0x5a17c0df"}, sorted(tickets)
+        other = next(t for part, t in tickets.items() if part != ticket.part)
+        assert other.remediation_id is None  # opened beside the drain of the first, not held behind it
+        assert other.part_type == "cxl_memory"
+        assert other.holds_host
+        assert other.evidence["signal"]["kind"] == "cxl_device_down"
+
+    expect = Expect(
+        "cxl-device-down",
+        "drain",
+        title=r"CXL memory mem[01], serial .* on dt-host-01: CXL\.mem disabled",
+        part_type="cxl_memory",
+        never=PCIE_RULES,
+        also=both_ticketed,
+    )
+    return host, reports, expect

@@ -134,3 +134,104 @@ def test_memory_stays_bounded_and_clears() -> None:
     memory = {}
     evaluate([plain], [], hardware_class="c", datacenter="d", labels={}, memory=memory, now=T0)
     assert memory == {"rules": {}}
+
+
+def _evaluate(r: Rule, signals: list[SignalValue], memory: dict[str, Any], minute: int) -> list[tuple[str, float]]:
+    fired = evaluate(
+        [r],
+        signals,
+        hardware_class="c",
+        datacenter="dc",
+        labels={},
+        memory=memory,
+        now=T0 + dt.timedelta(minutes=minute),
+    )
+    return [(f.signal.subject, f.signal.value) for f in fired]
+
+
+def port_rule(**when: Any) -> Rule:
+    return Rule(
+        id="ports",
+        description="d",
+        when=Condition.model_validate({"signal": "nic_link_flaps", "op": ">=", "value": 3, **when}),
+        plan=[Step(action="ticket", params={"part_type": "nic"})],
+    )
+
+
+def test_a_rule_about_devices_fires_for_each_device_in_one_report_worst_first() -> None:
+    """Two ports flapping in one report are two faults: firing on the worst alone lost the other, whose events
+    the next report does not repeat. A port below the threshold does not fire."""
+    signals = [
+        SignalValue("nic_link_flaps", "eth0", 4),
+        SignalValue("nic_link_flaps", "eth1", 9),
+        SignalValue("nic_link_flaps", "eth2", 1),
+    ]
+    assert _evaluate(port_rule(), signals, {}, 0) == [("eth1", 9), ("eth0", 4)]
+
+
+def test_a_host_wide_rule_still_fires_once_on_its_highest_signal() -> None:
+    """A rule whose ticket is the host's (its subjects are views of one fault) fires once per report."""
+    r = Rule(
+        id="irqs",
+        description="d",
+        when=Condition.model_validate({"signal": "isolated_cpu_irq_rate", "op": ">=", "value": 10}),
+        plan=[Step(action="ticket", params={"part_type": "host"})],
+    )
+    signals = [SignalValue("isolated_cpu_irq_rate", "cpu2", 50), SignalValue("isolated_cpu_irq_rate", "cpu3", 80)]
+    assert _evaluate(r, signals, {}, 0) == [("cpu3", 80)]
+
+
+def test_a_fixed_ticket_part_makes_a_device_rule_fire_once() -> None:
+    """`part: host` (the heat rules) keys one ticket for the host: one firing, on the highest."""
+    r = Rule(
+        id="hot",
+        description="d",
+        when=Condition.model_validate({"signal": "nvme_temperature_warning", "op": ">=", "value": 1}),
+        plan=[Step(action="ticket", params={"part_type": "airflow", "part": "host"})],
+    )
+    signals = [SignalValue("nvme_temperature_warning", "nvme0", 1), SignalValue("nvme_temperature_warning", "nvme1", 2)]
+    assert _evaluate(r, signals, {}, 0) == [("nvme1", 2)]
+
+
+def test_each_device_has_its_own_for_timer() -> None:
+    """eth0 holds from minute 0, eth1 from minute 2: with `for: 3m` eth0 fires at minute 3, eth1 at 5; a device
+    that stops holding loses its timer, the other keeps its own."""
+    r, memory = port_rule(**{"for": "3m"}), {}
+    both = [SignalValue("nic_link_flaps", "eth0", 5), SignalValue("nic_link_flaps", "eth1", 5)]
+    assert _evaluate(r, both[:1], memory, 0) == []
+    assert _evaluate(r, both[:1], memory, 1) == []
+    assert _evaluate(r, both, memory, 2) == []
+    assert _evaluate(r, both, memory, 3) == [("eth0", 5)]
+    assert _evaluate(r, both, memory, 4) == [("eth0", 5)]
+    assert _evaluate(r, both[1:], memory, 5) == [("eth1", 5)]  # eth0 stopped: its timer is dropped
+    assert set(memory["rules"]["ports"]["since_by"]) == {"eth1"}
+    assert _evaluate(r, both, memory, 6) == [("eth1", 5)]  # eth0 starts again from minute 6
+
+
+def test_a_timer_kept_from_before_goes_to_the_device_it_was_timing() -> None:
+    """Memory written when every rule fired once (entry["since"]) keeps timing the worst device after the
+    upgrade: the rule fires on it as it would have, and the other device starts its own timer."""
+    r = port_rule(**{"for": "3m"})
+    memory: dict[str, Any] = {"rules": {"ports": {"since": T0.isoformat()}}}
+    both = [SignalValue("nic_link_flaps", "eth0", 5), SignalValue("nic_link_flaps", "eth1", 9)]
+    assert _evaluate(r, both, memory, 3) == [("eth1", 9)]
+    assert "since" not in memory["rules"]["ports"]
+    assert _evaluate(r, both, memory, 6) == [("eth1", 9), ("eth0", 5)]
+
+
+def test_a_windowed_device_rule_fires_for_each_device_over_its_own_aggregate() -> None:
+    """Windows aggregate per device (never two disks added together) and each device that holds fires."""
+    r = Rule(
+        id="disks",
+        description="d",
+        when=Condition.model_validate(
+            {"signal": "smart_reallocated_growth", "op": ">=", "value": 10, "window": "1h", "aggregate": "sum"}
+        ),
+        plan=[Step(action="ticket", params={"part_type": "disk"})],
+    )
+    memory: dict[str, Any] = {}
+    growth = [SignalValue("smart_reallocated_growth", d, 6) for d in ("sda", "sdb")]
+    growth.append(SignalValue("smart_reallocated_growth", "sdc", 1))
+    assert _evaluate(r, growth, memory, 0) == []
+    fired = _evaluate(r, growth, memory, 10)
+    assert fired == [("sda", 12), ("sdb", 12)]  # sdc's 2 does not hold; ties by name

@@ -191,12 +191,13 @@ def test_a_late_report_moves_no_rate_back_and_resets_no_other_rules_timer(sessio
     ingest(session, [storm[0]], ruleset=ruleset)
     ingest(session, [storm[2]], ruleset=ruleset)  # 50 CE/s: dimm-ce-storm's `for: 30s` starts
     host = session.scalars(select(Host)).one()
-    since = host.memory["rules"]["dimm-ce-storm"]["since"]
+    since = host.memory["rules"]["dimm-ce-storm"]["since_by"]  # a DIMM rule: a timer per DIMM
+    assert len(since) == 1
     edac_state = dict(host.memory["edac"])
     late = with_lockup(edac_report(ce=3000, at=at(60)), 1)
     assert ingest(session, [late], ruleset=ruleset).accepted == [late.report_id]
     session.refresh(host)
-    assert host.memory["rules"]["dimm-ce-storm"]["since"] == since
+    assert host.memory["rules"]["dimm-ce-storm"]["since_by"] == since
     assert host.memory["edac"] == edac_state
     rates = session.scalars(select(Signal).where(Signal.kind == "dimm_ce_rate")).all()
     assert [s.report_id for s in rates] == [storm[2].report_id]

@@ -510,3 +510,24 @@ def test_a_reboot_credited_by_the_hosts_reports_skips_a_late_report_from_the_boo
     new = firing(session, h0, reboot)
     new.report = report(T0 + dt.timedelta(minutes=20), boot="boot-2")
     assert skips(session, new, verifying) is None
+
+
+def test_a_decision_is_recorded_once_per_rule_and_subject() -> None:
+    """A rule about devices fires for each: two ports held beside one another are two decisions, each recorded
+    once, not alternately every report (the last decision was kept per rule only); the keys are bounded."""
+    from remediator.decisions import DECIDED_KEPT, record
+
+    class Rows(list[Decision]):
+        def add(self, row: Decision) -> None:
+            self.append(row)
+
+    rows, held = Rows(), Host(hostname="h1", memory={})
+    for subject in ("eth0", "eth1", "eth0", "eth1", "eth0"):
+        record(rows, held, "nic-carrier-flapping", "held", "remediation 1 is active", subject=subject, now=T0)  # type: ignore[arg-type]
+    assert [r.subject for r in rows] == ["eth0", "eth1"]
+    record(rows, held, "nic-carrier-flapping", "planned", "fired", subject="eth0", now=T0)  # type: ignore[arg-type]
+    assert [(r.subject, r.outcome) for r in rows][-1] == ("eth0", "planned")
+    for n in range(DECIDED_KEPT + 10):
+        record(rows, held, "page-ce-soft-offline", "held", "x", subject=f"0x{n:x}000", now=T0)  # type: ignore[arg-type]
+    assert len(held.memory["decided"]) == DECIDED_KEPT
+    assert "page-ce-soft-offline 0x0000" not in held.memory["decided"]  # the oldest went first

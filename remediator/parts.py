@@ -1,0 +1,92 @@
+"""Which part a rule's fault is about: by the signal's kind, and by the part types its ticket steps name.
+
+Shared by the evaluator (a rule about a device fires once per device: remediator.evaluate) and the
+repair side (a detection reaches the ticket of its part: remediator.repairs).
+"""
+
+from __future__ import annotations
+
+from remediator.rules import Rule
+
+SIGNAL_PART_TYPES = (
+    ("dimm_", "dimm"),
+    ("sel_memory_", "dimm"),
+    ("bmc_dimm_", "dimm"),  # the BMC's own DIMM counts and alarms (remediator/derive/redfish.py)
+    ("cmci_storm", "dimm"),
+    ("edac_noinfo_", "dimm"),
+    ("mce_memory_", "dimm"),
+    ("mce_cpu_", "cpu"),
+    ("psu_input_", "power_feed"),
+    ("smart_", "disk"),
+    ("nvme_", "disk"),
+    ("psu_", "psu"),
+    ("fan_", "fan"),
+    ("gpu_", "gpu"),
+    ("cxl_poison", "cxl_memory"),
+    ("cxl_media_", "cxl_memory"),
+    ("cxl_aer", "cxl_memory"),
+    ("cxl_health", "cxl_memory"),  # Memory Module records: the device's own health and temperature
+    ("cxl_device_down", "cxl_memory"),  # the kernel's CXL lines, named by the device's serial
+)
+"""Signal kinds by prefix, and the part they are about; any other signal is about the host."""
+
+
+def signal_part_type(kind: str) -> str:
+    return next((part_type for prefix, part_type in SIGNAL_PART_TYPES if kind.startswith(prefix)), "host")
+
+
+DEVICE_PART_TYPES = frozenset(
+    {
+        "dimm",
+        "disk",
+        "nic",
+        "pcie_device",
+        "gpu",
+        "nvswitch",
+        "cxl_memory",
+        "cpu",
+        "fan",
+        "psu",
+        "power_feed",
+        "filesystem",
+    }
+)
+"""Parts a technician services one at a time, each with its own ticket: a rule about one fires for each of them
+a report shows (two ports down, two GPUs off the bus), not only for the worst. The others are about the host as
+a whole (host, airflow, power, capacity, kernel, hardware_class) or its owners (workload): one firing per
+report, on the highest signal, as before."""
+
+
+def ticket_part_types(rule: Rule) -> frozenset[str]:
+    """The part types the rule's ticket steps name at any rung (the runner's default is host); a rule with no
+    ticket step tickets at the end of its ladder (policies.ladder_end: dimm for DIMM signals, else host)."""
+    steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
+    named = {str(s.params.get("part_type") or "host") for s in steps if s.action == "ticket"}
+    if not named:
+        named.add("dimm" if rule.when.signal.startswith("dimm") else "host")
+    return frozenset(named)
+
+
+_PER_DEVICE: dict[int, tuple[Rule, bool]] = {}  # by the rule object's id, the rule kept so the id stays its own
+
+
+def fires_per_device(rule: Rule) -> bool:
+    """The rule's fault is about a device (its signal's part, or a part its tickets name) and its ticket is keyed
+    by the signal, not by a fixed `part` (the heat rules' `part: host`): it fires once per device. Asked for
+    every rule of every report: answered once per rule object."""
+    known = _PER_DEVICE.get(id(rule))
+    if known is not None and known[0] is rule:
+        return known[1]
+    if len(_PER_DEVICE) >= 4096:  # packs reloaded many times: start again
+        _PER_DEVICE.clear()
+    answer = _fires_per_device(rule)
+    _PER_DEVICE[id(rule)] = (rule, answer)
+    return answer
+
+
+def _fires_per_device(rule: Rule) -> bool:
+    steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
+    fixed = any(s.action == "ticket" and s.params.get("part") and "{" not in str(s.params["part"]) for s in steps)
+    if fixed:
+        return False
+    return bool((ticket_part_types(rule) | {signal_part_type(rule.when.signal)}) & DEVICE_PART_TYPES)
