@@ -37,8 +37,11 @@ class CentralRuntime:
     celery: Celery
     remediator: Remediator
     ticketing: Ticketing
+    closes_on_stop: _CloseOnStop | None = None  # a worker's: its cyborg's BMC sessions are closed when it stops
 
     def dispose(self) -> None:
+        if self.closes_on_stop is not None:
+            self.closes_on_stop.disconnect()
         self.database.dispose()
 
 
@@ -81,13 +84,11 @@ def build_central(
         database = Database(settings.effective_database_url, pool_size=settings.database_pool_size)
     if celery is None:
         celery = central_celery(settings)
+    closes_on_stop = None
     if cyborg is None:
         central = CentralCyborg(settings, app=celery, actions=None if runs_actions else SCHEDULER_ACTIONS)
         if runs_actions:  # a worker's processes log out of the BMCs' Redfish sessions they kept when they stop
-            from celery.signals import worker_process_shutdown, worker_shutdown
-
-            worker_process_shutdown.connect(lambda **_: central.close(), weak=False)
-            worker_shutdown.connect(lambda **_: central.close(), weak=False)
+            closes_on_stop = _CloseOnStop(central)
         cyborg = central
     remediator = Remediator.build(settings, database, cyborg, rules=rules)
     ticketing = Ticketing(
@@ -97,7 +98,29 @@ def build_central(
         reactions=reactions if reactions is not None else repair_reactions(),
     )
     wire(database, celery, remediator, ticketing)
-    return CentralRuntime(settings, database, celery, remediator, ticketing)
+    return CentralRuntime(settings, database, celery, remediator, ticketing, closes_on_stop)
+
+
+class _CloseOnStop:
+    """Closes one central cyborg when a worker or its process stops. Celery's signals are the process's: the
+    receiver is connected weakly, kept by the runtime, and disconnected when the runtime is disposed, so a
+    runtime that is gone is not closed again at shutdown nor kept alive by its receiver (a lambda connected
+    strongly per runtime built was both)."""
+
+    def __init__(self, central: CentralCyborg) -> None:
+        from celery.signals import worker_process_shutdown, worker_shutdown
+
+        self.central = central
+        self.signals = (worker_process_shutdown, worker_shutdown)
+        for signal in self.signals:
+            signal.connect(self, weak=True)
+
+    def __call__(self, **_: object) -> None:
+        self.central.close()
+
+    def disconnect(self) -> None:
+        for signal in self.signals:
+            signal.disconnect(self)
 
 
 def wire(database: Database, celery: Celery, remediator: Remediator, ticketing: Ticketing) -> None:

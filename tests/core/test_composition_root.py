@@ -130,3 +130,31 @@ def test_an_app_without_a_runtime_says_so() -> None:
         Remediator.of(bare)
     assert find(bare, HostExecutors) is None
     assert HostExecutors.of(bare).executors() == []
+
+
+def test_a_workers_runtime_closes_its_bmc_sessions_when_it_stops_and_a_disposed_one_does_not(
+    tmp_path: Path,
+) -> None:
+    """The worker's runtime logs out of the Redfish sessions it kept when the worker stops; a runtime disposed of
+    before is not closed again (a lambda connected strongly per runtime built closed every one ever built)."""
+    from celery.signals import worker_shutdown
+
+    def worker(name: str) -> CentralRuntime:
+        (tmp_path / name).mkdir()
+        return build_central(
+            CentralSettings(data_dir=tmp_path / name),
+            database=Database(f"sqlite:///{tmp_path / name / 'fleetfix.db'}"),
+            celery=create_celery("memory://", name=name, make_current=False),
+            runs_actions=True,
+        )
+
+    closed: list[str] = []
+    live, gone = worker("live"), worker("gone")
+    try:
+        for name, runtime in (("live", live), ("gone", gone)):
+            runtime.remediator.cyborg.close = lambda name=name: closed.append(name)  # type: ignore[attr-defined]
+        gone.dispose()
+        worker_shutdown.send(sender=None)
+        assert closed == ["live"]
+    finally:
+        live.dispose()
