@@ -41,6 +41,7 @@ from remediator import capacity_class
 from remediator.benchmarks import outlier_signals
 from remediator.derive import derive_late
 from remediator.evaluate import Firing, evaluate
+from remediator.group_locks import lock_group_tickets
 from remediator.host_evaluation import evaluate_host, report_signals
 from remediator.hostauth import HostKeys, SignedPayload, about_the_signer, authenticate
 from remediator.models import Host, HostState, Signal
@@ -328,6 +329,7 @@ def ingest(
         session.execute(cast(Table, Signal.__table__).insert(), signal_rows)
         metrics.count_signals(row["kind"] for row in signal_rows)
     session.flush()
+    lock_group_tickets(session, [(host, firing) for host, _, firings, _ in fired for firing in firings])
     for host, report, firings, decided_at in fired:
         for firing in firings:  # highest priority first; once one is planned the rest are held
             remediation = decide(session, host, firing, ruleset, report, decided_at)

@@ -255,16 +255,21 @@ def own_cause(
     return _hotter(host.hostname, {**others, host.hostname: mine})
 
 
+def airflow_in_service(rule: Rule) -> bool:
+    """A rule whose only steps are in-service airflow tickets (never one that drains the host: past a
+    non-recoverable threshold): its detections may go to a rack's cooling ticket."""
+    steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
+    return bool(steps) and all(
+        step.action == "ticket" and step.params.get("part_type") == "airflow" and step.leaves_host_in_service
+        for step in steps
+    )
+
+
 def routes_to_rack(session: Session, host: Host, rule: Rule) -> bool:
     """Whether a detection of this host may go to its rack's open cooling ticket (repairs.route_detection):
     a rule whose only steps are an in-service airflow ticket (never one that drains the host: past a
     non-recoverable threshold), on a host whose heat has no cause of its own."""
-    steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
-    in_service_airflow = bool(steps) and all(
-        step.action == "ticket" and step.params.get("part_type") == "airflow" and step.leaves_host_in_service
-        for step in steps
-    )
-    if not in_service_airflow or not host.rack:
+    if not airflow_in_service(rule) or not host.rack:
         return False
     rack = queries.open_ticket_of_rack(session, host.datacenter, host.rack, RACK_PART_TYPE)
     return own_cause(session, host, since=_repair_resolved_at(rack)) is None

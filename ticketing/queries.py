@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from core.errors import NotFound
@@ -38,6 +38,27 @@ def lock_ticket(session: Session, ticket_id: int) -> Ticket:
     if ticket is None:
         raise NotFound(f"ticket {ticket_id} does not exist")
     return ticket
+
+
+def lock_group_tickets(session: Session, groups: list[tuple[str, str | None, str, str | None]]) -> list[int]:
+    """Lock, in id order, the tickets neither closed nor cancelled of each group (datacenter, rack or None,
+    part type, part or None): a batch takes the group tickets it may reach in one order, as it takes its hosts
+    (remediator.group_locks). Returns their ids."""
+    if not groups:
+        return []
+    matches = []
+    for datacenter, rack, part_type, part in groups:
+        match = [Ticket.datacenter == datacenter, Ticket.part_type == part_type]
+        match += [Ticket.rack == rack] if rack is not None else []
+        match += [Ticket.part == part] if part is not None else []
+        matches.append(and_(*match))
+    query = (
+        select(Ticket.id)
+        .where(or_(*matches), Ticket.state.not_in((TicketState.closed, TicketState.cancelled)))
+        .order_by(Ticket.id)
+        .with_for_update()
+    )
+    return list(session.scalars(query))
 
 
 def tracker_link(session: Session, ticket_id: int) -> TrackerLink | None:
