@@ -103,24 +103,26 @@ def build_central(
 
 class _CloseOnStop:
     """Closes one central cyborg when a worker or its process stops. Celery's signals are the process's: the
-    receiver is connected weakly, kept by the runtime, and disconnected when the runtime is disposed, so a
-    runtime that is gone is not closed again at shutdown nor kept alive by its receiver (a lambda connected
-    strongly per runtime built was both)."""
+    receiver is connected strongly under a key of its own, so it lives as long as the worker even when the
+    runtime is thrown away once its app is taken (`fleetfix worker`), and is disconnected when the runtime is
+    disposed, so a runtime disposed of is not closed again at shutdown (a lambda per runtime built, never
+    disconnected, closed every one ever built)."""
 
     def __init__(self, central: CentralCyborg) -> None:
         from celery.signals import worker_process_shutdown, worker_shutdown
 
         self.central = central
         self.signals = (worker_process_shutdown, worker_shutdown)
+        self.uid = f"fleetfix-close-on-stop-{id(self)}"
         for signal in self.signals:
-            signal.connect(self, weak=True)
+            signal.connect(self, weak=False, dispatch_uid=self.uid)
 
     def __call__(self, **_: object) -> None:
         self.central.close()
 
     def disconnect(self) -> None:
         for signal in self.signals:
-            signal.disconnect(self)
+            signal.disconnect(self, dispatch_uid=self.uid)
 
 
 def wire(database: Database, celery: Celery, remediator: Remediator, ticketing: Ticketing) -> None:

@@ -158,3 +158,32 @@ def test_a_workers_runtime_closes_its_bmc_sessions_when_it_stops_and_a_disposed_
         assert closed == ["live"]
     finally:
         live.dispose()
+
+
+def test_a_worker_that_keeps_only_its_app_still_closes_its_bmc_sessions_when_it_stops(tmp_path: Path) -> None:
+    """`fleetfix worker` keeps only `build_central(...).celery` (api/cli.py): the receiver must outlive the
+    runtime object (a weakly connected one was collected at once, and nothing closed the sessions)."""
+    import gc
+    import weakref
+
+    from celery.signals import worker_shutdown
+
+    runtime = build_central(
+        CentralSettings(data_dir=tmp_path),
+        database=Database(f"sqlite:///{tmp_path / 'fleetfix.db'}"),
+        celery=create_celery("memory://", name="kept", make_current=False),
+        runs_actions=True,
+    )
+    cyborg, database = runtime.remediator.cyborg, runtime.database
+    closer = weakref.ref(runtime.closes_on_stop)  # type: ignore[arg-type]  # not kept alive by the test
+    closed: list[str] = []
+    cyborg.close = lambda: closed.append("closed")  # type: ignore[attr-defined]
+    del runtime
+    gc.collect()
+    try:
+        worker_shutdown.send(sender=None)
+        assert closed == ["closed"]
+    finally:
+        if (receiver := closer()) is not None:  # this test's: no later test sees it
+            receiver.disconnect()
+        database.dispose()
