@@ -329,7 +329,7 @@ def ingest(
         session.execute(cast(Table, Signal.__table__).insert(), signal_rows)
         metrics.count_signals(row["kind"] for row in signal_rows)
     session.flush()
-    lock_group_tickets(session, [(host, firing) for host, _, firings, _ in fired for firing in firings])
+    lock_group_tickets(session, [(host, f, at) for host, _, firings, at in fired for f in firings])
     for host, report, firings, decided_at in fired:
         for firing in firings:  # highest priority first; once one is planned the rest are held
             remediation = decide(session, host, firing, ruleset, report, decided_at)

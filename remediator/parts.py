@@ -57,6 +57,33 @@ a whole (host, airflow, power, capacity, kernel, hardware_class) or its owners (
 report, on the highest signal, as before."""
 
 
+EVENT_SIGNALS = frozenset(
+    {
+        "gpu_xid",
+        "gpu_sxid",
+        "device_event_count",
+        "kernel_event_count",
+        "cxl_device_down",
+        "cxl_port_error",
+        "cxl_poison",
+        "cxl_media_error",
+        "cxl_aer",
+        "mce_memory_corrected",
+        "mce_memory_uncorrected",
+        "mce_cpu_corrected",
+        "mce_cpu_uncorrected",
+        "sel_memory_ecc",
+        "sel_processor_fault",
+        "sel_critical_interrupt",
+        "dimm_ue",
+    }
+)
+"""Signals counted from events a report brings (log lines, SEL entries, rasdaemon rows, counters that moved):
+the next report does not repeat them, so a firing of one that is held is lost (remediator.policies
+ticket_for_a_lost_event). Naming a level signal here only turns a held fix into a ticket; leaving an event
+signal out loses a device's fault, so the list errs on the side of naming."""
+
+
 def ticket_part_types(rule: Rule) -> frozenset[str]:
     """The part types the rule's ticket steps name at any rung (the runner's default is host); a rule with no
     ticket step tickets at the end of its ladder (policies.ladder_end: dimm for DIMM signals, else host)."""
@@ -71,8 +98,9 @@ _PER_DEVICE: dict[int, tuple[Rule, bool]] = {}  # by the rule object's id, the r
 
 
 def fires_per_device(rule: Rule) -> bool:
-    """The rule's fault is about a device (its signal's part, or a part its tickets name) and its ticket is keyed
-    by the signal, not by a fixed `part` (the heat rules' `part: host`): it fires once per device. Asked for
+    """The rule's fault is about a device and its ticket is keyed by the signal, not by a fixed `part` (the heat
+    rules' `part: host`): it fires once per device. About a device: the part types its ticket steps name,
+    or where it has none, its signal's part. Asked for
     every rule of every report: answered once per rule object."""
     known = _PER_DEVICE.get(id(rule))
     if known is not None and known[0] is rule:
@@ -86,7 +114,9 @@ def fires_per_device(rule: Rule) -> bool:
 
 def _fires_per_device(rule: Rule) -> bool:
     steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
-    fixed = any(s.action == "ticket" and s.params.get("part") and "{" not in str(s.params["part"]) for s in steps)
-    if fixed:
-        return False
-    return bool((ticket_part_types(rule) | {signal_part_type(rule.when.signal)}) & DEVICE_PART_TYPES)
+    tickets = [step for step in steps if step.action == "ticket"]
+    if any(step.params.get("part") and "{" not in str(step.params["part"]) for step in tickets):
+        return False  # one ticket for the host (`part: host`)
+    if tickets:  # its tickets say what it is about (nvme-temperature's is airflow: one for the host's drives)
+        return bool(ticket_part_types(rule) & DEVICE_PART_TYPES)
+    return signal_part_type(rule.when.signal) in DEVICE_PART_TYPES  # the ladder ends in its signal's part

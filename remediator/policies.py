@@ -36,6 +36,7 @@ from remediator.models import (
     Signal,
     StepState,
 )
+from remediator.parts import EVENT_SIGNALS, fires_per_device
 from remediator.rules import Rule, RuleSet, Step
 from remediator.signals import SignalValue
 
@@ -284,6 +285,9 @@ class HostBusy(DecisionPolicy):
         elif held_by_a_stop(firing.session, host):
             firing.verdict = "beside" if preemption.person_only(firing.steps) else "hold"
             firing.why = "host is held: a stopped remediation's step may still be running on it"
+        if firing.verdict == "hold" and (ticket := ticket_for_a_lost_event(firing)) is not None:
+            firing.steps, firing.verdict = [ticket], "beside"
+            firing.why += f"; {firing.signal.kind} is not repeated: its ticket is opened now, not held"
         if firing.verdict == "hold":
             return Stop("held", firing.why)
         if firing.verdict != "beside":
@@ -294,6 +298,22 @@ class HostBusy(DecisionPolicy):
             firing.session, host, firing.firing, firing.steps, firing.report, firing.now
         )
         return Stop("ticketed", f"ticket {ticket_id}: {firing.why}")
+
+
+def ticket_for_a_lost_event(firing: FiringContext) -> Step | None:
+    """A device's firing held behind the same rule's plan on another device (a GPU reset while a second GPU
+    logs its Xid): a signal counted from events is not repeated in the next report, so holding it lost the
+    second device's fault (review r1 of per-device firing, finding 3). Its ticket instead: the rule's last
+    ticket step (the one its ladder ends in), else the ladder's end. A level or rate signal fires again once
+    the host is free and keeps its automated fix."""
+    active, rule, signal = firing.active, firing.rule, firing.signal
+    if active is None or active.rule_id != rule.id or active.subject == signal.subject:
+        return None
+    if signal.kind not in EVENT_SIGNALS:
+        return None
+    steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
+    tickets = [step for step in steps if step.action == "ticket"]
+    return tickets[-1] if tickets else ladder_end(rule)[0]
 
 
 def held_by_a_stop(session: Session, host: Host) -> bool:
@@ -405,7 +425,10 @@ subject only, so a fix "returns" only when the same subject fires again, not whe
 
 
 def per_subject(rule: Rule) -> bool:
-    return rule.when.signal in PER_SUBJECT_SIGNALS
+    """A rule about one of many like parts: a memory page, and every rule that fires per device
+    (remediator.parts.fires_per_device): another DIMM's, GPU's or core's firing while one device's fix is
+    verified is not that fix failing (review r1 of per-device firing, finding 4)."""
+    return rule.when.signal in PER_SUBJECT_SIGNALS or fires_per_device(rule)
 
 
 def returned_fault(

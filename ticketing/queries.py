@@ -40,10 +40,9 @@ def lock_ticket(session: Session, ticket_id: int) -> Ticket:
     return ticket
 
 
-def lock_group_tickets(session: Session, groups: list[tuple[str, str | None, str, str | None]]) -> list[int]:
-    """Lock, in id order, the tickets neither closed nor cancelled of each group (datacenter, rack or None,
-    part type, part or None): a batch takes the group tickets it may reach in one order, as it takes its hosts
-    (remediator.group_locks). Returns their ids."""
+def group_tickets(session: Session, groups: list[tuple[str, str | None, str, str | None]]) -> list[Ticket]:
+    """The tickets neither closed nor cancelled of each group (datacenter, rack or None, part type, part or
+    None), read without a lock, in id order (remediator.group_locks judges which it must lock)."""
     if not groups:
         return []
     matches = []
@@ -52,12 +51,15 @@ def lock_group_tickets(session: Session, groups: list[tuple[str, str | None, str
         match += [Ticket.rack == rack] if rack is not None else []
         match += [Ticket.part == part] if part is not None else []
         matches.append(and_(*match))
-    query = (
-        select(Ticket.id)
-        .where(or_(*matches), Ticket.state.not_in((TicketState.closed, TicketState.cancelled)))
-        .order_by(Ticket.id)
-        .with_for_update()
-    )
+    query = select(Ticket).where(or_(*matches), Ticket.state.not_in((TicketState.closed, TicketState.cancelled)))
+    return list(session.scalars(query.order_by(Ticket.id)))
+
+
+def lock_tickets(session: Session, ticket_ids: list[int]) -> list[int]:
+    """Lock the tickets in id order (one statement); returns the ids locked."""
+    if not ticket_ids:
+        return []
+    query = select(Ticket.id).where(Ticket.id.in_(sorted(set(ticket_ids)))).order_by(Ticket.id).with_for_update()
     return list(session.scalars(query))
 
 

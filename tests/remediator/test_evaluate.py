@@ -235,3 +235,16 @@ def test_a_windowed_device_rule_fires_for_each_device_over_its_own_aggregate() -
     assert _evaluate(r, growth, memory, 0) == []
     fired = _evaluate(r, growth, memory, 10)
     assert fired == [("sda", 12), ("sdb", 12)]  # sdc's 2 does not hold; ties by name
+
+
+def test_which_default_rules_fire_per_device() -> None:
+    """A rule's tickets say what it is about: nvme-temperature's is the host's airflow (one ticket for a hot
+    chassis's drives, not one per drive: review r1, finding 2), the GPU slowdown rules' one ticket for the host's
+    GPUs (`part: host`); DIMM, GPU fault, port, disk and CXL rules fire per device."""
+    from remediator.parts import fires_per_device
+    from remediator.rules import DEFAULT_PACK, load_pack
+
+    pack = {r.id: r for r in load_pack(DEFAULT_PACK).rules}
+    once = {"nvme-temperature", "gpu-temperature-slowdown", "gpu-hardware-slowdown", "isolated-core-irqs"}
+    each = {"dimm-ce-ppr", "gpu-xid-reset", "nic-carrier-flapping", "disk-smart-failing", "cxl-device-down"}
+    assert {rule_id for rule_id in once | each if fires_per_device(pack[rule_id])} == each

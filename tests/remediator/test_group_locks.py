@@ -61,7 +61,7 @@ def firing(rule: Rule, **detail: Any) -> Firing:
     return Firing(rule, SignalValue(rule.when.signal, "x", 5.0, detail))
 
 
-def batch(session: Session) -> tuple[list[tuple[Host, Firing]], list[int]]:
+def batch(session: Session) -> tuple[list[tuple[Host, Firing, dt.datetime]], list[int]]:
     """Hosts of racks r2 then r1 fire the heat rule, one host a NIC rule facing switch sw1; tickets: r1's cooling
     first (lower id), then sw1's, then r2's; a closed rack ticket and another rack's are not taken."""
     r1 = group_ticket(session, "r1", "rack_airflow", "rack r1")
@@ -70,13 +70,34 @@ def batch(session: Session) -> tuple[list[tuple[Host, Firing]], list[int]]:
     group_ticket(session, "r3", "rack_airflow", "rack r3")  # nobody of the batch is in r3
     a, b = host(session, "a", rack="r2"), host(session, "b", rack="r1")
     fired = [(a, firing(HOT)), (b, firing(HOT)), (b, firing(CRC, switch="sw1")), (a, firing(DRAIN))]
-    return fired, [r1, sw1, r2]
+    return [(h, f, T0) for h, f in fired], [r1, sw1, r2]
 
 
 def test_the_batch_locks_the_group_tickets_its_firings_may_reach_in_id_order(session: Session) -> None:
     fired, expected = batch(session)
     assert group_locks.lock_group_tickets(session, fired) == sorted(expected)
-    assert group_locks.lock_group_tickets(session, [(h, f) for h, f in fired if f.rule is DRAIN]) == []
+    assert group_locks.lock_group_tickets(session, [x for x in fired if x[1].rule is DRAIN]) == []
+
+
+def test_a_repeat_detection_takes_no_lock(session: Session) -> None:
+    """A ticket that heard from the host (and sensor) within the detection interval takes a repeat detection,
+    which writes nothing: it is not locked (a rack hot for hours would serialise every batch of its hosts).
+    A new sensor of the host, or the interval passed, writes: locked."""
+    from ticketing.models import Ticket
+
+    fired, (r1, sw1, r2) = batch(session)
+    for ticket_id, name in ((r1, "b"), (sw1, "b"), (r2, "a")):
+        ticket = session.get_one(Ticket, ticket_id)
+        ticket.last_detected_at = T0 - dt.timedelta(minutes=5)
+        ticket.evidence = {**ticket.evidence, "heard_from": [{"host": name, "subjects": ["x"]}]}
+    session.flush()
+    assert group_locks.lock_group_tickets(session, fired) == []
+    other_sensor = [
+        (h, Firing(f.rule, SignalValue(f.signal.kind, "y", 5.0, f.signal.detail)), at) for h, f, at in fired
+    ]
+    assert group_locks.lock_group_tickets(session, other_sensor) == [r1, r2]  # a switch lists hosts, not ports
+    later = [(h, f, T0 + dt.timedelta(hours=2)) for h, f, _ in fired]
+    assert group_locks.lock_group_tickets(session, later) == [r1, sw1, r2]
 
 
 def test_ingest_locks_them_before_any_detection_is_decided(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,7 +129,7 @@ def test_a_second_batch_waits_on_the_lowest_ticket_first(integration_pg_url: str
             setup.commit()
         first = database.sessionmaker()
         try:
-            fired = [(first.merge(h), f) for h, f in fired]
+            fired = [(first.merge(h), f, at) for h, f, at in fired]
             assert group_locks.lock_group_tickets(first, fired) == sorted(ids)
             with database.sessionmaker() as other:
                 for ticket_id in ids:

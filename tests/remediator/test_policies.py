@@ -15,11 +15,12 @@ from remediator import planning, policies, safety
 from remediator.evaluate import Firing
 from remediator.models import Decision, Host, HostState, Remediation, RemediationState, RuleMode, RuleState
 from remediator.policies import FiringContext, Stop
-from remediator.rules import Breaker, PackSafety, Rollout, Rule, RuleSafety, RuleSet, Rung, Step
+from remediator.rules import Breaker, Condition, PackSafety, Rollout, Rule, RuleSafety, RuleSet, Rung, Step
 from remediator.signals import SignalValue
 from tests.builders.policies import EVIDENCE, host, rule
 from tests.builders.reports import LABEL, T0
 from tests.conftest import REPO
+from ticketing.models import Ticket
 from ticketing.schemas import TicketRequest
 from ticketing.service import open_ticket
 
@@ -531,3 +532,64 @@ def test_a_decision_is_recorded_once_per_rule_and_subject() -> None:
         record(rows, held, "page-ce-soft-offline", "held", "x", subject=f"0x{n:x}000", now=T0)  # type: ignore[arg-type]
     assert len(held.memory["decided"]) == DECIDED_KEPT
     assert "page-ce-soft-offline 0x0000" not in held.memory["decided"]  # the oldest went first
+
+
+def test_another_devices_firing_while_one_is_verified_is_not_that_fix_failing(session: Session) -> None:
+    """dimm-ce-ppr repaired DIMM A and verifies it; DIMM B fires the same rule: A's fix did not fail (escalating
+    it ticketed the repaired DIMM with A's evidence), and B is not A's fault returning (review r1, finding 4)."""
+    h0 = host(session)
+    verifying = remediation(session, h0, rule(), RemediationState.verifying)  # on LABEL
+    other_dimm = FiringContext(
+        session,
+        h0,
+        Firing(rule(), SignalValue("dimm_ce_rate", "CPU_SrcID#0_Ha#0_Chan#1_DIMM#0", 100.0)),
+        RuleSet(rules=[rule()], safety=PackSafety(spacing=0)),
+        None,
+        T0,
+        escalate=Escalations(),
+    )
+    assert policies.FaultReturnedWhileVerifying().check(other_dimm) is None
+    assert other_dimm.escalate == []
+    verifying.state, verifying.finished_at = RemediationState.succeeded, T0
+    session.flush()
+    assert policies.returned_fault(session, h0, rule(), T0, other_dimm.signal.subject) is None
+    assert policies.returned_fault(session, h0, rule(), T0, LABEL) == verifying
+
+
+def test_a_device_held_behind_the_same_rule_on_another_device_gets_its_ticket_when_its_signal_is_an_event(
+    session: Session,
+) -> None:
+    """GPU A is being reset (gpu-xid-reset); GPU B logs its own Xid in the same report: the Xid is not repeated,
+    so holding B lost its fault (review r1, finding 3). B gets the rule's ticket beside A's reset. A level signal
+    (a DIMM's CE rate) is held: it fires again once the host is free, and keeps its automated fix."""
+    xid = Rule(
+        id="gpu-xid-reset",
+        description="d",
+        when=Condition(signal="gpu_xid", value=1),
+        plan=[Step(action="reset_gpu")],
+        escalation=[Rung(plan=[Step(action="ticket", params={"part_type": "gpu", "title": "GPU {subject}"})])],
+    )
+    h0 = host(session)
+    made = planning.create(
+        session, h0, xid, list(xid.plan), {"signal": {"subject": "0000:17:00.0", "value": 1.0}}, "t", 0, None, T0
+    )
+    assert made is not None
+    context = FiringContext(
+        session,
+        h0,
+        Firing(xid, SignalValue("gpu_xid", "0000:65:00.0", 1.0, {"code": 119})),
+        RuleSet(rules=[xid], safety=PackSafety(spacing=0)),
+        None,
+        T0,
+        escalate=Escalations(),
+    )
+    context.steps = list(xid.plan)
+    stop = policies.HostBusy().check(context)
+    assert stop is not None
+    assert stop.decision == "ticketed"
+    assert "gpu_xid is not repeated" in stop.reason
+    tickets = session.scalars(select(Ticket).where(Ticket.hostname == "h0")).all()
+    assert [(t.part_type, t.part, t.title) for t in tickets] == [("gpu", "0000:65:00.0", "GPU 0000:65:00.0")]
+    level = firing(session, h0, rule(rule_id="gpu-xid-reset"))  # the same rule id, a level signal's firing
+    level.steps = [Step(action="reboot")]
+    assert policies.HostBusy().check(level) == Stop("held", level.why)
