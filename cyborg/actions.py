@@ -191,6 +191,14 @@ class NoParams(ActionParams):
     pass
 
 
+class PowerCycleParams(ActionParams):
+    if_off: Literal["power_on", "refuse"] = Field(
+        "refuse",
+        description="A host the BMC says is off: refuse (the default: it may have been switched off on purpose; "
+        "the step fails and nothing is sent) or power_on (turn it on: the host-powered-off rule).",
+    )
+
+
 MAX_CPU = 8191  # the largest NR_CPUS a kernel is built with (x86 MAXSMP)
 
 
@@ -372,7 +380,7 @@ ACTIONS: dict[str, CyborgAction] = {
             description="nvidia-smi -r -i N on a drained host, then the GPU checked back (pending remaps applied)",
         ),
         # Carried out from the central side: the host cannot do them for itself.
-        CyborgAction("power_cycle", NoParams, 900, idempotent=False, site="central", restarts=True),
+        CyborgAction("power_cycle", PowerCycleParams, 900, idempotent=False, site="central", restarts=True),
         CyborgAction("reimage", NoParams, 7200, idempotent=False, site="central", restarts=True),
         CyborgAction(
             "update_bmc_firmware",

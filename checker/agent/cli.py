@@ -114,16 +114,18 @@ def check(
     else:
         access = LiveHost()
     collectors = bmc_collectors(config.bmc_protocol, config.redfish_settings if snapshot is None else None)
-    report = run_cycle(
-        access,
-        hostname=hostname,
-        collectors=collectors,
-        timeout_s=config.collector_timeout_s,
-        timeouts=config.collector_timeouts,
-        max_report_bytes=config.max_report_bytes,
-    )
-    if (redfish := collectors.get("redfish")) is not None and hasattr(redfish, "close"):
-        redfish.close()  # ends the BMC session
+    try:
+        report = run_cycle(
+            access,
+            hostname=hostname,
+            collectors=collectors,
+            timeout_s=config.collector_timeout_s,
+            timeouts=config.collector_timeouts,
+            max_report_bytes=config.max_report_bytes,
+        )
+    finally:  # whatever ended the run (an interrupt, an error): the BMC session is ended
+        if (redfish := collectors.get("redfish")) is not None and hasattr(redfish, "close"):
+            redfish.close()
     _print_report(report, output_format)
 
 
@@ -157,11 +159,14 @@ def snapshot(
     )
 
 
-def report_schema() -> None:
+def report_schema(
+    delta: Annotated[bool, typer.Option("--delta", help="The delta report's envelope (checker/wire.py).")] = False,
+) -> None:
     """Print the JSON Schema of the host report (the agent-to-service contract)."""
     from checker.schemas import Report
+    from checker.wire import ReportDelta
 
-    typer.echo(json.dumps(Report.model_json_schema(), indent=2))
+    typer.echo(json.dumps((ReportDelta if delta else Report).model_json_schema(), indent=2))
 
 
 app.command("run")(run)

@@ -154,7 +154,11 @@ class AgentConfig(BaseSettings):
     )
     redfish_timeout_s: float = Field(10.0, gt=0, le=120, description="Timeout of one Redfish request.")
     redfish_max_entries: int = Field(
-        200, ge=1, le=1000, description="New log entries read per BMC log service per cycle (the newest kept)."
+        200,
+        ge=1,
+        le=1000,
+        description="New log entries reported per BMC log service per cycle: the oldest unread, the rest in the "
+        "next cycles (a first read: the newest).",
     )
     # -- the stall probe (checker/agent/stallprobe.py; docs/agent.md, "Stall probe") --
     stall_probe: bool = Field(

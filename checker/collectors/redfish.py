@@ -19,6 +19,7 @@ Memory and firmware inventory are re-read every `inventory_every_s` seconds.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +57,9 @@ from checker.sections.redfish import MAX_FIRMWARE, MAX_LOG_SERVICES, MAX_MODULES
 MAX_RESOURCES = 4  # systems, managers, chassis followed
 MAX_SENSORS = 64  # Sensors members read where a chassis has no Thermal/Power
 IDS_AT_NEWEST = 32  # Ids kept for the newest Created time (entries logged within the same second)
+KEYS_UNORDERED = 512
+"""Id+content keys kept per service for entries with neither a numeric Id nor a Created time (our bound: an
+entry listed again after 512 newer ones of that kind would be reported again)."""
 STATE_KEY = "redfish"
 
 
@@ -75,8 +79,10 @@ class RedfishCollector:
         _Cycle(ctx, self.client, self.settings).run()
 
     def close(self) -> None:
+        """At the agent's (or `check`'s) end: the session is ended and none is opened again, even by a cycle
+        still running in another thread (the agent's stop waits for it only so long)."""
         if self.client is not None:
-            self.client.close()
+            self.client.shutdown()
 
 
 class _Cycle:
@@ -195,11 +201,16 @@ class _Cycle:
     def read_service(
         self, uri: str, cursor: dict[str, Any]
     ) -> tuple[RedfishLogService, list[SelEntry], dict[str, Any]]:
+        """This cycle's new entries of one log service, at most `max_entries`: after a first read the oldest
+        unread ones, so a burst is walked forward over several cycles (the cursor stays at the last entry
+        reported) and only entries the BMC overwrote before they were read are lost (counted in `truncated`)."""
         listed: list[SelEntry] = []
-        count, pages, first_id = None, 0, None
+        at: list[int] = []  # each listed entry's position in the log as served this cycle (0: the first served)
+        count, pages, first_id, offset = None, 0, None, 0
         path: str | None = uri
-        known_count, newest_num = cursor.get("count"), cursor.get("newest_num")
-        oldest_first = jumped = reached_end = unchanged = False
+        known_count, pending = cursor.get("count"), bool(cursor.get("pending"))
+        oldest_first = newest_first = jumped = reached_end = unchanged = enough = False
+        limit = self.settings.max_entries
         while path and pages < self.settings.max_pages:
             doc = self.get(path)
             if doc is None:
@@ -210,30 +221,46 @@ class _Cycle:
                 count = page_info(doc)[0]
                 first_id = page[0].entry_id if page else None
                 # Only a count the service gave can say "nothing new": two missing counts (None == None) would
-                # freeze an oldest-first log whose first entry never moves (review finding 3).
-                if cursor and count is not None and count == known_count and first_id == cursor.get("first_id"):
+                # freeze an oldest-first log whose first entry never moves (review finding 3). A backlog left
+                # by the last cycle (`pending`) is read on even when nothing moved.
+                same = count is not None and count == known_count and first_id == cursor.get("first_id")
+                if cursor and same and not pending:
                     unchanged = True
                     break  # neither the count nor the first entry moved: nothing new (as `sel info` tells IPMI)
+                newest_first = _newest_first(page)
             listed += page
+            at += range(offset, offset + len(page))
+            offset += len(page)
             pages += 1
             next_path = page_info(doc)[1]
-            if not page or next_path is None or (count is not None and len(listed) >= count):
+            if not page or next_path is None or (count is not None and offset >= count):
                 reached_end = True
                 break  # (DMTF's own mockup serves a nextLink after its last member)
             path = next_path
-            if _newest_first(page):
-                if (cursor and not all(_is_new(e, cursor) for e in page)) or len(listed) >= self.settings.max_entries:
-                    reached_end = True  # newest first: the rest is history, or more than one cycle takes (counted)
+            if newest_first:
+                if cursor and not all(_is_new(e, cursor) for e in page):
+                    reached_end = True  # newest first: the rest was read before
                     break
+                if not cursor and len(listed) >= limit:
+                    reached_end = True  # a first read reports the newest only
+                    break
+                backlog = _backlog(page, cursor) if pages == 1 and "$skip=" in next_path else None
+                if backlog is not None and backlog - limit > offset:
+                    # More new entries than one cycle takes: enter where the oldest `limit` unread ones are
+                    # ($skip, as the service's own nextLink uses it) and read on to the cursor.
+                    path, offset, jumped = f"{uri}?$skip={backlog - limit}", backlog - limit, True
             elif pages == 1:
                 oldest_first = True
                 if count is not None and "$skip=" in next_path:
-                    # Oldest first: the new entries are on the last pages. Jump there ($skip, as the service's own
-                    # nextLink uses it) rather than walk the history; what is jumped over and was not read
-                    # before is counted as truncated below.
-                    start = max(len(page), count - self.settings.max_entries)
-                    path, jumped = f"{uri}?$skip={start}", True
-        if oldest_first and not jumped and not reached_end and not unchanged:
+                    # Oldest first: the new entries follow the cursor's position (the newest page at a first
+                    # read); jump there rather than walk the history.
+                    start = self._oldest_first_start(cursor, page, count)
+                    if start > offset:
+                        path, offset, jumped = f"{uri}?$skip={start}", start, True
+            if oldest_first and cursor and sum(1 for e in listed if _is_new(e, cursor)) >= limit:
+                enough = True  # one cycle's worth: the rest is read next cycle
+                break
+        if oldest_first and not jumped and not reached_end and not unchanged and not enough:
             # An oldest-first log longer than max_pages pages whose nextLink is not $skip ($skiptoken, ?page=):
             # its newest page was not reached, so what was read is the oldest history, not what is new.
             self.ctx.problem(
@@ -241,32 +268,64 @@ class _Cycle:
                 "offers no $skip: its newest entries were not reached"
             )
             if not cursor:
-                listed = []
+                listed, at = [], []
+        position = {id(e): p for e, p in zip(listed, at, strict=True)}
         numbers = [n for e in listed if (n := _number(e)) is not None]
+        newest_num = cursor.get("newest_num")
         cleared = bool(cursor) and (
             (isinstance(known_count, int) and count is not None and count < known_count)
             or (isinstance(newest_num, int) and bool(numbers) and max(numbers) < newest_num)
             or _reused(listed, cursor)
         )
-        new = listed if (cleared or not cursor) else [e for e in listed if _is_new(e, cursor)]
-        new.sort(key=lambda e: (e.timestamp or dt.datetime.min.replace(tzinfo=dt.UTC), _number(e) or 0))
-        keep = new[-self.settings.max_entries :]
-        unread = _unread_new(cursor, new, count) if cursor and not cleared else 0
-        newest = max(
-            listed, key=lambda e: (e.timestamp or dt.datetime.min.replace(tzinfo=dt.UTC), _number(e) or 0), default=None
-        )
+        new = _distinct(listed if (cleared or not cursor) else [e for e in listed if _is_new(e, cursor)])
+        if oldest_first or newest_first:  # the log's own order, oldest first
+            new.sort(key=lambda e: position[id(e)], reverse=newest_first)
+        else:
+            new.sort(key=_chronological)
+        keep = new[-limit:] if not cursor else new[:limit]  # a first read: the newest; then: walk forward
+        keep.sort(key=_chronological)
+        unread = _lost(cursor, keep, count, len(new), oldest_first) if cursor and not cleared else 0
+        newest = max(keep, key=_chronological, default=None)
         info = RedfishLogService(
             entries_uri=uri,
             entry_format=_entry_format(keep or listed),
             entry_count=count,
-            read=len(new) if cursor else len(keep),
+            read=len(keep),
             newest_id=newest.entry_id if newest is not None else cursor.get("newest_id"),
             newest_created=newest.timestamp if newest is not None else created(cursor.get("newest_created")),
             first_read=not cursor,
             cleared=cleared,
-            truncated=len(new) - len(keep) + unread if cursor else 0,  # a first read skips history by design
+            truncated=unread,  # a first read skips history by design
         )
-        return info, keep, {"first_id": first_id, "count": count}
+        seen: dict[str, Any] = {"first_id": first_id, "count": count, "pending": len(new) > len(keep) or enough}
+        if unchanged:
+            seen["pending"] = False
+        elif oldest_first:
+            read_to = [position[id(e)] + 1 for e in keep] or ([max(at) + 1] if at and not new else [])
+            if read_to:
+                seen["next_skip"] = max(read_to)
+            seen["first_num"] = _number(listed[0]) if listed and at[0] == 0 else None
+        return info, keep, seen
+
+    def _oldest_first_start(self, cursor: dict[str, Any], page: list[SelEntry], count: int) -> int:
+        """Where an oldest-first log's unread entries begin: the newest `max_entries` at a first read (history
+        is skipped by design); after it, just past the last entry reported, moved back by the entries the BMC
+        dropped from the log's head since (a full log overwrites its oldest); from the start after a clear."""
+        limit = self.settings.max_entries
+        next_skip = cursor.get("next_skip")
+        known_count = cursor.get("count")
+        if not cursor or not isinstance(next_skip, int):  # a first read, or a cursor from before the walk
+            return max(len(page), count - limit)
+        if isinstance(known_count, int) and count < known_count:
+            return 0  # cleared: listed anew from its first entry
+        first_now, first_before = (_number(page[0]) if page else None), cursor.get("first_num")
+        if page and page[0].entry_id == cursor.get("first_id"):
+            dropped: int | None = 0
+        elif first_now is not None and isinstance(first_before, int):
+            dropped = max(0, first_now - first_before)
+        else:
+            dropped = None  # the head moved by an unknown number: back off one cycle's worth (re-read, filtered)
+        return max(0, min(count, next_skip - (limit if dropped is None else dropped)))
 
     # -- sensors --------------------------------------------------------------------------------
 
@@ -333,10 +392,37 @@ def _number(entry: SelEntry) -> int | None:
     return int(entry.entry_id) if entry.entry_id and entry.entry_id.isdigit() and len(entry.entry_id) < 19 else None
 
 
+def _chronological(entry: SelEntry) -> tuple[dt.datetime, int]:
+    return entry.timestamp or dt.datetime.min.replace(tzinfo=dt.UTC), _number(entry) or 0
+
+
+def _key(entry: SelEntry) -> str:
+    """An entry's Id with a hash of its content: what tells apart entries that have neither a numeric Id nor a
+    Created time (the same entry listed twice is one; two entries under one Id are two)."""
+    content = entry.model_dump_json(exclude={"record_id"})
+    return f"{entry.entry_id}#{hashlib.sha256(content.encode()).hexdigest()[:16]}"
+
+
+def _distinct(entries: list[SelEntry]) -> list[SelEntry]:
+    """`entries` with repeats of one entry (same Id, same content) dropped: a BMC that lists an entry twice,
+    or pages that overlap while the log moves, must not count it twice."""
+    seen: set[str] = set()
+    out = []
+    for entry in entries:
+        key = _key(entry)
+        if key not in seen:
+            seen.add(key)
+            out.append(entry)
+    return out
+
+
 def _is_new(entry: SelEntry, cursor: dict[str, Any]) -> bool:
     newest_num, number = cursor.get("newest_num"), _number(entry)
     if isinstance(newest_num, int) and number is not None:
         return number > newest_num
+    if number is None and entry.timestamp is None:
+        # no clock and no order: new when this Id with this content was not reported before (Id + hash)
+        return _key(entry) not in (cursor.get("keys_unordered") or [])
     newest = created(cursor.get("newest_created"))
     if newest is None or entry.timestamp is None:
         return entry.entry_id not in (cursor.get("ids_at_newest") or [])
@@ -345,17 +431,27 @@ def _is_new(entry: SelEntry, cursor: dict[str, Any]) -> bool:
     return entry.entry_id not in (cursor.get("ids_at_newest") or [])
 
 
-def _unread_new(cursor: dict[str, Any], new: list[SelEntry], count: int | None) -> int:
-    """New entries this cycle did not read (jumped over, oldest first; pages not followed, newest first): the
-    gap between the newest Id seen before and the oldest new one read, where Ids are numbers, else what the
-    count grew by beyond what was read. They go into `truncated`, so the centre sees that entries were lost
-    (review finding 2) rather than a log that looks complete."""
-    newest_num, numbers = cursor.get("newest_num"), [n for e in new if (n := _number(e)) is not None]
+def _backlog(page: list[SelEntry], cursor: dict[str, Any]) -> int | None:
+    """How many entries are newer than the cursor, from a newest-first log's first page: its newest numeric Id
+    less the newest reported (None without numeric Ids: the pages are followed to the cursor instead)."""
+    newest_num, numbers = cursor.get("newest_num"), [n for e in page if (n := _number(e)) is not None]
+    if not isinstance(newest_num, int) or not numbers or max(numbers) <= newest_num:
+        return None
+    return max(numbers) - newest_num
+
+
+def _lost(cursor: dict[str, Any], keep: list[SelEntry], count: int | None, new: int, oldest_first: bool) -> int:
+    """New entries that will never be read: the gap between the newest Id reported before and the oldest one
+    reported now, where Ids are numbers (the BMC overwrote them, or a newest-first log's pages did not reach
+    the cursor); else, newest first, what the count grew by beyond what was listed as new. They go into
+    `truncated`, so the centre sees that entries were lost (review finding 2). Entries merely not yet read
+    (more than `max_entries`) are not lost: the next cycle reads on from the cursor."""
+    newest_num, numbers = cursor.get("newest_num"), [n for e in keep if (n := _number(e)) is not None]
     if isinstance(newest_num, int) and numbers:
         return max(0, min(numbers) - newest_num - 1)
     known = cursor.get("count")
-    if isinstance(known, int) and count is not None:
-        return max(0, count - known - len(new))
+    if not oldest_first and isinstance(known, int) and count is not None:
+        return max(0, count - known - new)
     return 0
 
 
@@ -391,6 +487,9 @@ def _cursor(info: RedfishLogService, new: list[SelEntry], old: dict[str, Any]) -
     for entry in new:  # its Created time, to tell a refilled log's same Id from the old entry (_reused)
         if cursor.get("newest_num") is not None and _number(entry) == cursor["newest_num"] and entry.timestamp:
             cursor["newest_num_created"] = entry.timestamp.isoformat()
+    unordered = [_key(e) for e in new if _number(e) is None and e.timestamp is None]
+    if unordered or "keys_unordered" in cursor:
+        cursor["keys_unordered"] = [*cursor.get("keys_unordered", []), *unordered][-KEYS_UNORDERED:]
     if info.newest_created is not None:
         at_newest = [e.entry_id for e in new if e.timestamp == info.newest_created and e.entry_id]
         same = info.newest_created.isoformat() == cursor.get("newest_created")

@@ -43,9 +43,13 @@ class RedfishLogService(Model):
         "('Oem:Dell', 'Oem:Hpe-IML').",
     )
     entry_count: NonNegativeInt | None = Field(None, description="Members@odata.count as served (null: not served).")
-    read: NonNegativeInt = Field(0, description="New entries read this cycle (before the report's own bound).")
-    newest_id: str | None = Field(None, max_length=128, description="The newest entry's Id, as served (a string).")
-    newest_created: Timestamp | None = Field(None, description="The newest entry's Created time.")
+    read: NonNegativeInt = Field(
+        0, description="New entries reported this cycle (at most the agent's per-cycle bound; the rest next cycle)."
+    )
+    newest_id: str | None = Field(
+        None, max_length=128, description="The newest entry reported so far: its Id, as served (a string)."
+    )
+    newest_created: Timestamp | None = Field(None, description="The newest entry reported so far: its Created time.")
     first_read: bool = Field(
         False,
         description="No cursor yet (first cycle, or the agent's state was lost): only the newest entries were read.",
@@ -54,7 +58,11 @@ class RedfishLogService(Model):
         False,
         description="The log was cleared since the last cycle: its entry count fell, or its newest Id went backwards.",
     )
-    truncated: NonNegativeInt = Field(0, description="New entries left unread this cycle (the per-cycle bound).")
+    truncated: NonNegativeInt = Field(
+        0,
+        description="New entries that will never be read: the BMC overwrote them first, or a newest-first log's "
+        "pages did not reach the cursor. Entries beyond the per-cycle bound are not counted: they come next cycle.",
+    )
 
 
 class RedfishMemoryModule(Model):

@@ -32,6 +32,7 @@ def redfish_config(settings: CyborgSettings) -> RedfishConfig:
         retries=settings.redfish_retries,
         power_wait_s=settings.redfish_power_wait_s,
         task_wait_s=settings.redfish_task_wait_s,
+        content_addressed=settings.redfish_require_content_addressed,
     )
 
 

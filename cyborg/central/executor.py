@@ -22,7 +22,7 @@ from typing import Any
 from celery import Celery, current_app
 
 from core.queue import host_signature
-from cyborg.actions import ACTIONS, ActionRefused, CyborgAction, timeout_of
+from cyborg.actions import ACTIONS, ActionRefused, CyborgAction, PowerCycleParams, timeout_of
 from cyborg.central.bmcs import BmcChoice
 from cyborg.central.interfaces import Done, HandedOver, HostSend, Order, Sighting, StepFailed, Target
 from cyborg.central.issuing import SigningKeyMissing, issue, message_expires_s, resolve_params, signer_for
@@ -110,8 +110,9 @@ class CentralCyborg:
         finished: dict[str, Any] = {}
         hostname, address = order.target.hostname, self.bmc_address(order.target)
         try:
-            if self._reimage_media() is not None and isinstance(control, MediaBmc):
-                finished["bmc"] = control.finish_media(hostname, address, ctx)  # eject, boot from disk
+            media = self._reimage_media()
+            if media is not None and isinstance(control, MediaBmc):
+                finished["bmc"] = control.finish_media(hostname, address, media[0], ctx)  # eject ours, boot disk
             else:
                 control.boot_device(hostname, address, "disk", ctx)
         except ActionFailed as error:  # the host runs; the next reinstall would PXE again: say so
@@ -131,7 +132,8 @@ class CentralCyborg:
             return None
         ctx = self._context(order, control.system)
         try:
-            done = control.power_cycle(hostname, address, ctx)
+            # the host went silent after a restarting step the plan ordered: bringing it up is the point
+            done = control.power_cycle(hostname, address, ctx, if_off="power_on")
         except ActionFailed as error:
             done = {"error": str(error)}
         log.warning(
@@ -278,7 +280,12 @@ class CentralCyborg:
             raise StepFailed(f"power cycle through the BMC: {error}", {"commands": []}) from None
         ctx = self._context(order, control.system)
         try:
-            done = control.power_cycle(order.target.hostname, self.bmc_address(order.target), ctx)
+            params = ACTIONS[order.action].parse(dict(order.params))
+        except ActionRefused as error:
+            raise StepFailed(str(error), {"commands": []}) from None
+        if_off = params.if_off if isinstance(params, PowerCycleParams) else "refuse"
+        try:
+            done = control.power_cycle(order.target.hostname, self.bmc_address(order.target), ctx, if_off)
         except ActionFailed as error:
             raise StepFailed(f"power cycle through the BMC: {error}", {"commands": ctx.log.as_json()}) from None
         return Done({"outcome": "succeeded", "changed": done, "commands": ctx.log.as_json()})
@@ -301,7 +308,8 @@ class CentralCyborg:
                 done = control.reimage_from_media(hostname, address, *media, ctx)
             else:
                 control.boot_device(hostname, address, "pxe", ctx)
-                control.power_cycle(hostname, address, ctx)
+                # a reinstall (destructive: a person approved it) needs the host running: one found off is turned on
+                control.power_cycle(hostname, address, ctx, if_off="power_on")
         except ActionFailed as error:
             raise StepFailed(f"reimage through the BMC: {error}", {"commands": ctx.log.as_json()}) from None
         timeout = timeout_of(ACTIONS["reimage"], dict(order.params))

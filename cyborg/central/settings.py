@@ -86,6 +86,11 @@ class CyborgSettings(Settings):
     redfish_task_wait_s: int = Field(
         1800, ge=30, le=14400, description="How long a SimpleUpdate's task is followed before the update fails."
     )
+    redfish_require_content_addressed: bool = Field(
+        True,
+        description="A firmware or ISO URL a BMC is given must name its pinned SHA-256 in its path "
+        "(content-addressed): the BMC fetches it again after the check. false allows other URLs.",
+    )
     reimage_image_url: str = Field(
         "",
         description="https URL of the installer ISO for reinstalls over Redfish virtual media (with "

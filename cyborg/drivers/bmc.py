@@ -10,9 +10,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from cyborg.commands import ActionContext, ActionFailed, LiveSystem, System
+
+IfOff = Literal["power_on", "refuse"]
+"""What a power cycle does with a host it finds off. `refuse` (the power_cycle action's default): an operator may
+have switched it off, and a power cycle is no licence to turn it on; `power_on`: the caller means to bring the host
+up (the host-powered-off rule, a silent host's revive, a reinstall). The same in every BMC driver."""
+
+
+def refuse_off(hostname: str, address: str | None, said: str) -> ActionFailed:
+    """The step's failure when a power cycle finds the host off and may not turn it on."""
+    return ActionFailed(
+        f"{hostname} is off ({said}): a power cycle does not turn on a host that may have been switched off on "
+        "purpose (the step's if_off is refuse; if_off: power_on turns it on)"
+    )
 
 
 class Bmc(Protocol):
@@ -26,7 +39,11 @@ class Bmc(Protocol):
         """Whether this BMC can be asked about the host at all: its address is known (ipmitool), or the BMC
         is the simulated fleet's. A caller asks this rather than knowing which BMC it holds."""
 
-    def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]: ...
+    def power_cycle(
+        self, hostname: str, address: str | None, ctx: ActionContext, if_off: IfOff = "refuse"
+    ) -> dict[str, Any]:
+        """Off and on again; a host found off is turned on only with `if_off="power_on"`, else ActionFailed
+        before anything is sent."""
 
     def power_state(self, hostname: str, address: str | None, ctx: ActionContext) -> str:
         """'on' or 'off', as the BMC sees the chassis; raises ActionFailed when the BMC does not answer."""
@@ -63,10 +80,15 @@ class IpmitoolBmc:
             raise ActionFailed(f"the BMC answered {status.strip()[:80]!r} to chassis power status")
         return words[-1]
 
-    def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
+    def power_cycle(
+        self, hostname: str, address: str | None, ctx: ActionContext, if_off: IfOff = "refuse"
+    ) -> dict[str, Any]:
         base = self.base_argv(address)
         status = ctx.must([*base, "chassis", "power", "status"], timeout_s=30, changes=False).strip()
-        # A host that is off does not power-cycle: it is turned on.
+        # A host that is off does not power-cycle (ipmitool(1), `chassis power cycle`: no action should occur in
+        # S4/S5): it is turned on, when the caller says so.
+        if status.endswith("off") and if_off != "power_on":
+            raise refuse_off(hostname, address, status)
         verb = "on" if status.endswith("off") else "cycle"
         ctx.must([*base, "chassis", "power", verb], timeout_s=60)
         return {"bmc": address, "power": verb, "was": status}
@@ -111,9 +133,14 @@ class SimulatedBmc:
         """What the virtual host's BMC speaks: its hardware class's `bmc_protocol` (checker/sim/hardware.py)."""
         return str(getattr(host.hardware, "bmc_protocol", "ipmi"))
 
-    def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
+    def power_cycle(
+        self, hostname: str, address: str | None, ctx: ActionContext, if_off: IfOff = "refuse"
+    ) -> dict[str, Any]:
         host = self._host(hostname)
         protocol = self.protocol(host)
+        if host.powered_off and if_off != "power_on":
+            ctx.note(f"simulated BMC ({protocol}): chassis power status", "off", kind="simulated")
+            raise refuse_off(hostname, address, "the simulated BMC says off")
         action = "reimage" if hostname in self.pxe else "power_cycle"
         with self.lock:
             if action == "reimage":

@@ -19,7 +19,7 @@ from sushy import BootSource, BootSourceOverrideEnabled, PowerState, ResetType
 
 from cyborg.commands import ActionContext, ActionFailed, System
 from cyborg.drivers import redfish_media
-from cyborg.drivers.bmc import Bmc
+from cyborg.drivers.bmc import Bmc, IfOff, refuse_off
 from cyborg.drivers.redfish_client import RedfishClient, RedfishClients, RedfishConfig, RedfishUnreachable, not_sent
 
 BOOT_TARGETS = {"pxe": BootSource.PXE, "disk": BootSource.HDD, "cd": BootSource.CD}
@@ -36,7 +36,7 @@ class MediaBmc(Protocol):
         self, hostname: str, address: str | None, image: str, sha256: str, ctx: ActionContext
     ) -> dict[str, Any]: ...
 
-    def finish_media(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]: ...
+    def finish_media(self, hostname: str, address: str | None, image: str, ctx: ActionContext) -> dict[str, Any]: ...
 
 
 @runtime_checkable
@@ -96,12 +96,17 @@ class RedfishBmc:
             raise ActionFailed(f"the BMC says the system's power is {word}")
         return word
 
-    def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
+    def power_cycle(
+        self, hostname: str, address: str | None, ctx: ActionContext, if_off: IfOff = "refuse"
+    ) -> dict[str, Any]:
         """Off and on again, each state read back: PowerCycle where the System's allowed ResetType values offer
-        it, else ForceOff, wait for Off, On; then wait for On. A host that is off is only turned on."""
+        it, else ForceOff, wait for Off, On; then wait for On. A host that is off is only turned on, and only
+        with `if_off="power_on"`; otherwise nothing is sent and the step fails (IfOff, cyborg/drivers/bmc.py)."""
         client = self.client(address)
         before = self._settled_state(client, ctx)
         done: dict[str, Any] = {"bmc": address, "protocol": "redfish", "was": before}
+        if before == "off" and if_off != "power_on":
+            raise refuse_off(hostname, address, "the BMC says PowerState Off")
         if before == "off":
             self._reset(client, ctx, ResetType.ON)
             done["power"] = "on"
@@ -167,8 +172,8 @@ class RedfishBmc:
         """SimpleUpdate of `component` (bios, bmc) from the operator's https `image`, whose SHA-256 is checked
         before the BMC is asked; FirmwareInventory before and after. Restarts nothing (redfish_media.py).
         `version` (what the image carries) is not sent: the BMC reads back what it installed, and the caller
-        compares (cyborg/central/executor.py)."""
-        return redfish_media.update_firmware(self.client(address), component, image, sha256, ctx)
+        compares (cyborg/central/executor.py); it also judges a BIOS update whose task monitor vanished."""
+        return redfish_media.update_firmware(self.client(address), component, image, sha256, ctx, version)
 
     def reimage_from_media(
         self, hostname: str, address: str | None, image: str, sha256: str, ctx: ActionContext
@@ -176,12 +181,12 @@ class RedfishBmc:
         """Reinstall from an ISO: checked, inserted as virtual CD, one-time boot from Cd, power cycle."""
         inserted = redfish_media.insert_media(self.client(address), image, sha256, ctx)
         booted = self.boot_device(hostname, address, "cd", ctx)
-        cycled = self.power_cycle(hostname, address, ctx)
+        cycled = self.power_cycle(hostname, address, ctx, if_off="power_on")  # an approved reinstall boots it
         return {**cycled, "media": inserted, "bootdev": booted["bootdev"], "reimage": "virtual_media"}
 
-    def finish_media(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
-        """After the reinstall: eject the ISO and boot from disk again."""
-        ejected = redfish_media.eject_media(self.client(address), ctx)
+    def finish_media(self, hostname: str, address: str | None, image: str, ctx: ActionContext) -> dict[str, Any]:
+        """After the reinstall: eject our ISO (`image`; only it) and boot from disk again."""
+        ejected = redfish_media.eject_media(self.client(address), image, ctx)
         self.boot_device(hostname, address, "disk", ctx)
         return {"bmc": address, "protocol": "redfish", "ejected": ejected, "bootdev": "disk"}
 
@@ -289,13 +294,16 @@ class FallbackBmc:
             self._fell_back(ctx, error, address, before)
             return self.ipmi.power_state(hostname, address, ctx)
 
-    def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
+    def power_cycle(
+        self, hostname: str, address: str | None, ctx: ActionContext, if_off: IfOff = "refuse"
+    ) -> dict[str, Any]:
         before = self._changes(address)
         try:
-            return self.redfish.power_cycle(hostname, address, ctx)
+            return self.redfish.power_cycle(hostname, address, ctx, if_off)
         except RedfishUnreachable as error:
             self._fell_back(ctx, error, address, before)
-            return {**self.ipmi.power_cycle(hostname, address, ctx), "protocol": "ipmi", "redfish_error": str(error)}
+            cycled = self.ipmi.power_cycle(hostname, address, ctx, if_off)
+            return {**cycled, "protocol": "ipmi", "redfish_error": str(error)}
 
     def boot_device(self, hostname: str, address: str | None, device: str, ctx: ActionContext) -> dict[str, Any]:
         before = self._changes(address)
@@ -316,7 +324,7 @@ class FallbackBmc:
         except RedfishUnreachable as error:
             self._fell_back(ctx, error, address, before)
             self.ipmi.boot_device(hostname, address, "pxe", ctx)
-            cycled = self.ipmi.power_cycle(hostname, address, ctx)
+            cycled = self.ipmi.power_cycle(hostname, address, ctx, if_off="power_on")
             return {**cycled, "protocol": "ipmi", "reimage": "pxe", "redfish_error": str(error)}
 
     def update_firmware(
@@ -338,10 +346,10 @@ class FallbackBmc:
                 f"the BMC's Redfish service did not answer ({error}); IPMI has no firmware update"
             ) from None
 
-    def finish_media(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
+    def finish_media(self, hostname: str, address: str | None, image: str, ctx: ActionContext) -> dict[str, Any]:
         before = self._changes(address)
         try:
-            return self.redfish.finish_media(hostname, address, ctx)
+            return self.redfish.finish_media(hostname, address, image, ctx)
         except RedfishUnreachable as error:
             self._fell_back(ctx, error, address, before)
             # IPMI cannot eject virtual media: the ISO may still be inserted, and the result says so (review r5 16)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,7 @@ class RedfishConfig:
     power_wait_s: float = 300.0
     cycle_off_wait_s: float = 30.0  # after a PowerCycle, how long the power is watched for leaving On (our choice)
     task_wait_s: float = 1800.0
+    content_addressed: bool = True  # an image URL must name its SHA-256 in its path (redfish_media.check_image)
     poll_s: float = 1.0
 
     @property
@@ -179,6 +181,7 @@ class RedfishClient:
         self._secret = ""  # the password, as sushy's auth holds it too: only to redact it from the log
         self._retries = config.retries
         self._system_path: str | None = None
+        self.retired = False  # evicted from its RedfishClients: a call still running closes it when done
 
     # -- the command log ------------------------------------------------------------------------
 
@@ -300,6 +303,8 @@ class RedfishClient:
                 raise ActionFailed(f"{what}: {error}") from None
             finally:
                 self._ctx = None
+                if self.retired:  # evicted from RedfishClients while this call ran: its session ends now
+                    self.close()
 
     def _forget(self) -> None:
         """A BMC that did not answer, or refused the login, gets a new session next time. The old session is
@@ -337,6 +342,17 @@ class RedfishClient:
         return root.get_system(self._system_path)
 
 
+def _retire(client: RedfishClient) -> None:
+    """Close an evicted client now, or, when a call is running on it (its lock is held), when that call ends."""
+    client.retired = True
+    if client.lock.acquire(blocking=False):  # (re-entrant: this very thread may be inside one of its calls)
+        try:
+            if client._ctx is None:
+                client.close()
+        finally:
+            client.lock.release()
+
+
 def _cause(error: Exception) -> str:
     text = str(error)
     for marker in ("Connection refused", "timed out", "CERTIFICATE_VERIFY_FAILED", "Name or service not known"):
@@ -345,12 +361,21 @@ def _cause(error: Exception) -> str:
     return excerpt(text, 200)
 
 
-class RedfishClients:
-    """The clients of one process, one per BMC address, kept until `close()`."""
+MAX_CLIENTS = 64
+"""BMC sessions one process keeps at most (our choice): the least recently used beyond it is logged out. A
+central worker that touched every BMC of a large fleet kept a session on each, holding one of each BMC's few
+session slots (and a client here) until the BMC timed it out; 64 covers the BMCs a worker acts on at once
+(its concurrency, far below) with room for the probes of silent hosts in between."""
 
-    def __init__(self, config: RedfishConfig) -> None:
+
+class RedfishClients:
+    """The clients of one process, one per BMC address, the `max_clients` most recently used kept until
+    `close()`; a client evicted is closed (its session DELETEd) once no call is running on it."""
+
+    def __init__(self, config: RedfishConfig, max_clients: int = MAX_CLIENTS) -> None:
         self.config = config
-        self._clients: dict[str, RedfishClient] = {}
+        self.max_clients = max(1, max_clients)
+        self._clients: OrderedDict[str, RedfishClient] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, address: str) -> RedfishClient:
@@ -358,13 +383,19 @@ class RedfishClients:
             client = self._clients.get(address)
             if client is None:
                 client = self._clients[address] = RedfishClient(address, self.config)
-            return client
+            self._clients.move_to_end(address)
+            evicted = []
+            while len(self._clients) > self.max_clients:
+                evicted.append(self._clients.popitem(last=False)[1])
+        for old in evicted:
+            _retire(old)
+        return client
 
     def __len__(self) -> int:
         return len(self._clients)
 
     def close(self) -> None:
         with self._lock:
-            clients, self._clients = list(self._clients.values()), {}
+            clients, self._clients = list(self._clients.values()), OrderedDict()
         for client in clients:
             client.close()

@@ -39,6 +39,9 @@ RUNNING = frozenset({"New", "Starting", "Running", "Pending", "Suspended", "Inte
 """Redfish Task.TaskState values of a task not yet ended (Task schema v1.7)."""
 FAILED = frozenset({"Exception", "Killed", "Cancelled"})
 RESTARTED = "the BMC restarted into its new image (task monitor gone): judged by the firmware inventory"
+VANISHED = "unverified: the task monitor was gone (404) after the BMC accepted the update"
+"""A BIOS update whose task monitor vanished (some BMCs drop a finished task at once, or on a restart of their
+own web service): neither a failure nor a success, so the firmware inventory is asked for the target version."""
 COMPONENT_NAMES = {
     "bios": ("bios", "system rom", "uefi"),
     "bmc": ("bmc", "idrac", "ilo", "xcc", "manager"),
@@ -56,6 +59,14 @@ def check_image(url: str, sha256: str, max_bytes: int, config: RedfishConfig, ct
         # the BMC would be handed the credential and every log would show it (review r5 finding 15b)
         raise ActionFailed("the image URL must not carry credentials (user:password@): the BMC fetches it as given")
     shown_url = shown(url)
+    if config.content_addressed and sha256.lower() not in parts.path.lower():
+        # The BMC fetches the URL again after this check, and nothing hashes what it gets then (sushy 5.14 has no
+        # MultipartHttpPushUri upload to hand it the checked bytes): a URL naming its content's hash is one a
+        # content-addressed repository never serves other bytes at (issue 19 item 8).
+        raise ActionFailed(
+            f"the image URL {shown_url} does not name its SHA-256 {sha256.lower()} in its path: use the repository's "
+            "content-addressed URL (FLEETFIX_REDFISH_REQUIRE_CONTENT_ADDRESSED=false allows others)"
+        )
     verify: ssl.SSLContext | bool = False
     if config.verify_tls or config.ca_file:  # as the BMC connection (RedfishConfig.verify): a CA bundle wins
         verify = ssl.create_default_context(cafile=str(config.ca_file) if config.ca_file else None)
@@ -142,7 +153,7 @@ def _task_outcome(response: Any) -> tuple[bool, str]:
 
 
 def update_firmware(
-    client: RedfishClient, component: str, image: str, sha256: str, ctx: ActionContext
+    client: RedfishClient, component: str, image: str, sha256: str, ctx: ActionContext, version: str | None = None
 ) -> dict[str, Any]:
     if component not in COMPONENT_NAMES:
         raise ActionFailed(f"no Redfish firmware target for {component!r} (known: {', '.join(COMPONENT_NAMES)})")
@@ -171,6 +182,9 @@ def update_firmware(
             try:
                 monitor.refresh()
             except (sushy_errors.ConnectionError, sushy_errors.ResourceNotFoundError) as error:
+                if component != "bmc" and isinstance(error, sushy_errors.ResourceNotFoundError):
+                    ctx.note(f"update task {monitor.task_monitor_uri}", f"gone: {excerpt(str(error), 200)}")
+                    return VANISHED  # the inventory decides below (issue 19 item 7)
                 if component != "bmc":
                     raise
                 # A BMC applying its own image restarts (iDRAC, iLO): its task monitor stops answering, or is
@@ -195,7 +209,27 @@ def update_firmware(
         if before.get(key, {}).get("version") != item.get("version")
     }
     done["pending_reboot"] = component == "bios" and done["version_after"] == done["version_before"]
+    if done["task"] == VANISHED:
+        done |= _judged_by_inventory(done, version)
     return done
+
+
+def _judged_by_inventory(done: dict[str, Any], version: str | None) -> dict[str, Any]:
+    """What a vanished task monitor leaves to the firmware inventory: the target `version` read back is the
+    update verified; the version unchanged is a BIOS staged for the next boot or an update that never ran,
+    which nothing here can tell apart (`unverified`, `pending_reboot`: the plan's power cycle and the agent's
+    firmware report after it decide); any other version is a failure."""
+    after = done["version_after"]
+    if version is not None and after == version:
+        return {"outcome": "verified", "verified_by": "firmware inventory reads the target version"}
+    if version is None and after != done["version_before"]:
+        return {"outcome": "verified", "verified_by": "firmware inventory reads a new version"}
+    if after == done["version_before"]:
+        return {"outcome": "unverified", "pending_reboot": True}
+    raise ActionFailed(
+        f"the BMC's update task vanished and the firmware inventory reads {after!r}, neither the version before "
+        f"({done['version_before']!r}) nor the target ({version!r})"
+    )
 
 
 def _back_after_restart(client: RedfishClient, ctx: ActionContext, deadline: float) -> None:
@@ -231,34 +265,67 @@ def _cd(devices: list[Any]) -> Any:
     raise ActionFailed("the BMC offers no virtual CD/DVD device")
 
 
+def same_image(held: object, ours: str) -> bool:
+    """Whether a virtual device's Image is our URL: the same, or the same but for its query string (a BMC may
+    drop a pre-signed URL's token when it reads the URL back)."""
+    return isinstance(held, str) and bool(held) and (held == ours or held.partition("?")[0] == ours.partition("?")[0])
+
+
+def _other_image(device: Any, image: str) -> str | None:
+    """The image another party left in `device` (an operator's ISO, a vendor tool's), shown; None when it is empty
+    or holds ours."""
+    if (device.inserted or device.image) and device.image and not same_image(device.image, image):
+        return shown(str(device.image))
+    return None
+
+
 def insert_media(client: RedfishClient, image: str, sha256: str, ctx: ActionContext) -> dict[str, Any]:
-    """Insert the checked ISO into the virtual CD (ejecting another image first) and read it back."""
+    """Insert the checked ISO into the virtual CD and read it back. A CD that holds another image fails the step
+    before anything is sent: it is not ours to eject (someone else's install or rescue media)."""
     checked = check_image(image, sha256, ISO_MAX_BYTES, client.config, ctx)
+
+    def held(root: Any) -> tuple[str, str | None, bool]:
+        device = _cd(_media_devices(client, root))
+        return str(device.identity), _other_image(device, image), bool(device.inserted and device.image)
+
+    identity, other, inserted = client.call(ctx, "VirtualMedia (what is inserted)", held)
+    if other is not None:
+        raise ActionFailed(
+            f"the BMC's virtual CD {identity} holds another image ({other}): not ejected, since fleetfix did not "
+            "insert it; eject it (or wait for whoever uses it) and run the reinstall again"
+        )
     if ctx.dry_run:
         not_sent(ctx, "POST", f"{client.url} VirtualMedia.InsertMedia {image}")
         return checked
 
     def insert(root: Any) -> tuple[str, Any, Any]:
         device = _cd(_media_devices(client, root))
-        if device.inserted and device.image and device.image != image:
-            device.eject_media()
-        device.insert_media(image, inserted=True, write_protected=True)
-        device.refresh()
+        if _other_image(device, image) is not None:  # inserted by someone else since the read above
+            raise ActionFailed(f"the BMC's virtual CD {device.identity} was given another image meanwhile")
+        if not (inserted and same_image(device.image, image)):  # ours already in (an earlier attempt): kept
+            device.insert_media(image, inserted=True, write_protected=True)
+            device.refresh()
         return device.identity, device.image, device.inserted
 
     identity, now, inserted = client.call(ctx, "VirtualMedia.InsertMedia", insert)
-    if now != image or inserted is False:
+    if not same_image(now, image) or inserted is False:
         raise ActionFailed(f"the BMC took the image but its virtual CD reads back {now!r} (inserted {inserted})")
     return {**checked, "device": identity}
 
 
-def eject_media(client: RedfishClient, ctx: ActionContext) -> list[str]:
-    """Eject every virtual device that holds an image; the devices ejected, each read back empty."""
+def eject_media(client: RedfishClient, image: str, ctx: ActionContext) -> list[str]:
+    """Eject the virtual devices that hold our `image` (the reinstall's ISO), each read back empty; the devices
+    ejected. A device holding another image is left as it is, and the command log says so: fleetfix ejects only
+    what it inserted."""
 
     def eject(root: Any) -> list[str]:
         ejected = []
         for device in _media_devices(client, root):
             if not (device.inserted or device.image):
+                continue
+            if not same_image(device.image, image):
+                said = f"holds {shown(str(device.image))}: not ours"
+                ctx.note(f"virtual media {device.identity} left inserted", said)
                 continue
             if ctx.dry_run:
                 not_sent(ctx, "POST", f"{client.url} VirtualMedia.EjectMedia {device.identity}")

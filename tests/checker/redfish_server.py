@@ -48,6 +48,7 @@ class RedfishService:
     accepted: dict[str, str] = field(default_factory=dict)  # POST path -> task monitor: answered 202, Location
     trickle: set[str] = field(default_factory=set)  # GET paths whose body is sent a byte every `trickle_s`
     trickle_s: float = 0.2
+    drip: set[str] = field(default_factory=set)  # GET paths whose status line and headers come a byte at a time
     requests: list[Request] = field(default_factory=list)
     sessions: set[str] = field(default_factory=set)
     server: ThreadingHTTPServer | None = None
@@ -116,6 +117,13 @@ class RedfishService:
                 if callable(body):
                     body = body()
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                if path in service.drip:
+                    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Pad: {'x' * 400}\r\n"
+                    for byte in head.encode():
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(service.trickle_s)
+                    return
                 if path in service.trickle:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")

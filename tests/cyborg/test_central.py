@@ -107,6 +107,64 @@ def test_a_silent_host_is_power_cycled_only_when_that_can_help(
     assert executor.bmc_address(unaddressed) == "h2-ipmi.mgmt"
 
 
+def test_a_power_cycle_step_does_not_turn_on_a_host_found_off(settings: CyborgSettings) -> None:
+    """Issue 19 item 1: the plain power_cycle step refuses a host the BMC says is off (nothing but the status
+    read is sent); `if_off: power_on` (the host-powered-off rule) turns it on; a bad value is refused."""
+    bmc, system = ipmitool("off")
+    executor = CentralCyborg(settings, bmc=bmc)
+    with pytest.raises(StepFailed, match=r"h1 is off .*if_off is refuse") as refused:
+        executor.execute(order("power_cycle"))
+    assert [c["argv"][-3:] for c in refused.value.detail["commands"]] == [["chassis", "power", "status"]]
+    done = executor.execute(order("power_cycle", if_off="power_on"))
+    assert isinstance(done, Done)
+    assert done.result["changed"]["power"] == "on"
+    assert [argv[-3:] for argv in system.ran][-1] == ["chassis", "power", "on"]
+    with pytest.raises(StepFailed, match="bad parameters"):
+        executor.execute(order("power_cycle", if_off="maybe"))
+    running, ran = ipmitool("on")
+    assert CentralCyborg(settings, bmc=running).execute(order("power_cycle")).result["changed"]["power"] == "cycle"
+    assert [argv[-3:] for argv in ran.ran][-1] == ["chassis", "power", "cycle"]
+
+
+def test_only_the_host_powered_off_rule_turns_a_host_on() -> None:
+    """The default pack's power_cycle steps: host-powered-off says power_on, the others (a hung host, a GPU off
+    the bus) keep the refusing default; every one parses as cyborg will parse it."""
+    from cyborg.actions import ACTIONS, PowerCycleParams
+    from remediator.rules import load_ruleset
+
+    said = {}
+    for rule in load_ruleset([]).rules:
+        for step in [*rule.plan, *(s for rung in rule.escalation for s in rung.plan)]:
+            if step.action == "power_cycle":
+                params = ACTIONS["power_cycle"].parse(dict(step.params))
+                assert isinstance(params, PowerCycleParams)
+                said[rule.id] = params.if_off
+    assert said["host-powered-off"] == "power_on"
+    assert {rule for rule, if_off in said.items() if if_off == "power_on"} == {"host-powered-off"}
+
+
+def test_a_silent_host_found_off_is_turned_on_by_the_deadlines_power_cycle(settings: CyborgSettings) -> None:
+    bmc, system = ipmitool("off")
+    cycled = CentralCyborg(settings, bmc=bmc).revive(order("reboot"))
+    assert cycled is not None
+    assert "error" not in cycled
+    assert [argv[-3:] for argv in system.ran] == [["chassis", "power", "status"], ["chassis", "power", "on"]]
+
+
+def test_the_simulated_bmc_refuses_a_host_found_off_unless_told_to_power_it_on() -> None:
+    from checker.sim.standalone import standalone_host
+
+    name, host = "h2", standalone_host("h2")
+    hosts = {name: host}
+    host.powered_off = True
+    bmc = SimulatedBmc(hosts)
+    with pytest.raises(ActionFailed, match=r"is off .*if_off is refuse"):
+        bmc.power_cycle(name, None, ActionContext(None, timeout_s=60))
+    assert host.powered_off
+    bmc.power_cycle(name, None, ActionContext(None, timeout_s=60), if_off="power_on")
+    assert not host.powered_off
+
+
 def test_the_simulated_fleets_bmc_reaches_every_host_without_an_address(settings: CyborgSettings) -> None:
     from checker.sim.standalone import standalone_host
 

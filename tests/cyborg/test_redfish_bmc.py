@@ -32,6 +32,9 @@ USER = "fleetfix-bmc"
 PASSWORD = "s3cret-PW-7731"
 FIRMWARE = b"BIOS image 1.1.0 " * 64
 ISO = b"installer ISO " * 256
+BIOS_FILE = f"bios-1.1.0-{hashlib.sha256(FIRMWARE).hexdigest()}.bin"  # content-addressed, as the driver requires
+ISO_FILE = f"installer-{hashlib.sha256(ISO).hexdigest()}.iso"
+WRONG_FILE = f"bios-{'0' * 64}.bin"
 SYSTEM = f"/redfish/v1/Systems/{SYSTEM_UUID}"
 
 
@@ -44,8 +47,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     password_file.write_text(PASSWORD + "\n")
     images = directory / "images"
     images.mkdir()
-    (images / "bios-1.1.0.bin").write_bytes(FIRMWARE)
-    (images / "installer.iso").write_bytes(ISO)
+    (images / BIOS_FILE).write_bytes(FIRMWARE)
+    (images / ISO_FILE).write_bytes(ISO)
+    (images / WRONG_FILE).write_bytes(FIRMWARE)
     server = ImageServer(images, ca)
     yield {"dir": directory, "ca": ca, "password_file": password_file, "images": server}
     server.stop()
@@ -107,13 +111,25 @@ def test_a_host_that_is_off_is_turned_on_and_its_state_read_before_and_after(
 ) -> None:
     bmc, ctx = driver(lab), context()
     assert bmc.power_state("h1", bmc_off.address, ctx) == "off"
-    done = bmc.power_cycle("h1", bmc_off.address, ctx)
+    done = bmc.power_cycle("h1", bmc_off.address, ctx, if_off="power_on")
     assert done == {"bmc": bmc_off.address, "protocol": "redfish", "was": "off", "power": "on", "now": "on"}
     assert bmc_off.system()["PowerState"] == "On"  # as the service itself says, not the driver
     resets = [r for r in ctx.log.records if r.argv[-1].endswith("ComputerSystem.Reset")]
     assert [json.loads(r.output) for r in resets] == [{"ResetType": "On"}]  # no ForceOff for a host already off
     assert resets[0].exit_status == 204
     assert ctx.log.records[-1].argv == ["wait for power on"]
+    bmc.close()
+
+
+def test_a_host_that_is_off_is_not_turned_on_by_a_plain_power_cycle(
+    lab: dict[str, Any], bmc_off: RedfishEmulator
+) -> None:
+    """Issue 19 item 1: an operator may have switched the host off; the power_cycle action's default refuses."""
+    bmc, ctx = driver(lab), context()
+    with pytest.raises(ActionFailed, match=r"h1 is off .* if_off is refuse"):
+        bmc.power_cycle("h1", bmc_off.address, ctx)
+    assert bmc_off.system()["PowerState"] == "Off"
+    assert not [r for r in ctx.log.records if r.argv[-1].endswith("ComputerSystem.Reset")]  # nothing sent
     bmc.close()
 
 
@@ -150,7 +166,7 @@ def test_a_simple_update_with_a_pinned_image_is_followed_to_its_end(
     lab: dict[str, Any], bmc_off: RedfishEmulator
 ) -> None:
     bmc, ctx = driver(lab), context()
-    image = f"{lab['images'].url}/bios-1.1.0.bin"
+    image = f"{lab['images'].url}/{BIOS_FILE}"
     done = bmc.update_firmware("h1", bmc_off.address, "bios", image, hashlib.sha256(FIRMWARE).hexdigest(), ctx)
     assert (done["version_before"], done["version_after"]) == ("1.0.0", "1.1.0")
     assert done["changed"] == {"bios": {"before": "1.0.0", "after": "1.1.0"}}
@@ -175,7 +191,7 @@ def test_an_image_whose_checksum_differs_is_refused_before_the_bmc_is_asked(
     lab: dict[str, Any], bmc_off: RedfishEmulator
 ) -> None:
     bmc, ctx = driver(lab), context()
-    image = f"{lab['images'].url}/bios-1.1.0.bin"
+    image = f"{lab['images'].url}/{WRONG_FILE}"  # a content-addressed name serving other bytes
     roots = bmc_off.requests("GET", "/redfish/v1/")  # the fixture's own probe that the service is up
     with pytest.raises(ActionFailed, match=r"not the pinned 0{64}: the BMC was not asked"):
         bmc.update_firmware("h1", bmc_off.address, "bios", image, "0" * 64, ctx)
@@ -188,7 +204,7 @@ def test_an_image_whose_checksum_differs_is_refused_before_the_bmc_is_asked(
 def test_an_update_the_bmc_refuses_fails_with_its_answer(lab: dict[str, Any], bmc_off: RedfishEmulator) -> None:
     """sushy-emulator updates only the BIOS: a Manager target is answered 400, which the step says."""
     bmc, ctx = driver(lab), context()
-    image = f"{lab['images'].url}/bios-1.1.0.bin"
+    image = f"{lab['images'].url}/{BIOS_FILE}"
     with pytest.raises(ActionFailed, match=r"UpdateService\.SimpleUpdate: the BMC answered 400"):
         bmc.update_firmware("h1", bmc_off.address, "bmc", image, hashlib.sha256(FIRMWARE).hexdigest(), ctx)
     bmc.close()
@@ -218,7 +234,7 @@ def test_no_credential_reaches_the_command_log_or_the_logs(
 ) -> None:
     bmc, ctx = driver(lab), context()
     with caplog.at_level(logging.DEBUG):
-        bmc.power_cycle("h1", bmc_off.address, ctx)
+        bmc.power_cycle("h1", bmc_off.address, ctx, if_off="power_on")
         bmc.boot_device("h1", bmc_off.address, "pxe", ctx)
         bmc.close()
     logged = json.dumps(ctx.log.as_json())
@@ -320,7 +336,7 @@ def test_the_remediators_order_carries_the_hosts_class(lab: dict[str, Any], tmp_
 def test_a_reinstall_from_virtual_media_inserts_boots_cycles_and_ejects(
     lab: dict[str, Any], bmc_on: RedfishEmulator, tmp_path: Path
 ) -> None:
-    iso = f"{lab['images'].url}/installer.iso"
+    iso = f"{lab['images'].url}/{ISO_FILE}"
     settings = settings_for(
         lab,
         tmp_path,
@@ -330,7 +346,7 @@ def test_a_reinstall_from_virtual_media_inserts_boots_cycles_and_ejects(
     )
     executor = CentralCyborg(settings)
     order = Order(Target("h1", labels={"bmc_address": bmc_on.address}), 7, 0, 1, "reimage", {})
-    fetched_before = lab["images"].served.get("/installer.iso", 0)
+    fetched_before = lab["images"].served.get(f"/{ISO_FILE}", 0)
     handed = executor.execute(order)
     assert isinstance(handed, HandedOver)
     assert handed.awaits == "first_report"
@@ -340,7 +356,7 @@ def test_a_reinstall_from_virtual_media_inserts_boots_cycles_and_ejects(
     # What the service holds now: the ISO in its virtual CD (the emulator fetched it), a boot override to Cd.
     cd = bmc_on.get(f"{SYSTEM}/VirtualMedia/Cd")
     assert (cd["Image"], cd["Inserted"]) == (iso, True)
-    assert lab["images"].served["/installer.iso"] == fetched_before + 2  # our check, then the BMC's own fetch
+    assert lab["images"].served[f"/{ISO_FILE}"] == fetched_before + 2  # our check, then the BMC's own fetch
     assert bmc_on.system()["Boot"]["BootSourceOverrideTarget"] == "Cd"
     order_of_steps = [
         r["argv"][1].rsplit("/", 1)[-1]
@@ -357,6 +373,30 @@ def test_a_reinstall_from_virtual_media_inserts_boots_cycles_and_ejects(
     assert bmc_on.system()["Boot"]["BootSourceOverrideTarget"] == "Hdd"
     executor.close()
     assert len(executor.bmcs.redfish.clients) == 0
+
+
+def test_media_someone_else_inserted_is_neither_replaced_nor_ejected(
+    lab: dict[str, Any], bmc_on: RedfishEmulator
+) -> None:
+    """Issue 19 item 6: a reinstall used to eject whatever the virtual CD held, and finish_media every device
+    holding an image. Only what fleetfix inserted (its Image URL) is ejected; another image fails the step."""
+    from cyborg.drivers import redfish_media
+
+    bmc = driver(lab)
+    theirs = f"{lab['images'].url}/{BIOS_FILE}"  # an operator's media, inserted by someone else
+    redfish_media.insert_media(bmc.client(bmc_on.address), theirs, hashlib.sha256(FIRMWARE).hexdigest(), context())
+    iso, digest = f"{lab['images'].url}/{ISO_FILE}", hashlib.sha256(ISO).hexdigest()
+    ctx = context()
+    with pytest.raises(ActionFailed, match=r"holds another image .*not ejected, since fleetfix did not insert it"):
+        bmc.reimage_from_media("h1", bmc_on.address, iso, digest, ctx)
+    cd = bmc_on.get(f"{SYSTEM}/VirtualMedia/Cd")
+    assert (cd["Image"], cd["Inserted"]) == (theirs, True)
+    assert not [r for r in ctx.log.records if r.argv[-1].endswith(("EjectMedia", "ComputerSystem.Reset"))]
+    finished = bmc.finish_media("h1", bmc_on.address, iso, context())
+    assert finished["ejected"] == []  # theirs is left in
+    assert bmc_on.get(f"{SYSTEM}/VirtualMedia/Cd")["Image"] == theirs
+    assert bmc.finish_media("h1", bmc_on.address, theirs, context())["ejected"] == ["Cd"]  # the owner's finish
+    bmc.close()
 
 
 def test_without_an_image_a_redfish_reinstall_boots_from_pxe(
@@ -384,7 +424,7 @@ def test_the_update_bmc_firmware_action_updates_the_bios_through_the_executor(
     pinned by its digest, the BIOS the service reads back is the version the step names."""
     settings = settings_for(lab, tmp_path, bmc_protocol="ipmi", bmc_protocol_by_class={"r650": "redfish"})
     executor = CentralCyborg(settings)
-    image, digest = f"{lab['images'].url}/bios-1.1.0.bin", hashlib.sha256(FIRMWARE).hexdigest()
+    image, digest = f"{lab['images'].url}/{BIOS_FILE}", hashlib.sha256(FIRMWARE).hexdigest()
     params = {"component": "bios", "image": image, "sha256": digest, "version": "1.1.0"}
     target = Target("h1", labels={"bmc_address": bmc_off.address}, hardware_class="r650")
     done = executor.execute(Order(target, 7, 0, 1, "update_bmc_firmware", params))
@@ -396,8 +436,8 @@ def test_the_update_bmc_firmware_action_updates_the_bios_through_the_executor(
     assert any(c["argv"][0] == "POST" and "SimpleUpdate" in c["argv"][1] for c in done.result["commands"])
     # a host of another class stays on IPMI: refused before anything is fetched or asked
     ipmi = Target("h2", labels={"bmc_address": bmc_off.address}, hardware_class="x11")
-    fetched = lab["images"].served.get("/bios-1.1.0.bin", 0)
+    fetched = lab["images"].served.get(f"/{BIOS_FILE}", 0)
     with pytest.raises(StepFailed, match="driven over IPMI"):
         executor.execute(Order(ipmi, 7, 2, 1, "update_bmc_firmware", params))
-    assert lab["images"].served.get("/bios-1.1.0.bin", 0) == fetched
+    assert lab["images"].served.get(f"/{BIOS_FILE}", 0) == fetched
     executor.close()

@@ -27,6 +27,7 @@ from tests.checker.redfish_server import (  # noqa: F401  (fixtures)
 from tests.cyborg.redfish_emulator import ImageServer, LabCa
 
 IMAGE = b"BMC image 7.10 " * 64
+BMC_FILE = f"bmc-7.10-{hashlib.sha256(IMAGE).hexdigest()}.bin"  # content-addressed, as the driver requires
 SYSTEM, MANAGER = "/redfish/v1/Systems/1", "/redfish/v1/Managers/1"
 SIMPLE_UPDATE = "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate"
 MONITOR = "/redfish/v1/TaskService/TaskMonitors/JID_1"
@@ -39,7 +40,7 @@ def repository(tmp_path: Path) -> Iterator[tuple[ImageServer, LabCa]]:
     ca = LabCa(tmp_path)
     images = tmp_path / "images"
     images.mkdir()
-    (images / "bmc-7.10.bin").write_bytes(IMAGE)
+    (images / BMC_FILE).write_bytes(IMAGE)
     server = ImageServer(images, ca)
     yield server, ca
     server.stop()
@@ -93,7 +94,7 @@ def test_a_bmc_update_whose_task_monitor_is_gone_after_the_restart_is_judged_by_
     serve(service)
     images, ca = repository
     bmc = driver(service, password_file, ca)
-    image, digest = f"{images.url}/bmc-7.10.bin", hashlib.sha256(IMAGE).hexdigest()
+    image, digest = f"{images.url}/{BMC_FILE}", hashlib.sha256(IMAGE).hexdigest()
     done = bmc.update_firmware("h1", ADDRESS, "bmc", image, digest, ActionContext(None, timeout_s=60))
     assert (done["version_before"], done["version_after"]) == ("7.00", "7.10")
     assert "restarted" in done["task"]
@@ -101,13 +102,54 @@ def test_a_bmc_update_whose_task_monitor_is_gone_after_the_restart_is_judged_by_
     bmc.close()
 
 
-def test_a_bios_update_whose_task_monitor_is_gone_fails(
+def serve_bios(service: RedfishService, *, applies: bool) -> None:
+    """As `serve`, the inventory listing a BIOS that reads 2.2 once the update was sent (`applies`), else 2.1."""
+    serve(service)
+    service.add(collection(INVENTORY, [f"{INVENTORY}/BMC", f"{INVENTORY}/BIOS"]))
+
+    def bios_firmware() -> dict[str, Any]:
+        sent = any(r.method == "POST" and r.path == SIMPLE_UPDATE for r in service.requests)
+        version = "2.2" if sent and applies else "2.1"
+        return {"@odata.id": f"{INVENTORY}/BIOS", "Id": "BIOS", "Name": "BIOS", "Version": version}
+
+    service.resources[f"{INVENTORY}/BIOS"] = bios_firmware
+
+
+def test_a_bios_update_whose_task_monitor_vanished_is_verified_by_the_inventory(
     service: RedfishService, password_file: Path, repository: tuple[ImageServer, LabCa]
 ) -> None:
-    serve(service)
+    """Issue 19 item 7: a 404 on the monitor after the BMC accepted the update used to fail the step (the update
+    may well have run). The inventory reading the target version now verifies it."""
+    serve_bios(service, applies=True)
     images, ca = repository
     bmc = driver(service, password_file, ca)
-    image, digest = f"{images.url}/bmc-7.10.bin", hashlib.sha256(IMAGE).hexdigest()
-    with pytest.raises(ActionFailed, match="404"):
-        bmc.update_firmware("h1", ADDRESS, "bios", image, digest, ActionContext(None, timeout_s=60))
+    image, digest = f"{images.url}/{BMC_FILE}", hashlib.sha256(IMAGE).hexdigest()
+    done = bmc.update_firmware("h1", ADDRESS, "bios", image, digest, ActionContext(None, timeout_s=60), "2.2")
+    assert (done["task"].split(":")[0], done["outcome"], done["version_after"]) == ("unverified", "verified", "2.2")
+    assert not done["pending_reboot"]
+    assert [r.path for r in service.requests if r.method == "POST"].count(SIMPLE_UPDATE) == 1
+    bmc.close()
+
+
+def test_a_bios_update_whose_task_monitor_vanished_and_reads_the_old_version_is_unverified(
+    service: RedfishService, password_file: Path, repository: tuple[ImageServer, LabCa]
+) -> None:
+    serve_bios(service, applies=False)
+    images, ca = repository
+    bmc = driver(service, password_file, ca)
+    image, digest = f"{images.url}/{BMC_FILE}", hashlib.sha256(IMAGE).hexdigest()
+    done = bmc.update_firmware("h1", ADDRESS, "bios", image, digest, ActionContext(None, timeout_s=60), "2.2")
+    assert (done["outcome"], done["pending_reboot"], done["version_after"]) == ("unverified", True, "2.1")
+    bmc.close()
+
+
+def test_a_bios_update_whose_monitor_vanished_reading_a_third_version_fails(
+    service: RedfishService, password_file: Path, repository: tuple[ImageServer, LabCa]
+) -> None:
+    serve_bios(service, applies=True)
+    images, ca = repository
+    bmc = driver(service, password_file, ca)
+    image, digest = f"{images.url}/{BMC_FILE}", hashlib.sha256(IMAGE).hexdigest()
+    with pytest.raises(ActionFailed, match="neither the version before"):
+        bmc.update_firmware("h1", ADDRESS, "bios", image, digest, ActionContext(None, timeout_s=60), "2.3")
     bmc.close()

@@ -47,12 +47,25 @@ def test_an_image_url_with_credentials_is_refused_and_a_query_is_masked() -> Non
     with pytest.raises(ActionFailed, match="must not carry credentials") as refused:
         check_image("https://ci:tok-4455@repo.example/bmc.bin", "ab" * 32, 1 << 20, config, ctx)
     assert "tok-4455" not in str(refused.value)
-    signed = f"https://127.0.0.1:{free_port()}/bmc.bin?X-Amz-Signature=sig-99887766"
+    signed = f"https://127.0.0.1:{free_port()}/{'ab' * 32}/bmc.bin?X-Amz-Signature=sig-99887766"
     with pytest.raises(ActionFailed) as failed:  # nobody listens: the fetch fails, saying where without the token
         check_image(signed, "ab" * 32, 1 << 20, config, ctx)
     assert "sig-99887766" not in str(failed.value)
     assert all("sig-99887766" not in " ".join(r.argv) + r.output for r in ctx.log.records)
     assert "sig-99887766" not in request_body(f'{{"ImageURI": "{signed}", "TransferProtocol": "HTTPS"}}')
+
+
+def test_an_image_url_that_does_not_name_its_digest_is_refused_before_any_fetch() -> None:
+    """Issue 19 item 8: the BMC fetches the URL again after our check; only a content-addressed URL (its SHA-256
+    in the path) is taken, unless FLEETFIX_REDFISH_REQUIRE_CONTENT_ADDRESSED is off."""
+    config, ctx = RedfishConfig(username=USER, password_file=None), ActionContext(None, timeout_s=30)
+    url = f"https://127.0.0.1:{free_port()}/bmc-7.10.bin"  # nobody listens: a fetch would fail otherwise
+    with pytest.raises(ActionFailed, match="does not name its SHA-256"):
+        check_image(url, "cd" * 32, 1 << 20, config, ctx)
+    assert ctx.log.records == []  # refused before any request
+    lax = RedfishConfig(username=USER, password_file=None, content_addressed=False, connect_timeout_s=1)
+    with pytest.raises(ActionFailed, match="cannot fetch the image"):
+        check_image(url, "cd" * 32, 1 << 20, lax, ctx)
 
 
 def test_a_ca_bundle_is_used_whatever_verify_tls_says(tmp_path: Path) -> None:

@@ -200,7 +200,7 @@ def test_under_both_a_finish_over_ipmi_says_the_iso_may_still_be_inserted(
     service.hang = {SYSTEM}
     ipmitool, system = ipmi(password_file)
     both = FallbackBmc(redfish(service, password_file), ipmitool)
-    done = both.finish_media("h1", ADDRESS, ActionContext(system, timeout_s=60))
+    done = both.finish_media("h1", ADDRESS, "https://images.example/installer.iso", ActionContext(system, timeout_s=60))
     assert (done["protocol"], done["ejected"]) == ("ipmi", "unknown")
     assert system.ran[-1][-3:] == ["chassis", "bootdev", "disk"]
     both.close()

@@ -1308,7 +1308,7 @@ class OutsideBmc:
             raise ActionFailed("Error: Unable to establish IPMI v2 / RMCP+ session")
         return self.power
 
-    def power_cycle(self, hostname: str, address: str | None, ctx: object) -> dict[str, object]:
+    def power_cycle(self, hostname: str, address: str | None, ctx: object, if_off: str = "refuse") -> dict[str, object]:
         return {}
 
     def boot_device(self, hostname: str, address: str | None, device: str, ctx: object) -> dict[str, object]:

@@ -93,8 +93,10 @@ class FakeBmc:
             raise ActionFailed("the BMC did not answer")
         return self.power
 
-    def power_cycle(self, hostname: str, address: str | None, ctx: ActionContext) -> dict[str, Any]:
-        return {"power": "cycle"}
+    def power_cycle(
+        self, hostname: str, address: str | None, ctx: ActionContext, if_off: str = "refuse"
+    ) -> dict[str, Any]:
+        return {"power": "cycle", "if_off": if_off}
 
     def boot_device(self, hostname: str, address: str | None, device: str, ctx: ActionContext) -> dict[str, Any]:
         return {}
