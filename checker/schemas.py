@@ -322,6 +322,13 @@ class DiskHealth(Model):
     available_spare_threshold: NonNegativeInt | None = None
     temperature_c: FiniteFloat | None = None
     power_on_hours: NonNegativeInt | None = None
+    pci_address: str | None = Field(
+        None,
+        max_length=16,
+        pattern=r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$",
+        description="An NVMe drive's PCIe function, '0000:01:00.0' (/sys/class/nvme/<controller>/device): the same "
+        "part as a pcie_device ticket on that function. None for other disks, or where sysfs does not say.",
+    )
 
 
 # -- machine checks ---------------------------------------------------------------

@@ -25,6 +25,7 @@ from remediator.dimm_redfish import (
     merge_part,
 )
 from remediator.dimms import DimmLabelMaps, attribute, load_label_maps, locate_in_observations
+from remediator.gpu_diag import dcgm_diag_of
 from remediator.gpu_parts import gpu_part, pci_address, same_device
 from remediator.models import Host, Remediation, Signal
 from remediator.models import Report as ReportRow
@@ -202,6 +203,8 @@ def part_evidence(
             bundle["counter_history"] = _counter_history(part_type, subject, reports, part["serial"])
     if part_type == "disk":
         bundle["smart"] = _bounded(_disk(subject, observations))
+    if part_type == "gpu" and (diag := dcgm_diag_of(bundle["part"], observations)) is not None:
+        bundle["dcgm_diag"] = diag  # the site's dcgmi diag run: evidence only (remediator/gpu_diag.py)
     if part_type == "power_feed":
         bundle["rack_input_loss"] = rack_input_loss(session, host)
     if opened := chassis_opened(session, host):
@@ -417,6 +420,7 @@ def _part(
             "model": disk.get("model"),
             "serial": disk.get("serial"),
             "firmware": disk.get("firmware"),
+            "pci_address": disk.get("pci_address"),  # an NVMe drive's PCIe function (remediator.linked_parts)
         }
     if part_type == "cpu":
         return _cpu(subject, observations, recent)
@@ -488,6 +492,9 @@ def _kernel_events(part_type: str, subject: str, reports: list[dict[str, Any]]) 
     kinds = KERNEL_KINDS.get(part_type, set())
     short = subject.rsplit("/", 1)[-1]
     found: dict[Any, dict[str, Any]] = {}
+    # A disk ticket names the disk by serial; the kernel by its device (sda; nvme0n1 of controller nvme0).
+    disk = _disk(subject, (reports[-1].get("observations") or {}) if reports else {}) if part_type == "disk" else None
+    device = str(disk.get("device") or "").rsplit("/", 1)[-1] if disk else ""
     for body in reports:
         for event in ((body.get("observations") or {}).get("kernel_log") or {}).get("events") or []:
             lines = event.get("lines") or []
@@ -495,6 +502,9 @@ def _kernel_events(part_type: str, subject: str, reports: list[dict[str, Any]]) 
                 event.get("subject") == subject or event.get("kind") == subject or any(short in line for line in lines)
             )
             related = event.get("kind") in kinds and event.get("subject") in (None, "", subject)
+            if event.get("kind") in kinds and device:
+                named = str(event.get("subject") or "")
+                related = related or named == device or (device.startswith("nvme") and named.startswith(device + "n"))
             if event.get("kind") in kinds and part_type == "pcie_device":  # the port logs its link's errors too
                 related = related or event.get("subject") in link_ends(subject, body.get("observations") or {})
             if event.get("kind") in kinds and part_type == "cxl_memory":  # the kernel names the PCI function

@@ -5,8 +5,9 @@ Read from the report's `pcie` section (checker/collectors/pcie.py). A host witho
 older agent, a container) still gets the BDF, and the vendor:device the kernel's AER record printed
 ('device [8086:7f44]'), from the signals' lines. A port (a bridge) as the subject is ambiguous: either end
 of a link logs its errors, so the ticket lists `candidates`, the device in the slot below first. The GPU
-and network sections name the same card by its BDF: a GPU's board serial, a NIC's interfaces
-(`related_part`).
+and network sections name the same card by its BDF: a GPU's board serial, a NIC's interfaces, an NVMe
+drive's disk and serial (`related_part`; an NVMe's detections of either name go on one open ticket:
+remediator.linked_parts).
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ def related(bdf: str, observations: dict[str, Any]) -> dict[str, Any] | None:
     names = sorted(str(p.get("interface")) for p in ports if _same_bdf(p.get("bus_info"), bdf))
     if names:
         return {"part_type": "nic", "interfaces": names}
+    for disk in observations.get("disks") or []:  # an NVMe drive: its disk tickets share one (linked_parts)
+        if isinstance(disk, dict) and disk.get("pci_address") == bdf:
+            return {
+                "part_type": "disk",
+                "device": disk.get("device"),
+                "serial": disk.get("serial"),
+                "model": disk.get("model"),
+            }
     return None
 
 

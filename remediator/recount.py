@@ -188,10 +188,22 @@ def _port_flags(detail: dict[str, Any], recount: float, active: int) -> dict[str
     }
 
 
+def _bmc_rate(detail: dict[str, Any], recount: float, _active: int) -> dict[str, Any]:
+    """bmc_dimm_ce_rate (remediator/derive/redfish.py): its value is a rate over the two inventory reads'
+    interval (`elapsed_s`), so the recount is the errors after the resolve over that interval (second review
+    of the Redfish rules, finding 7). Its one entry spans the interval with no event's time: straddling the
+    resolve it counts 0 to all (held as uncertain, never reopened on the old DIMM's count alone)."""
+    elapsed = detail.get("elapsed_s")
+    seconds = float(elapsed) if isinstance(elapsed, int | float) and elapsed > 0 else 0.0
+    return {"value": recount / seconds if seconds else 0.0, "delta": round(recount)}
+
+
 RECOUNT_FLAGS: dict[str, Callable[[dict[str, Any], float, int], dict[str, Any]]] = {
     "nic_crc_error_rate": _port_flags,
+    "bmc_dimm_ce_rate": _bmc_rate,
 }
-"""Signal kind -> the detail its recount changes besides the value."""
+"""Signal kind -> the detail its recount changes besides the value (a `value` it gives replaces the count:
+a rate's recount)."""
 
 
 def _every_port(detail: dict[str, Any], resolved_s: float, width: float) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -363,6 +375,30 @@ def held_detections(events: Iterable[Any], since: dt.datetime) -> tuple[int, int
         else:
             held += 1
     return held, uncertain
+
+
+def undecided_detections(events: Iterable[Any], since: dt.datetime, now: dt.datetime) -> list[str]:
+    """The uncertain detections added since `since` still undecided at `now`, each named for a close note:
+    its rule, subject and time, what came after the repair (a range) and when it would have been decided."""
+    start = since if since.tzinfo else since.replace(tzinfo=dt.UTC)
+    named: list[str] = []
+    for event in events:
+        detail = event.detail or {}
+        recount = detail.get("recount")
+        if not isinstance(recount, dict):
+            continue
+        until = recount.get("undecided_until")
+        at = event.at if event.at.tzinfo else event.at.replace(tzinfo=dt.UTC)
+        if event.kind != "detected_again" or not isinstance(until, str) or at < start:
+            continue
+        with contextlib.suppress(ValueError):
+            if dt.datetime.fromisoformat(until) > now:
+                named.append(
+                    f"{detail.get('rule', '?')} on {detail.get('subject') or '?'} at {at.isoformat()}: "
+                    f"{recount.get('after_low')} to {recount.get('after_high')} after the repair, "
+                    f"undecided until {until}"
+                )
+    return named
 
 
 def undecided(events: Iterable[Any], since: dt.datetime) -> dt.datetime | None:

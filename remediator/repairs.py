@@ -22,8 +22,10 @@ decides when the remediator makes one, and reacts to those people make.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
+from typing import Any
 
 from celery import current_app
 from sqlalchemy import select
@@ -35,14 +37,14 @@ from core.db import utcnow
 from core.dispatch import send_after_commit
 from core.errors import Conflict, NotFound
 from core.queue import host_signature
-from remediator import draining, rack_heat, repair_hold, repair_load, switch_errors
+from remediator import draining, linked_parts, rack_heat, repair_hold, repair_load, switch_errors
 from remediator.decisions import render_template, template_values
 from remediator.evaluate import Firing
 from remediator.evidence import part_evidence
 from remediator.gpu_parts import ticket_part
 from remediator.models import Host, HostState, Signal
 from remediator.parts import signal_part_type, ticket_part_types
-from remediator.recount import Held, Reported, held_by_repair, held_detections, undecided
+from remediator.recount import Held, Reported, held_by_repair, held_detections, undecided, undecided_detections
 from remediator.rules import Rule
 from remediator.runtime import Remediator
 from remediator.service import get_host
@@ -148,6 +150,9 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
         switch := switch_errors.switch_ticket_for(session, host, firing.rule, signal.detail, now, window)
     ):
         ticket, new_source, group = switch, not switch_errors.has_heard_from(switch.evidence, host.hostname), True
+    linked = None  # an NVMe drive's other name (its PCIe function, its disk) has an open ticket: one part, one ticket
+    if ticket is None and (linked := linked_parts.open_linked_ticket(session, host, types, part, now)) is not None:
+        ticket, new_source = linked.ticket, not linked_parts.heard_of(linked.ticket, linked)
     if ticket is None:
         return None
     if not ticket.holds_host and not for_owners(firing.rule):
@@ -213,6 +218,10 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
             )
             return f"fault returned after the repair: ticket {ticket.id} reopened"
     source = (host.hostname, signal.subject) if group else None
+    evidence = None  # this name's evidence beside the ticket's own, when the detection counts
+    if linked is not None and (new_source or opening.detection_due(ticket, now)):
+        detail["linked_part"] = linked.key
+        evidence = (linked.key, linked_parts.linked_evidence(session, host, linked, rule=firing.rule.id, reason=what))
     opening.note_detection(
         session,
         ticket,
@@ -223,7 +232,10 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
         new_source=new_source,
         source=source,
         join=join,
+        linked=evidence,
     )
+    if linked is not None:
+        return f"ticket {ticket.id} ({ticket.state.value}) holds the same part as {linked.key}: detection added"
     return f"ticket {ticket.id} ({ticket.state.value}) holds this part: detection added"
 
 
@@ -326,10 +338,13 @@ def _settle(session: Session, ticket_id: int, hostname: str, now: dt.datetime) -
     if settled and repair_load.holds_close(session, ticket.id, host, now):
         return ""  # its load test has no verdict yet (a fail reopens it; silence is the deadline sweep's)
     since = ticket.resolved_at or ticket.verify_started_at
-    if settled and (open_until := undecided(ticket.events, since)) and open_until > now:
+    open_until = undecided(ticket.events, since) if settled else None
+    if open_until is not None and min(open_until, bound := _undecided_bound(session, ticket)) > now:
         # an uncertain detection is decided only once its entry straddling the resolve has left the signal's
-        # window: the ticket waits for it (second review of repair-reopen, finding 1b)
-        lifecycle.extend_verification(session, ticket, open_until)
+        # window: the ticket waits for it (second review of repair-reopen, finding 1b), but one verification
+        # window at most: a page's day without a report from before the resolve kept a DIMM ticket verifying
+        # ~25 h (issue 16 leftovers); then it closes, its note naming the detection still undecided
+        lifecycle.extend_verification(session, ticket, min(open_until, bound))
         return ""
     if settled and host.last_report_at is not None:
         reason = f"the host reported without the fault until {host.last_report_at.isoformat()}"
@@ -343,6 +358,13 @@ def _settle(session: Session, ticket_id: int, hostname: str, now: dt.datetime) -
                     + [f"{uncertain} uncertain, undecided until past the signal's window"] * bool(uncertain)
                 )
                 + " (on the ticket)"
+            )
+        if pending := undecided_detections(ticket.events, since, now):
+            reason += (
+                "; closed one verification window after it was due, before "
+                + "; ".join(pending[:3])
+                + (f" and {len(pending) - 3} more" if len(pending) > 3 else "")
+                + " was decided"
             )
         if repair_load.wanted(ticket.part_type):
             load_test = repair_load.verdict_of(ticket.events) or {}
@@ -363,6 +385,21 @@ def _settle(session: Session, ticket_id: int, hostname: str, now: dt.datetime) -
         )
         return "reopened"
     return ""
+
+
+def _undecided_bound(session: Session, ticket: Any) -> dt.datetime:
+    """The latest an uncertain detection may hold a verifying ticket open: one more verification window (the
+    settle setting) past the close its verification began with (its `verifying` event's verify_until)."""
+    settle = dt.timedelta(seconds=Remediator.in_session(session).settings.ticket_settle_s)
+    began = [
+        e for e in ticket.events if e.kind == "verifying" and isinstance((e.detail or {}).get("verify_until"), str)
+    ]
+    first: dt.datetime = ticket.verify_started_at + settle
+    if began:
+        with contextlib.suppress(ValueError):
+            first = dt.datetime.fromisoformat(began[-1].detail["verify_until"])
+    first = first if first.tzinfo else first.replace(tzinfo=dt.UTC)
+    return first + settle
 
 
 def _locked_host(session: Session, hostname: str) -> Host | None:

@@ -119,6 +119,7 @@ def note_detection(
     source: tuple[str, str | None] | None = None,
     join: Join | None = None,
     since: dt.datetime | None = None,
+    linked: tuple[str, dict[str, Any]] | None = None,
 ) -> bool:
     """The fault was seen again on a ticket still open; returns False when it is the same detection
     (within DETECTION_EVERY of the last one), which changes nothing. `since`: only a detection at or after
@@ -127,13 +128,17 @@ def note_detection(
     `new_source`: a detection from somewhere the ticket has not heard from yet (another host of a rack's
     ticket) always counts.
     `source`: the (host, subject) a group's ticket remembers it heard from (ticketing.groups.with_source).
-    `join`: the group's hosts now, merged into a group ticket's evidence (ticketing.groups.Join)."""
+    `join`: the group's hosts now, merged into a group ticket's evidence (ticketing.groups.Join).
+    `linked`: (key, evidence) of another name of the same part (an NVMe drive's PCIe function beside its
+    disk: remediator.linked_parts), kept in the evidence's `linked_parts` under its key."""
     if _same_detection(ticket, now, since) and not new_source:
         return False  # the common case while a fault lasts: no lock taken
     ticket = lock_ticket(session, ticket.id)  # the latest count and time: concurrent ingests take turns
     if _same_detection(ticket, now, since) and not new_source:
         return False
-    _add_detection(session, ticket, actor=actor, note=note, detail=detail, now=now, source=source, join=join)
+    _add_detection(
+        session, ticket, actor=actor, note=note, detail=detail, now=now, source=source, join=join, linked=linked
+    )
     return True
 
 
@@ -179,6 +184,7 @@ def _add_detection(
     now: dt.datetime,
     source: tuple[str, str | None] | None = None,
     join: Join | None = None,
+    linked: tuple[str, dict[str, Any]] | None = None,
 ) -> None:
     """Count a detection on a ticket the caller has locked, without moving its version: the fault firing
     again while a technician works on the part must not turn their resolve into a 412 (only lifecycle
@@ -188,6 +194,8 @@ def _add_detection(
     evidence = {**(ticket.evidence or {}), "detections": [*kept, {"at": now.isoformat(), **detail}]}
     if source is not None:
         evidence = with_source(evidence, *source)
+    if linked is not None:
+        evidence["linked_parts"] = {**(evidence.get("linked_parts") or {}), linked[0]: linked[1]}
     values: dict[str, Any] = {"detections": Ticket.detections + 1, "last_detected_at": now, "evidence": evidence}
     quiet = quiet_for(ticket, now) if join is not None else None  # before last_detected_at moves
     if join is not None:  # a group's ticket says the group's state now (a title is not a lifecycle change)

@@ -8,13 +8,24 @@ is the collector's `timeout`, not the cycle's. Display controllers (class 0x03xx
 NVSwitch or bridge (class 0x068000) is not a GPU. A GPU sysfs lists and nvidia-smi does not is kept in
 the section's `missing` (one uevent read each; one bound to vfio-pci or pci-stub is a VM's, left out): after
 a reboot the driver's fallen-off-the-bus line is gone, and this is what is left of it.
+
+The agent runs no DCGM diagnostic (a level-3 run loads every GPU for ~15 minutes: the site's to schedule,
+around its workloads). When the site's own run leaves its table in the agent's state directory
+(`dcgmi diag -r 3 > STATE_DIR/dcgmi-diag.txt`), it is read (one file read) and parsed into the section's
+`diag`, with when this output was first seen (its digest kept in the collector state): evidence on the
+GPU tickets, never a rule's trigger (docs/gpus.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import hashlib
+
 from checker.collectors.context import BudgetExceeded, Context, ParseFailed, Unavailable, command_failure
+from checker.parsers.dcgmi_diag import parse_dcgmi_diag
 from checker.parsers.nvidia_smi import parse_nvidia_smi_xml
-from checker.sections.gpu import MissingGpu
+from checker.sections.gpu import DcgmDiag, MissingGpu
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 NVIDIA_VENDOR = "0x10de"
@@ -23,6 +34,10 @@ NVIDIA_SMI = ["nvidia-smi", "-q", "-x"]
 NVIDIA_SMI_TIMEOUT_S = 20.0
 MAX_PCI_DEVICES = 4096
 PASSED_THROUGH = frozenset({"vfio-pci", "pci-stub"})  # a GPU handed to a VM: the host's nvidia-smi never lists it
+DIAG_NAME = "dcgmi-diag.txt"  # in the agent's state directory: the site's own `dcgmi diag` output
+DEFAULT_STATE_DIR = "/var/lib/fleetfix-agent"  # FLEETFIX_AGENT_STATE_DIR's default
+DIAG_STATE = "gpu_diag"
+MAX_DIAG_CHARS = 200_000
 
 
 def nvidia_gpus(ctx: Context) -> list[str]:
@@ -61,7 +76,31 @@ def collect(ctx: Context) -> None:
         state.missing = not_listed(ctx, devices, [gpu.bdf for gpu in state.gpus])
         if state.missing:
             ctx.problem(f"on the PCI bus but not in nvidia-smi: {', '.join(m.bdf for m in state.missing[:8])}")
+    state.diag = read_diag(ctx)
     ctx.observations.gpu = state
+
+
+def read_diag(ctx: Context) -> DcgmDiag | None:
+    """The site's last `dcgmi diag` output left in the state directory, parsed, with when the agent first saw
+    this output; None without one (module docstring)."""
+    directory = str(ctx.state.path.parent) if ctx.state.path is not None else DEFAULT_STATE_DIR
+    text = ctx.host.read_text(f"{directory}/{DIAG_NAME}")
+    if not text or not text.strip():
+        return None
+    parsed = parse_dcgmi_diag(text[:MAX_DIAG_CHARS])
+    for item in parsed.problems[:5]:
+        ctx.problem(f"{DIAG_NAME}: {item}")
+    if parsed.value is None:
+        return None
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+    saved = ctx.state.get(DIAG_STATE)
+    seen = dt.datetime.now(dt.UTC)
+    if saved.get("digest") == digest and isinstance(saved.get("first_seen"), str):
+        with contextlib.suppress(ValueError):
+            seen = dt.datetime.fromisoformat(saved["first_seen"])
+    ctx.state.stage(DIAG_STATE, {"digest": digest, "first_seen": seen.isoformat()})
+    parsed.value.first_seen = seen if seen.tzinfo else seen.replace(tzinfo=dt.UTC)
+    return parsed.value
 
 
 def _uevent(ctx: Context, name: str) -> dict[str, str]:

@@ -8,7 +8,10 @@ never read as "the disk failed". smartctl older than 7.0 has no JSON: the plain-
 
 from __future__ import annotations
 
+import re
+
 from checker.collectors.context import BudgetExceeded, Context, ParseFailed, Unavailable, command_failure
+from checker.parsers.pcie import normal_bdf
 from checker.parsers.smart import (
     ScannedDevice,
     decode_exit_status,
@@ -24,6 +27,18 @@ SCAN_TEXT = ["smartctl", "--scan-open"]
 DEVICE_TIMEOUT_S = 30.0
 SCAN_TIMEOUT_S = 30.0
 MAX_DISKS = 256
+_NVME_DEVICE = re.compile(r"^/dev/(?P<controller>nvme\d+)(?:n\d+)?$")  # a controller, or one of its namespaces
+
+
+def nvme_pci_address(ctx: Context, device: str) -> str | None:
+    """The NVMe controller's PCIe function: /sys/class/nvme/nvme0/device resolves to the PCI device's own
+    directory (.../0000:00:02.1/0000:01:00.0), whose name is its address. None for any other device, a
+    controller over a fabric (its device is no PCI function) or a path sysfs does not have."""
+    m = _NVME_DEVICE.match(device)
+    if m is None:
+        return None
+    target = ctx.host.resolve(f"/sys/class/nvme/{m.group('controller')}/device")
+    return normal_bdf(target.rstrip("/").rsplit("/", 1)[-1]) if target else None
 
 
 def device_argv(device: ScannedDevice, *, json: bool = True) -> list[str]:
@@ -82,4 +97,6 @@ def collect(ctx: Context) -> None:
             # JSON without smartctl.exit_status (6.x experimental): the process status is the same mask.
             health.exit_status = result.returncode
             health.exit_flags = decode_exit_status(result.returncode)
+        if health.protocol == "NVMe":
+            health.pci_address = nvme_pci_address(ctx, device.name)
         disks.append(health)

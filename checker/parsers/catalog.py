@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ValidationError
 
 from checker.parsers.common import INTERNAL_ERROR, Parsed, parse_cpu_list
+from checker.parsers.dcgmi_diag import parse_dcgmi_diag
 from checker.parsers.dmi import (
     parse_dmi_id,
     parse_dmidecode_firmware,
@@ -270,6 +271,7 @@ TEXT_PARSERS: dict[str, Entry] = {
     "mountinfo": Entry(parse_mountinfo, (), (MOUNTINFO,)),
     "nvidia_smi_xml": Entry(parse_nvidia_smi_xml, ("gpu",)),
     "nvidia_smi_text": Entry(parse_nvidia_smi_text, ("gpu",)),
+    "dcgmi_diag": Entry(parse_dcgmi_diag, ("gpu",)),
 }
 
 

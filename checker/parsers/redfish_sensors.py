@@ -21,6 +21,7 @@ implausible and not believed; 0 V is kept: a PSU that lost its input.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -193,12 +194,31 @@ def _input_voltage(psu: dict[str, Any], problems: list[str], label: str) -> tupl
     return None, volts
 
 
+# The PSU's number in a MemberId or Name as the log parser reads it in a message (checker/parsers/redfish_log.py):
+# Dell 'PSU.Slot.1', 'PS1 Status', 'Power Supply 1'. Not a bare MemberId ('0': HPE and Intel count from 0).
+_PSU_NUMBER = re.compile(r"\bPSU\.Slot\.(\d{1,3})\b|\bPS\s?(\d{1,3})\b|\bpower supply\s*(\d{1,3})\b", re.IGNORECASE)
+
+
+def psu_name(member_id: str, bay: int | None, name: str | None) -> str:
+    """'PS2', as the SEL names a PSU (ipmitool's component, the log parser's PS<n>), where a bay or number says;
+    else its Name and MemberId ('Power Supply Bay 0'). Its status reading is this name and ' Status': before,
+    the reading took Name and MemberId whatever they said, and Dell's PSU (Name 'PS2 Status', MemberId
+    'PSU.Slot.2') read 'PS2 Status PSU.Slot.2 Status', a sensor no log or ticket names (second review of the
+    Redfish rules, finding 5)."""
+    if bay is not None:
+        return f"PS{bay}"
+    for found in (member_id, name or ""):
+        if (m := _PSU_NUMBER.search(found)) is not None:
+            return f"PS{next(g for g in m.groups() if g)}"
+    return f"{(name or 'PSU').strip()} {member_id}".strip()
+
+
 def _psu(member: dict[str, Any], problems: list[str]) -> tuple[RedfishPsu, SensorReading | None]:
     health, state = status(member)
     hpe = obj(obj(member.get("Oem")).get("Hpe"))
     bay = whole(hpe, "BayNumber")
     member_id = text(member, "MemberId", 64) or "?"
-    label = f"PS{bay}" if bay is not None else f"{text(member, 'Name', 100) or 'Power Supply'} {member_id}"
+    label = psu_name(member_id, bay, text(member, "Name", 100) or "Power Supply")
     absent = state == "Absent"
     believed, implausible = (None, None) if absent else _input_voltage(member, problems, label)
     psu = RedfishPsu(

@@ -7,13 +7,15 @@ None here: unknown, never 0 and never healthy.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from checker.report_types import FiniteFloat, Model, NonNegativeInt
+from checker.report_types import FiniteFloat, Model, NonNegativeInt, Timestamp
 
 MAX_GPUS = 64
+MAX_DIAG_TESTS = 64
+MAX_DIAG_WARNINGS = 64
 
 
 class GpuEcc(Model):
@@ -103,6 +105,47 @@ class MissingGpu(Model):
     driver: str | None = Field(None, max_length=64, description="The driver bound to it (None: none bound).")
 
 
+DiagKind = Literal["memory", "pcie", "nvlink", "compute", "power", "deployment", "other"]
+
+
+class DcgmWarning(Model):
+    """One Warning row of a `dcgmi diag` test, its wrapped lines joined."""
+
+    gpu: NonNegativeInt | None = Field(None, description="The GPU index the text names ('GPU 3 …'); None: none named.")
+    text: str = Field(max_length=1000)
+
+
+class DcgmTest(Model):
+    """One test's row of a `dcgmi diag` table (checker/parsers/dcgmi_diag.py)."""
+
+    name: str = Field(max_length=64, description="As dcgmi prints it: 'GPU Memory', 'PCIe', 'Targeted Stress'.")
+    group: str | None = Field(
+        None, max_length=32, description="Its table section: Deployment, Integration, Hardware, Stress."
+    )
+    kind: DiagKind = Field(description="What it exercises: memory, pcie, nvlink, compute, power, deployment, other.")
+    result: Literal["pass", "fail", "warn", "skip", "other"]
+    result_text: str = Field(max_length=64, description="'Fail - All', 'Pass', 'Skip - All', 'Fail - GPU: 3'.")
+    gpus: list[NonNegativeInt] | None = Field(
+        None, max_length=MAX_GPUS, description="The GPUs the result names; None: All, or none named."
+    )
+    could_not_run: bool = Field(
+        False,
+        description="A failure whose warnings say the test could not start (CUDA would not initialise: "
+        "cuInit, 'system not yet initialized', the fabric manager not running): a setup fault, not the hardware's.",
+    )
+    warnings: list[DcgmWarning] = Field(default_factory=list, max_length=MAX_DIAG_WARNINGS)
+
+
+class DcgmDiag(Model):
+    """The output of a `dcgmi diag` run the site left for the agent (fleetfix runs none: docs/gpus.md)."""
+
+    dcgm_version: str | None = Field(None, max_length=32)
+    driver_version: str | None = Field(None, max_length=64)
+    tests: list[DcgmTest] = Field(default_factory=list, max_length=MAX_DIAG_TESTS)
+    info: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list, max_length=16)
+    first_seen: Timestamp | None = Field(None, description="When the agent first read this output: the run's age.")
+
+
 class GpuState(Model):
     source: str = Field("nvidia-smi", max_length=32)
     driver_version: str | None = Field(None, max_length=64)
@@ -113,4 +156,7 @@ class GpuState(Model):
         default_factory=list,
         max_length=MAX_GPUS,
         description="NVIDIA GPUs on the PCI bus (sysfs) that nvidia-smi does not list; vfio-pci-bound ones left out.",
+    )
+    diag: DcgmDiag | None = Field(
+        None, description="The last `dcgmi diag` output the site left in DCGM_DIAG_FILE (checker/collectors/gpu.py)."
     )

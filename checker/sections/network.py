@@ -43,6 +43,21 @@ class NicPort(Model):
     master: str | None = Field(
         None, max_length=64, description="The bond or bridge it is enslaved to (/sys/class/net/X/master); null if none."
     )
+    bond_mode: str | None = Field(
+        None,
+        max_length=32,
+        description="Its master's bonding mode (the first word of /sys/class/net/MASTER/bonding/mode: 802.3ad, "
+        "active-backup, balance-rr …); null when the master is no bond (a bridge) or was not read (an older agent).",
+    )
+    bond_state: str | None = Field(
+        None, max_length=16, description="/sys/class/net/X/bonding_slave/state: active or backup (null: not read)."
+    )
+    bond_aggregator: NonNegativeInt | None = Field(
+        None, description="/sys/class/net/X/bonding_slave/ad_aggregator_id: its 802.3ad aggregator (null otherwise)."
+    )
+    bond_active_aggregator: NonNegativeInt | None = Field(
+        None, description="/sys/class/net/MASTER/bonding/ad_aggregator: the bond's active 802.3ad aggregator."
+    )
     statistics: dict[Key, NonNegativeInt] = Field(
         default_factory=dict, max_length=MAX_COUNTERS, description="/sys/class/net/X/statistics/* error counters."
     )

@@ -25,6 +25,7 @@ from remediator.derive.cputime import cputime_signals
 from remediator.derive.cxl import cxl_signals
 from remediator.derive.cxl_kernel import cxl_kernel_signals, fold_memdev_aer
 from remediator.derive.disks import disk_signals
+from remediator.derive.edac_counted import sample
 from remediator.derive.gaps import note_gaps
 from remediator.derive.gpu import gpu_signals
 from remediator.derive.heat import name_psus, throttle_signals
@@ -41,10 +42,10 @@ from remediator.derive.performance import benchmark_signals
 from remediator.derive.rasdaemon import ras_signals
 from remediator.derive.redfish import (
     edac_collector_failed,
+    firmware_for_baseline,
     name_dimms,
     note_edac_silence,
     redfish_signals,
-    served_firmware,
 )
 from remediator.derive.sel import POWER_EXPLAINS_S, sel_signals
 from remediator.derive.sensors import sensor_signals
@@ -70,6 +71,14 @@ class Derived:
     signals: list[SignalValue]
     memory: dict[str, Any]
     changed: bool  # False: the service can skip writing memory back
+
+
+def _uncorrected_aer(signal: SignalValue) -> bool:
+    return signal.kind == "device_event_count" and signal.detail.get("kind") == "pcie_aer_uncorrected"
+
+
+def _aer_functions(signal: SignalValue) -> list[str]:
+    return [signal.subject, *signal.detail.get("reported_by", [])]
 
 
 def derive(
@@ -106,13 +115,15 @@ def derive(
     signals += filesystem_signals(found, obs.filesystems) + time_signals(obs.time_sync, now) + oom_signals(found)
     found, xid = xid_signals(obs.kernel_log, previous.klog, previous.xid, now=now, boot_id=boot_id, gpus=obs.gpu)
     signals += found
-    aer_seen = any(  # the kernel log's uncorrected AER (derive/kernel.py): the device's own ticket, not the SEL's
-        (s.kind == "device_event_count" and s.detail.get("kind") == "pcie_aer_uncorrected")
-        or (s.kind == "kernel_event_count" and s.subject == "pcie_aer_uncorrected")
+    # the kernel log's uncorrected AER (derive/kernel.py): the device's own ticket, not the SEL's; each explains
+    # only entries near it naming its device (derive/sel_interrupts.py)
+    aer_devices = [
+        [*s.detail.get("subjects", []), *(d for t in signals if _uncorrected_aer(t) for d in _aer_functions(t))]
         for s in signals
-    )
-    found, sel = sel_signals(obs.sel, previous.sel, now=now, aer_seen=aer_seen)
-    note_edac_silence(found, obs.edac)
+        if s.kind == "kernel_event_count" and s.subject == "pcie_aer_uncorrected"
+    ]  # one per report: the functions its new AER lines name (none: the device is unknown)
+    found, sel = sel_signals(obs.sel, previous.sel, now=now, aer_devices=aer_devices)
+    note_edac_silence(found, obs.edac, previous.edac, boot=boot_id)  # EDAC over the entries' interval
     signals += name_dimms(name_psus(found, obs.sensors), obs.redfish, previous.redfish)
     power_at = sel.power_at if sel is not None else None
     found, redfish = redfish_signals(  # the BMC's own DIMM counts, PSUs and firmware (derive/redfish.py)
@@ -160,7 +171,8 @@ def derive(
     signals += found
     signals += edac_poll_signals(obs.edac)
     signals += errata_signals(obs.identity, errata, baselines.for_class(host.hardware_class))
-    signals += firmware_signals(obs.identity, host.hardware_class, baselines, served=served_firmware(None, redfish))
+    served, redfish = firmware_for_baseline(obs.identity, redfish, now=now)  # the host's usual source stays
+    signals += firmware_signals(obs.identity, host.hardware_class, baselines, served=served)
     kernel = obs.identity.kernel if obs.identity is not None else None
     signals += tier_signals(obs.memory_tiers, kernel, baselines.for_class(host.hardware_class), host.hardware_class)
     signals += sensor_signals(obs.sensors)
@@ -206,5 +218,6 @@ def derive(
     new_memory.pcie = pcie
     new_memory.xid = xid
     new_memory.redfish = redfish
+    new_memory.edac = sample(obs.edac, now=now, boot=boot_id) or previous.edac
     new = new_memory.model_copy(update={"gaps": note_gaps(report, previous, new_memory)}).dump()
     return Derived(signals, new, new != memory)

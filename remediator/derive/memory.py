@@ -7,12 +7,13 @@ error) and every section is capped, so it stays a few KB whatever a host sends.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from remediator.derive.capacity import CapacityMemory
 from remediator.derive.cxl import CxlMemory
+from remediator.derive.edac_counted import EdacSample
 from remediator.derive.heat import HeatMemory
 from remediator.derive.network import NetMemory
 from remediator.derive.pcie import PcieMemory
@@ -51,7 +52,21 @@ class KernelMemory(_Section):
     )
 
 
+class SelCursor(_Section):
+    last: int | None = None
+    count: int | None = None
+
+
 class SelMemory(_Section):
+    source: Literal["ipmi", "redfish"] | None = Field(
+        None, description="The source (SelState.source) whose record ids `last` and `count` are (null: not said)."
+    )
+    cursors: dict[Literal["ipmi", "redfish"], SelCursor] = Field(
+        default_factory=dict,
+        max_length=2,
+        description="The other source's cursor, kept for when the host reads its log that way again "
+        "(remediator/derive/sel.py: the second review of the Redfish rules, finding 6).",
+    )
     last: int | None = Field(None, description="Highest SEL record id seen.")
     count: int | None = Field(None, description="The BMC's entry count at that time.")
     newest: AwareDatetime | None = Field(
@@ -68,6 +83,12 @@ class SelMemory(_Section):
     )
     aer_at: AwareDatetime | None = Field(
         None, description="When the kernel log last had an uncorrected PCIe AER error (derive/sel_interrupts.py)."
+    )
+    aers: list[tuple[int, list[Annotated[str, Field(max_length=32)]]]] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Uncorrected PCIe AERs of the last hour or so: (epoch seconds of the report, the functions it "
+        "names); each explains only critical-interrupt entries near it and on its device (derive/sel_interrupts.py).",
     )
     dimm_ce: dict[str, list[Bucket]] = Field(
         default_factory=dict,
@@ -183,6 +204,9 @@ class HostMemory(_Section):
     pcie: PcieMemory | None = None
     xid: XidMemory | None = None
     redfish: RedfishMemory | None = None
+    edac: EdacSample | None = Field(
+        None, description="The host's EDAC counts at the last report with them (derive/edac_counted.py)."
+    )
     gaps: dict[str, list[Gap]] | None = Field(
         None,
         max_length=MAX_GAP_SPACES,

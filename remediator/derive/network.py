@@ -24,7 +24,9 @@ port is judged from its buckets on every report, whether or not this report brou
   PHY's own count, link_down_events_phy / link_down_events, when the driver has it: it does not count
   ring, channel or MTU changes; else carrier_down_count, else half of carrier_changes). Downs in a report
   whose kernel log has a transmit timeout on the port are the driver's reset (nic-tx-timeouts' fault), not
-  counted. `redundant` when another port of the host has a link (its bond partner or any other).
+  counted. `redundant` when another port of the host has a link (its bond partner or any other) that is not
+  flapping too, and for a bond member is in the active 802.3ad aggregator; "unknown" when the report does not
+  say (remediator/derive/network_ports.py port_redundancy).
 - `nic_drop_rate`, subject the interface: packets dropped (rx_dropped, rx_missed_errors, tx_dropped) per
   hour over the interval, from one a second on: host-side load (rings, CPU) far more often than hardware,
   so no rule acts on it.
@@ -48,7 +50,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from checker.parsers.network import CRC_COUNTERS, LINK_DOWN_COUNTERS, SYMBOL_COUNTERS, first_of
 from checker.schemas import Identity, NetworkState, NicPort
-from remediator.derive.network_ports import every_port_signal, part_of, port_redundancy
+from remediator.derive.network_ports import FLAPPING_DOWNS, every_port_signal, part_of, port_redundancy
 from remediator.signals import MAX_GAP_S, SignalValue
 
 HOUR_S = 3600
@@ -221,6 +223,7 @@ def network_signals(
     signals: list[SignalValue] = []
     new_errors: dict[str, dict[str, Any]] = {}
     ports = network.ports[:MAX_PORTS]
+    flapped: list[tuple[NicPort, dict[str, Any], int, bool, str]] = []
     for port in ports:
         name = port.interface
         counters, sources = counters_of(port)
@@ -248,7 +251,6 @@ def network_signals(
         if errors:
             new_errors[name] = {
                 **part,
-                **port_redundancy(port, ports),
                 "new": errors,
                 "crc": crc,
                 "symbol": symbol,
@@ -257,10 +259,17 @@ def network_signals(
                 "interval_s": round(elapsed, 3),
             }
         if downs:
-            signals += _flaps(port, ports, part, memory, downs, reset_downs, sources.rsplit("|", 1)[-1])
+            flapped.append((port, part, downs, reset_downs, sources.rsplit("|", 1)[-1]))
         if drops and drops * HOUR_S / elapsed >= DROP_FLOOR_PER_HOUR:
             detail = {**part, "new": drops, "interval_s": round(elapsed, 3)}
             signals.append(SignalValue("nic_drop_rate", name, drops * HOUR_S / elapsed, detail))
+    # redundancy once every port's downs of the day are in: a partner flapping too is no backup (finding 3)
+    flapping = {n for n, entries in memory.downs.items() if sum(c for _, c in entries) >= FLAPPING_DOWNS}
+    by_name = {p.interface: p for p in ports}
+    for name, detail in new_errors.items():
+        detail.update(port_redundancy(by_name[name], ports, flapping))
+    for port, part, downs, reset_downs, source in flapped:
+        signals += _flaps(port, ports, part, memory, downs, reset_downs, source, flapping)
     signals += _error_signals(network, identity, memory, new_errors, elapsed)
     return signals, memory
 
@@ -273,13 +282,14 @@ def _flaps(
     downs: int,
     reset: bool,
     source: str,
+    flapping: Collection[str] = (),
 ) -> list[SignalValue]:
     entries = memory.downs[port.interface]
     if reset or not entries:
         return []
     detail = {
         **part,
-        **port_redundancy(port, ports),
+        **port_redundancy(port, ports, flapping),
         "new": downs,
         "last_day": sum(n for _, n in entries),
         "source": source,

@@ -3,6 +3,7 @@ ports that back it up, and the candidates when every port errs at once."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from checker.schemas import Identity, NetworkState, NicPort
@@ -47,16 +48,56 @@ def _linked(port: NicPort) -> bool:
     return port.physical and (port.operstate == "up" or port.carrier is True)
 
 
-def port_redundancy(port: NicPort, ports: list[NicPort]) -> dict[str, Any]:
+FLAPPING_DOWNS = 3  # link downs in a day: nic-link-flapping's and nic-carrier-flapping's threshold
+
+
+def _partner_counts(partner: NicPort, port: NicPort) -> bool | None:
+    """Whether a linked bond partner carries this port's traffic when it is down: True, False, or None when
+    the report cannot tell (the member's bond state not read: an older agent, or a master that is no bond).
+    In 802.3ad only a member of the active aggregator carries traffic (bonding marks the others `backup`:
+    drivers/net/bonding/bond_3ad.c; a port of another aggregator takes over only once the whole active
+    aggregator is down and LACP has re-formed); in the other modes a linked member takes over
+    (active-backup's backup is there for that; Documentation/networking/bonding.rst)."""
+    mode = port.bond_mode or partner.bond_mode
+    if mode is None:
+        return None
+    if mode != "802.3ad":
+        return True
+    active = port.bond_active_aggregator or partner.bond_active_aggregator
+    if partner.bond_state is not None:
+        return partner.bond_state == "active" and (
+            active is None or partner.bond_aggregator is None or partner.bond_aggregator == active
+        )
+    if active is None or partner.bond_aggregator is None:
+        return None
+    return partner.bond_aggregator == active
+
+
+def port_redundancy(port: NicPort, ports: list[NicPort], flapping: Collection[str] = ()) -> dict[str, Any]:
     """Whether the host keeps its link without this port. A bond member is backed up only by a linked
     partner of its bond (another linked port, a provisioning or storage network, does not carry the bond's
-    traffic: second review of the Redfish rules, finding 4); a port in no bond by any other linked port.
-    `redundant` false: nothing carries this port's traffic while it is down."""
+    traffic: second review of the Redfish rules, finding 4) that is neither flapping itself (`flapping`:
+    the ports with FLAPPING_DOWNS or more downs in the same day: two flapping members are no backup for each
+    other) nor outside the bond's active 802.3ad aggregator (second review, finding 3); a port in no bond by
+    any other linked port that is not flapping. `redundant` false: nothing carries this port's traffic while
+    it is down; "unknown": a linked partner whose place in the bond the report does not give (an agent from
+    before `bond_mode`, or a bridge), which the rules that hold the host take as false (not knowing of a
+    backup is not having one)."""
     others = [p for p in ports if p.interface != port.interface and _linked(p)]
-    partners = [p.interface for p in others if port.master and p.master == port.master]
+    partners = [p for p in others if port.master and p.master == port.master]
+    steady = [p for p in partners if p.interface not in flapping]
+    verdicts = {p.interface: _partner_counts(p, port) for p in steady}
+    redundant: bool | str
+    if port.master:
+        counted = any(v is True for v in verdicts.values())
+        redundant = True if counted else ("unknown" if any(v is None for v in verdicts.values()) else False)
+    else:
+        redundant = any(p.interface not in flapping for p in others)
     return {
-        "redundant": bool(partners) if port.master else bool(others),
-        "bond_partners_linked": partners,
+        "redundant": redundant,
+        "bond_partners_linked": [p.interface for p in partners],
+        "bond_partners_counted": [name for name, v in verdicts.items() if v is True],
+        "flapping_linked": [p.interface for p in others if p.interface in flapping],
         "other_linked": [p.interface for p in others],
     }
 
@@ -130,6 +171,13 @@ def note_link_redundancy(signals: list[SignalValue], network: NetworkState | Non
     the host takes: not knowing of another link is not having one."""
     ports = list(network.ports) if network is not None else []
     by_name = {p.interface: p for p in ports if p.physical}
+    # a partner with its own day of flaps in this report, by either source, is no backup (second review, 3)
+    flapping = {
+        s.subject
+        for s in signals
+        if s.value >= FLAPPING_DOWNS
+        and (s.kind == "nic_link_flaps" or (s.kind == "device_event_count" and s.detail.get("kind") == "nic_link_down"))
+    }
     for signal in signals:
         if signal.kind != "device_event_count" or signal.detail.get("kind") != "nic_link_down":
             continue
@@ -137,4 +185,4 @@ def note_link_redundancy(signals: list[SignalValue], network: NetworkState | Non
         if port is None:
             signal.detail["redundant"] = "unknown"
             continue
-        signal.detail.update(port_redundancy(port, ports))
+        signal.detail.update(port_redundancy(port, ports, flapping))

@@ -25,8 +25,11 @@ CorrectableECCErrorCount; HealthData.AlarmTrips):
   its signal comes when it turns true, once a boot (RedfishMemory.tripped). A flag that is false is NOT
   "0 errors": iDRAC keeps
   only the flags (the R650 sample), so nothing is derived from a false one. `edac_silent` says whether
-  the host's EDAC has counted none of that kind since its counters started (or reports no EDAC): where
-  EDAC counts, its own rules judge the DIMM by the fleet's thresholds and the flag is a second opinion.
+  the host's EDAC counted none of that kind (or reports no EDAC) on the same DIMM (else the host) over the
+  BMC's interval: since the last inventory read of this boot (the flag was not set then; the count rose
+  since), else since boot (remediator/derive/edac_counted.py: one earlier UE on another DIMM no longer
+  silences it, the second review of the Redfish rules, finding 1). Where EDAC counts, its own rules judge
+  the DIMM by the fleet's thresholds and the flag is a second opinion.
 - Only modules of kind `dimm`: a GPU's HBM (`gpu_hbm`) counts the GPU's memory (remediator/derive/gpu.py
   reads nvidia-smi for that) and never names a DIMM slot.
 The section's memory is re-read once an hour (the collector's inventory_every_s): between reads it is
@@ -48,7 +51,11 @@ failing as candidates (the group is no fan to replace).
 
 Firmware (UpdateService/FirmwareInventory): the BIOS and BMC versions the BMC says are running
 (Dell's Previous- rollback image is not) are kept and handed to the baseline comparison
-(remediator/derive/configuration.py), which prefers the host's own reading (see there).
+(remediator/derive/configuration.py), which prefers the host's own reading (see there). A component the
+host read itself within OWN_FIRMWARE_S keeps that source: a report whose `ipmitool mc info` or dmidecode
+failed (a BMC mid-reflash answers nothing) leaves the version unknown, never the Redfish one, so a
+firmware-below-baseline-redfish ticket does not open beside the running reflash (the second review of the
+Redfish rules, finding 2). A host that stopped reading it itself for longer goes over to the BMC's.
 """
 
 from __future__ import annotations
@@ -59,7 +66,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from checker.schemas import EdacState, RedfishMemoryModule, RedfishState, Report, SensorReading
+from checker.schemas import EdacState, Identity, RedfishMemoryModule, RedfishState, Report, SensorReading
+from remediator.derive.edac_counted import EdacSample, counted_detail, sample
 from remediator.derive.redfish_power import POWER_EXPLAINS, power_signals, psu_name
 from remediator.signals import MAX_GAP_S, SignalValue
 
@@ -72,6 +80,10 @@ EDAC_SHARE = 0.5  # ours: EDAC counting less than half of what the BMC counted o
 EDAC_RULE_FLOOR = 0.05
 FIRMWARE_KEPT = ("bios", "bmc")  # what the class baselines compare (remediator/firmware_baselines.yaml)
 MAX_LISTED = 8
+# ours: a reflash and its verification take minutes to an hour (cyborg's firmware step); a host whose own
+# reading is missing for a day has lost it (in-band IPMI gone), and the BMC's version is all there is
+OWN_FIRMWARE_S = 86400
+SEL_SKEW_S = 300  # remediator/derive/sel.py SKEW_S: the BMC's clock stepping between two listings
 ALARMS = (("UncorrectableECCError", "bmc_dimm_uncorrectable"), ("CorrectableECCError", "bmc_dimm_ce_alarm"))
 
 
@@ -127,6 +139,14 @@ class RedfishMemory(BaseModel):
     )
     firmware: dict[str, str] = Field(
         default_factory=dict, max_length=len(FIRMWARE_KEPT), description="bios/bmc -> the version last served."
+    )
+    own_firmware: dict[str, AwareDatetime] = Field(
+        default_factory=dict,
+        max_length=len(FIRMWARE_KEPT),
+        description="bios/bmc -> when the host last read it itself (its usual source while within OWN_FIRMWARE_S).",
+    )
+    edac_sample: EdacSample | None = Field(
+        None, description="The host's EDAC counts at that read, per labelled DIMM: `edac_silent`'s interval start."
     )
 
 
@@ -213,23 +233,28 @@ def _dimm_signals(
     before: DimmRead | None,
     read: DimmRead,
     elapsed: float,
-    edac_ue: int | None,
+    edac_of: dict[str, dict[str, Any]],
     edac_failed: bool = False,
 ) -> list[SignalValue]:
+    """`edac_of`: kind (ce, ue) -> what EDAC counted of it on this DIMM (else the host) over the interval
+    since the last read (edac_counted.counted_detail)."""
     subject, base = dimm_name(module), module_detail(module)
     signals: list[SignalValue] = []
     for alarm, kind in ALARMS:
         if module.alarm_trips.get(alarm) is True:
-            counted = edac_ue if kind == "bmc_dimm_uncorrectable" else read.edac
-            detail = {**base, "alarm": alarm, "counter": read.counter, "edac_counted": counted}
-            silent = None if edac_failed else not counted  # a failed EDAC collector is not silence
-            signals.append(SignalValue(kind, subject, 1.0, {**detail, "edac_silent": silent}))
+            edac = edac_of["ue" if kind == "bmc_dimm_uncorrectable" else "ce"]
+            detail = {**base, "alarm": alarm, "counter": read.counter, **edac}
+            if edac_failed:
+                detail["edac_silent"] = None  # a failed EDAC collector is not silence
+            signals.append(SignalValue(kind, subject, 1.0, detail))
     if before is None or _new_baseline(before, read, elapsed):
         return signals  # a baseline, no rate
     tripped = any(s.kind == "bmc_dimm_uncorrectable" for s in signals)
     if read.ue is not None and before.ue is not None and read.ue > before.ue and not tripped:
         detail = {**base, "counter": read.counter, "delta": read.ue - before.ue, "count": read.ue}
-        detail.update(alarm=None, edac_counted=edac_ue, edac_silent=None if edac_failed else not edac_ue)
+        detail.update(alarm=None, **edac_of["ue"])
+        if edac_failed:
+            detail["edac_silent"] = None
         signals.append(SignalValue("bmc_dimm_uncorrectable", subject, float(read.ue - before.ue), detail))
     if read.ce is None or before.ce is None or read.ce <= before.ce:
         return signals  # still, or backwards: a reset or a replaced DIMM records only
@@ -245,6 +270,10 @@ def _dimm_signals(
         "edac_rate": round(counted / elapsed, 6) if counted is not None else None,
         "edac": how,
         "edac_under_reports": under,
+        # the interval as one counted entry: a repair's resolve within it is recounted (remediator.recount)
+        "since": before.at.isoformat(),
+        "counted": [[int(before.at.timestamp()), delta]],
+        "counted_s": round(elapsed, 3),
     }
     signals.append(SignalValue("bmc_dimm_ce_rate", subject, delta / elapsed, detail))
     return signals
@@ -268,7 +297,7 @@ def memory_signals(
     kept = previous if previous is not None else RedfishMemory()
     if state.memory is None:
         return [], kept
-    edac_now, edac_ue = _edac_total(edac), _edac_total(edac, "ue")
+    edac_now = _edac_total(edac)
     signals: list[SignalValue] = []
     dimms: dict[str, Held] = {}
     dropped = 0
@@ -286,7 +315,12 @@ def memory_signals(
                 at=kept.at, counter=held[0], ce=held[1], ue=held[2], edac=kept.edac, boot=kept.boot, serial=serial
             )
         elapsed = (now - before.at).total_seconds() if before is not None else 0.0
-        found = _dimm_signals(module, before, read, elapsed, edac_ue, edac_failed)
+        # EDAC over the BMC's interval: since the last read (same boot), else since boot (edac_counted.py)
+        edac_of = {
+            kind: counted_detail(edac, kept.edac_sample, dimm=dimm_name(module), kind=kind, start=kept.at, boot=boot)
+            for kind in ("ce", "ue")
+        }
+        found = _dimm_signals(module, before, read, elapsed, edac_of, edac_failed)
         flags = [f"{_key(module)}|{alarm}" for alarm, _ in ALARMS if module.alarm_trips.get(alarm) is True]
         tripped += flags
         # an alarm still set since an earlier read of this boot is the same trip: said once (the review's note 12)
@@ -300,6 +334,7 @@ def memory_signals(
     locators = [name[:64] for m in state.memory if m.kind == "dimm" and (name := (m.device_locator or "").strip())]
     update: dict[str, Any] = {"at": now, "edac": edac_now, "boot": boot, "dimms": dimms, "dropped": dropped}
     update.update(tripped=tripped[: 2 * MAX_DIMMS], locators=locators[:MAX_DIMMS])
+    update["edac_sample"] = sample(edac, now=now, boot=boot)
     return signals, kept.model_copy(update=update)
 
 
@@ -332,13 +367,23 @@ def name_dimms(
     return named
 
 
-def note_edac_silence(signals: Sequence[SignalValue], edac: EdacState | None) -> None:
+def note_edac_silence(
+    signals: Sequence[SignalValue], edac: EdacState | None, before: EdacSample | None = None, *, boot: str | None = None
+) -> None:
     """The SEL's memory signals say whether the host's EDAC counted any error of theirs (sel-memory-correctable
-    asks only where it did not: where EDAC counts, the EDAC rate rules judge the DIMM)."""
+    asks only where it did not: where EDAC counts, the EDAC rate rules judge the DIMM): on the same DIMM (else
+    the host), from `before` (the EDAC sample of the previous report) when the signal's new entries are no
+    older than it, else since boot (remediator/derive/edac_counted.py; the second review, finding 1). The
+    entries are new since the previous listing, so the BMC's clock may lag by the SEL's SKEW_S."""
     for signal in signals:
         if signal.kind in ("sel_memory_ecc", "sel_memory_ce_rate"):
-            counted = _edac_total(edac, "ue" if signal.detail.get("uncorrectable") else "ce")
-            signal.detail.update(edac_counted=counted, edac_silent=not counted)
+            first = signal.detail.get("first_timestamp")
+            start = dt.datetime.fromisoformat(first) if isinstance(first, str) else None
+            kind: Literal["ce", "ue"] = "ue" if signal.detail.get("uncorrectable") else "ce"
+            found = counted_detail(
+                edac, before, dimm=signal.subject, kind=kind, start=start, boot=boot, slack_s=SEL_SKEW_S
+            )
+            signal.detail.update(found)
 
 
 def served_firmware(state: RedfishState | None, previous: RedfishMemory | None) -> dict[str, str]:
@@ -357,6 +402,23 @@ def served_firmware(state: RedfishState | None, previous: RedfishMemory | None) 
         if len(versions) == 1:
             found[component] = versions.pop()
     return found
+
+
+def firmware_for_baseline(
+    identity: Identity | None, kept: RedfishMemory | None, *, now: dt.datetime
+) -> tuple[dict[str, str], RedfishMemory | None]:
+    """The BMC's versions the baseline comparison may use (a component the host read itself within
+    OWN_FIRMWARE_S is not one of them: its missing reading is unknown, not a change of source), and the
+    memory with the host's own reads noted."""
+    if kept is None:
+        return {}, None
+    firmware = identity.firmware if identity is not None else None
+    own = dict(kept.own_firmware)
+    if firmware is not None:
+        own.update({c: now for c, v in (("bios", firmware.bios_version), ("bmc", firmware.bmc_firmware)) if v})
+    usual = {c for c, when in own.items() if (now - when).total_seconds() <= OWN_FIRMWARE_S}
+    served = {c: v for c, v in kept.firmware.items() if c not in usual}
+    return served, kept.model_copy(update={"own_firmware": {c: own[c] for c in usual}})
 
 
 def redfish_signals(

@@ -4,52 +4,63 @@ explains, and a lost fan redundancy with the fans that may have failed. Pure."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from checker.parsers.redfish_sensors import psu_name as psu_name  # the parser names its status reading by it
 from checker.schemas import RedfishState, SensorReading
 from remediator.signals import SignalValue
 
 POWER_EXPLAINS = ("psu_failure", "psu_input_lost")
 MAX_LISTED = 8
-# The PSU's number in a MemberId or Name as the log parser reads it in a message (checker/parsers/redfish_log.py):
-# Dell 'PSU.Slot.1', 'PS1 Status', 'Power Supply 1'. Not a bare MemberId ('0': HPE and Intel count from 0).
-_PSU_NUMBER = re.compile(r"\bPSU\.Slot\.(\d{1,3})\b|\bPS\s?(\d{1,3})\b|\bpower supply\s*(\d{1,3})\b", re.IGNORECASE)
+LOWER_LIMITS = ("lcr", "lnr")
+UNREAD_STATUSES = ("ns", "na", "")  # IPMI's no reading / not available, as the parsers keep them
 
 
-def psu_name(member_id: str, bay: int | None, name: str | None) -> str:
-    """'PS2', as the SEL names a PSU (ipmitool's component, the log parser's PS<n>), where a bay or number says;
-    else its Name and MemberId ('Power Supply Bay 0', as the sensor parser names its status sensor)."""
-    if bay is not None:
-        return f"PS{bay}"
-    for text in (member_id, name or ""):
-        if (m := _PSU_NUMBER.search(text)) is not None:
-            return f"PS{next(g for g in m.groups() if g)}"
-    return f"{(name or 'PSU').strip()} {member_id}".strip()
-
-
-def _fans(sensors: Sequence[SensorReading] | None) -> dict[str, Any]:
-    """A lost fan redundancy names no fan: the fans the BMC reads as not OK or below a lower threshold are the
-    candidates (the sensors section, which the same service's Thermal readings fill), else every fan read
-    (the review's finding 9: 'Replace fan System Board Fan Redundancy' named the group, not a fan)."""
-    fans = [s for s in sensors or [] if s.kind == "fan"]
-    low = [
-        s
-        for s in fans
-        if s.status.lower() not in ("ok", "ns")
-        or (s.reading is not None and any(s.reading < s.thresholds[t] for t in ("lcr", "lnr") if t in s.thresholds))
-    ]
-    listed = low or fans
-    named = (
-        low[0].name
-        if len(low) == 1
-        else "one of " + ", ".join(s.name for s in listed[:MAX_LISTED])
-        if listed
-        else "a fan the BMC does not name"
+def _fan_candidate(sensor: SensorReading) -> str | None:
+    """Why a fan may be the one a lost redundancy means: `failing` (the BMC's status not OK, or a reading below
+    a lower critical or non-recoverable threshold), `unreadable` (no reading: ipmitool's na, Redfish's null),
+    or None (read and healthy). A fan the BMC cannot read may be the failed one: it is never taken for healthy
+    (issue 16 leftovers: na fans were left out of the candidates whenever another fan was failing)."""
+    status = sensor.status.strip().lower()
+    if sensor.reading is None and status in UNREAD_STATUSES:
+        return "unreadable"
+    below = sensor.reading is not None and any(
+        sensor.reading < sensor.thresholds[t] for t in LOWER_LIMITS if t in sensor.thresholds
     )
-    candidates = [{"sensor": s.name, "status": s.status, "reading": s.reading} for s in listed[:MAX_LISTED]]
-    return {"fan": named, "fan_candidates": candidates, "ambiguous": len(low) != 1}
+    if below or status not in ("ok", *UNREAD_STATUSES):
+        return "failing"
+    return "unreadable" if sensor.reading is None else None
+
+
+def _fans(sensors: Sequence[SensorReading] | None, group: str) -> dict[str, Any]:
+    """A lost fan redundancy names no fan: the fans the BMC reads as failing, then those it cannot read, are
+    the candidates (the sensors section, which the same service's Thermal readings fill), else every fan read
+    (the review's finding 9: 'Replace fan System Board Fan Redundancy' named the group, not a fan). `fan_part`,
+    the part its ticket is keyed by: the one failing fan, so a Critical fan's own ticket (sensor-critical-fan)
+    is the same ticket; else the group."""
+    fans = [s for s in sensors or [] if s.kind == "fan"]
+    why = {s.name: _fan_candidate(s) for s in fans}
+    failing = [s for s in fans if why[s.name] == "failing"]
+    unreadable = [s for s in fans if why[s.name] == "unreadable"]
+    listed = [*failing, *unreadable] or fans
+    shown = ", ".join(s.name for s in listed[:MAX_LISTED])
+    if len(failing) == 1:
+        named = failing[0].name
+        if unreadable:
+            named += ", or one the BMC cannot read (" + ", ".join(s.name for s in unreadable[:MAX_LISTED]) + ")"
+    else:
+        named = f"one of {shown}" if listed else "a fan the BMC does not name"
+    candidates = [
+        {"sensor": s.name, "status": s.status, "reading": s.reading, "candidate": why[s.name] or "read ok"}
+        for s in listed[:MAX_LISTED]
+    ]
+    return {
+        "fan": named,
+        "fan_candidates": candidates,
+        "ambiguous": len(failing) != 1 or bool(unreadable),
+        "fan_part": failing[0].name if len(failing) == 1 else group,
+    }
 
 
 def power_signals(
@@ -97,7 +108,9 @@ def power_signals(
             "members": group.members,
         }
         if group.of == "fan":
-            signals.append(SignalValue("fan_redundancy_lost", group.name, 1.0, {**group_detail, **_fans(sensors)}))
+            signals.append(
+                SignalValue("fan_redundancy_lost", group.name, 1.0, {**group_detail, **_fans(sensors, group.name)})
+            )
             continue
         if explained:
             continue  # a failed PSU or a lost input is the reason, and has its own ticket

@@ -11,6 +11,9 @@ count fall), the listing still holds old history when the BMC renumbered it (aft
 dropped only its oldest entries: only entries dated after the newest one already seen count (less
 SKEW_S, the entries that close to it matched by content), and an undated (Pre-Init) entry only after
 the last dated entry that was history. Deasserted entries are recoveries and never fire a failure.
+A host whose log is read by the other protocol this time (SelState.source: both configured, one failing)
+keeps a cursor per protocol: the switch is no clearing, and only entries dated after the newest one
+already seen (one log, one clock) and past that protocol's own cursor are new (`_switched`).
 
 A PSU that lost its input ("AC lost", "input lost or out-of-range") usually sits on a failed
 feed, PDU or whip, not a failed PSU: it is `psu_input_lost`, apart from `psu_failure` (failure
@@ -35,12 +38,14 @@ import datetime as dt
 import hashlib
 import re
 from collections import defaultdict
+from collections.abc import Sequence
+from typing import Literal
 
 from checker.schemas import SelEntry, SelState
 from remediator.derive.capacity_sel import sel_kind
 from remediator.derive.kernel import add_to_bucket, live_buckets
-from remediator.derive.memory import Bucket, SelMemory
-from remediator.derive.sel_interrupts import interrupt_detail, is_critical
+from remediator.derive.memory import Bucket, SelCursor, SelMemory
+from remediator.derive.sel_interrupts import RecentAer, interrupt_detail, is_critical, remember_aers
 from remediator.derive.sel_memory import ce_rate_signals
 from remediator.signals import SignalValue
 
@@ -148,6 +153,37 @@ def _new_entries(state: SelState, previous: SelMemory | None, now: dt.datetime) 
     return fresh, None
 
 
+Source = Literal["ipmi", "redfish"]
+
+
+def _switched(
+    state: SelState, previous: SelMemory, source: Source, was: Source
+) -> tuple[list[SelEntry], SelMemory, dict[Source, SelCursor]]:
+    """A host whose log is read by the other protocol this time (both configured, Redfish preferred, one of them
+    failing): its record ids and count are another space, so the other protocol's cursor is kept aside and
+    this one's taken up where it was left. Both list the BMC's one log by its one clock, so an entry dated at
+    or before the newest entry already seen (by either) was counted; only later ones, and with this
+    protocol's cursor only ids past it, are new: nothing counted twice across the switch, nothing lost (the
+    second review of the Redfish rules, finding 6). Undated entries are new only past this protocol's cursor."""
+    cursors = {k: v for k, v in previous.cursors.items() if k != source}
+    cursors[was] = SelCursor(last=previous.last, count=previous.count)
+    own = previous.cursors.get(source)
+    view = previous.model_copy(update={"last": own.last if own else None, "count": own.count if own else None})
+    reported_max = _reported_max(state)
+    past = own is not None and own.last is not None and (reported_max is None or reported_max >= own.last)
+
+    def new(entry: SelEntry) -> bool:
+        if past and own is not None and own.last is not None and entry.record_id <= own.last:
+            return False
+        if entry.timestamp is None:
+            return past
+        return previous.newest is None or entry.timestamp > previous.newest
+
+    if not past:  # this protocol's ids start over (never read this way, or its log was cleared): times alone
+        view = view.model_copy(update={"last": None, "count": None})
+    return [e for e in state.entries if new(e)], view, cursors
+
+
 def _key(entry: SelEntry) -> str:
     """The entry's time, and a short digest of what it says (the memory stays small)."""
     at = entry.timestamp.isoformat() if entry.timestamp is not None else "-"
@@ -196,7 +232,11 @@ def _dated(key: str) -> dt.datetime:
 
 
 def _failure_signal(
-    kind: str, subject: str, entries: list[SelEntry], aer_at: dt.datetime | None = None, now: dt.datetime | None = None
+    kind: str,
+    subject: str,
+    entries: list[SelEntry],
+    aers: list[RecentAer] | None = None,
+    now: dt.datetime | None = None,
 ) -> SignalValue:
     last = entries[-1]
     detail: dict[str, object] = {
@@ -207,11 +247,13 @@ def _failure_signal(
         "raw": last.raw,
     }
     if kind == "sel_memory_ecc":
+        dated = [e.timestamp for e in entries if e.timestamp is not None]  # EDAC is compared from here on
+        detail["first_timestamp"] = min(dated).isoformat() if dated else None
         uncorrectable = sum(1 for e in entries if _UE.search(e.event))
         detail.update(uncorrectable=uncorrectable > 0, uncorrectable_count=uncorrectable)
         detail["correctable_count"] = len(entries) - uncorrectable
     if kind == "sel_critical_interrupt":
-        detail.update(interrupt_detail(entries, aer_at, now or dt.datetime.now(dt.UTC)))
+        detail.update(interrupt_detail(entries, aers or [], now or dt.datetime.now(dt.UTC)))
     if kind == "sel_temperature_high":
         detail["level"] = "upper_nr" if any("non-recoverable" in e.event.lower() for e in entries) else "upper_cr"
     return SignalValue(kind, subject, float(len(entries)), detail)
@@ -269,13 +311,30 @@ def _flood_signals(
 
 
 def sel_signals(
-    state: SelState | None, previous: SelMemory | None, *, now: dt.datetime, aer_seen: bool = False
+    state: SelState | None,
+    previous: SelMemory | None,
+    *,
+    now: dt.datetime,
+    aer_seen: bool = False,
+    aer_devices: Sequence[Sequence[str]] = (),
 ) -> tuple[list[SignalValue], SelMemory | None]:
-    """`aer_seen`: this report's kernel log has an uncorrected PCIe AER error (remediator/derive/sel_interrupts.py)."""
+    """`aer_devices`: this report's kernel log's uncorrected PCIe AER errors, each the functions it names
+    (empty: none named); `aer_seen`: one that names none (remediator/derive/sel_interrupts.py)."""
     if state is None:
         return [], previous
-    aer_at = now if aer_seen else (previous.aer_at if previous is not None else None)
-    fresh, cleared = _new_entries(state, previous, now)
+    aer_at = now if aer_seen or aer_devices else (previous.aer_at if previous is not None else None)
+    kept_aers = list(previous.aers) if previous is not None else []
+    if previous is not None and previous.aer_at is not None and not kept_aers:  # memory from before `aers`
+        kept_aers = [(int(previous.aer_at.timestamp()), [])]
+    seen = [[str(x) for x in d if x] for d in aer_devices] + ([[]] if aer_seen and not aer_devices else [])
+    aers = remember_aers(kept_aers, seen, now, previous.newest if previous is not None else None)
+    was = previous.source if previous is not None else None
+    if previous is not None and was is not None and state.source is not None and state.source != was:
+        fresh, previous, cursors = _switched(state, previous, state.source, was)
+        cleared = None  # the other protocol's record ids are another space: no clearing, no restart
+    else:
+        fresh, cleared = _new_entries(state, previous, now)
+        cursors = dict(previous.cursors) if previous is not None else {}
     signals: list[SignalValue] = []
     if cleared is not None and previous is not None:
         signals.append(
@@ -295,7 +354,7 @@ def sel_signals(
         power_at = now
     explained = power_at is not None and (now - power_at).total_seconds() <= POWER_EXPLAINS_S
     signals.extend(
-        _failure_signal(kind, subject, entries, aer_at, now)
+        _failure_signal(kind, subject, entries, aers, now)
         for (kind, subject), entries in grouped.items()
         if not (kind == "power_unit_fault" and explained)
     )
@@ -334,6 +393,8 @@ def sel_signals(
         watched = {}  # a cleared log starts the flood watch afresh
     newest, tail = _newest(state, previous, now)
     memory = SelMemory(
+        source=state.source or (previous.source if previous is not None else None),
+        cursors=cursors,
         last=last,
         count=count,
         power_at=power_at,
@@ -342,5 +403,6 @@ def sel_signals(
         tail=tail,
         dimm_ce=dimm_ce,
         aer_at=aer_at,
+        aers=aers,
     )
     return signals, memory

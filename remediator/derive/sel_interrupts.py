@@ -8,10 +8,18 @@ of the Redfish rules, finding 10).
 - `candidates`: the PCI functions the entries name ("bus 0x3a device 0x00 function 0x0", Dell's "at bus
   59 device 0 function 0"), as written, with a BDF where the numbers are hex-prefixed (a bare number's
   base is the vendor's: Dell's message registry does not say).
-- `os_saw_aer`: the kernel logged an uncorrected PCIe AER error within AER_WITHIN_S of the entry (this
-  report's kernel log, or one remembered from an earlier report): pcie-aer-uncorrected then drains and
-  tickets the device, and this host-level ticket would be a second one for the same fault. An AER that
-  the kernel logs only in a later report than the entry is not seen here (the entry has fired by then).
+- `os_saw_aer`: the kernel logged an uncorrected PCIe AER error within AER_WITHIN_S of the entry, before
+  or after it (this report's kernel log, or one remembered from an earlier report: RecentAer), and, where
+  the entry names a bus, device and function, on that function (the AER's device or a function that
+  reported it; a bare number is tried as decimal and as hex): pcie-aer-uncorrected then drains and tickets
+  the device, and this host-level ticket would be a second one for the same fault. An AER on another
+  device, or hours from the entry, explains nothing (second review of the Redfish rules, finding 4: one
+  AER silenced every entry for an hour). An AER that names no device (the kernel's host-wide count)
+  explains an entry near in time that names none either, and one that does, since its device is unknown.
+  An entry naming a slot only is matched by time alone (the section's slot names are not in the log's
+  words). An AER that the kernel logs only in a later report than the entry is not seen here (the entry
+  has fired by then). The AER's time is the report's that carried it: within one report interval of the
+  kernel's own.
 """
 
 from __future__ import annotations
@@ -23,6 +31,10 @@ from typing import Any
 from checker.schemas import SelEntry
 
 AER_WITHIN_S = 3600  # ours: the hour the SEL deriver lets a logged PSU event explain a lost redundancy too
+MAX_AERS = 16  # uncorrected AER reports remembered (each up to MAX_AER_DEVICES functions)
+MAX_AER_DEVICES = 4
+RecentAer = tuple[int, list[str]]
+"""(epoch seconds of the report that carried it, the PCI functions it names: empty when none)."""
 MAX_CANDIDATES = 4
 # IPMI offsets in ipmitool's words, and Dell's iDRAC wordings (PCI1302 / PCI1320-style messages)
 FATAL_INTERRUPTS = (
@@ -54,7 +66,44 @@ def _candidate(bus: str, device: str, function: str) -> dict[str, Any]:
     return found
 
 
-def interrupt_detail(entries: list[SelEntry], aer_at: dt.datetime | None, now: dt.datetime) -> dict[str, Any]:
+def _function(bdf: str) -> tuple[int, int, int] | None:
+    """'0000:3b:00.1' or '3b:00.1' -> (bus, device, function)."""
+    match = re.fullmatch(r"(?:[0-9a-f]{4}:)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])", bdf.strip().lower())
+    return (int(match[1], 16), int(match[2], 16), int(match[3], 16)) if match else None
+
+
+def _readings(number: str) -> set[int]:
+    if number.lower().startswith("0x"):
+        return {int(number, 16)}
+    return {int(number), int(number, 16)}  # the vendor's base is unsaid: decimal (Dell's 59) or hex
+
+
+def _names(candidate: dict[str, Any], devices: list[str]) -> bool:
+    buses, slots, functions = (_readings(candidate[k]) for k in ("bus", "device", "function"))
+    found = [f for d in devices if (f := _function(d)) is not None]
+    return any(bus in buses and slot in slots and function in functions for bus, slot, function in found)
+
+
+def _explains(aer: RecentAer, candidates: list[dict[str, Any]], when: list[dt.datetime]) -> bool:
+    at, devices = aer
+    near = any(abs(t.timestamp() - at) <= AER_WITHIN_S for t in when)
+    if not near:
+        return False
+    return not candidates or not devices or any(_names(c, devices) for c in candidates)
+
+
+def remember_aers(
+    kept: list[RecentAer], devices_seen: list[list[str]], now: dt.datetime, newest: dt.datetime | None
+) -> list[RecentAer]:
+    """The AERs still able to explain an entry: this report's, and the kept ones within AER_WITHIN_S (and the
+    BMC's clock allowance) of the newest entry seen or of now."""
+    at = int(now.timestamp())
+    fresh = [(at, sorted(set(d))[:MAX_AER_DEVICES]) for d in devices_seen]
+    floor = min(at, int(newest.timestamp()) if newest is not None else at) - AER_WITHIN_S - 300
+    return [a for a in [*kept, *fresh] if a[0] >= floor][-MAX_AERS:]
+
+
+def interrupt_detail(entries: list[SelEntry], aers: list[RecentAer], now: dt.datetime) -> dict[str, Any]:
     """The severity, candidates and AER overlap of one sensor's critical-interrupt entries."""
     fatal = any(_FATAL.search(e.event) or _FATAL.search(e.raw) for e in entries)
     candidates: list[dict[str, Any]] = []
@@ -63,7 +112,7 @@ def interrupt_detail(entries: list[SelEntry], aer_at: dt.datetime | None, now: d
             if (found := _candidate(*match.groups())) not in candidates:
                 candidates.append(found)
     when = [e.timestamp or now for e in entries]
-    saw = aer_at is not None and any(abs((t - aer_at).total_seconds()) <= AER_WITHIN_S for t in when)
+    saw = any(_explains(aer, candidates, when) for aer in aers)
     return {
         "severity": "fatal" if fatal else "uncorrectable",
         "candidates": candidates[:MAX_CANDIDATES],

@@ -72,6 +72,7 @@ def ce_rate_signals(
         in_window = sum(n for index, n in buckets if (index + 1) * width > newest - CE_WINDOW_S)
         first = min(index for index, n in buckets if n > 0) * width
         limit = any(is_limit(e) for e in once)
+        dated = [e.timestamp for e in once if e.timestamp is not None]
         rate = in_window / CE_WINDOW_S
         held = newest - first >= CE_WINDOW_S or limit
         detail = {
@@ -84,6 +85,8 @@ def ce_rate_signals(
             "log_services": sorted({e.log_service for e in entries if e.log_service})[:4],
             "events": list(dict.fromkeys(e.event for e in once))[:10],
             "record_ids": [e.record_id for e in once][-10:],
+            # the new entries' first time: EDAC's count is compared from there (derive/edac_counted.py)
+            "first_timestamp": min(dated).isoformat() if dated else None,
         }
         signals.append(SignalValue("sel_memory_ce_rate", dimm, max(rate, CE_FLOOR) if limit else rate, detail))
     newest_first = sorted(kept.items(), key=lambda kv: -max(i for i, _ in kv[1]))

@@ -12,6 +12,13 @@ every report while it holds.
 nor the thresholds tell the direction (no level is a substring of another: a rule's detail_matches
 compares by substring). `limits`: the thresholds
 as text for a ticket's title (`ucr 30, unr 90`), or that the listing has none.
+
+`fan_degraded`, subject the fan: a fan turning at or below the lower NON-critical threshold its BMC
+publishes (`ipmitool sensor list`'s lnc column, Redfish's LowerThresholdNonCritical or Thresholds.LowerCaution)
+but above its lower critical one: slowing (a worn bearing, a blocked rotor) before it fails. The BMC's own
+threshold is the judge: a fan without a published lnc gives no such signal (no threshold of ours is guessed),
+and one at or below its critical threshold is a sensor_critical fan, not this. A state, on every report while
+it holds, so a rule can ask that it last (`for`): a BMC's quiet fan mode can dip a fan below it for a while.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from remediator.signals import SignalValue
 CRITICAL_STATES = frozenset({"cr", "nr", "lcr", "ucr", "lnr", "unr"})
 NON_RECOVERABLE = frozenset({"nr", "lnr", "unr"})
 MAX_SENSORS = 32
+MAX_FANS = 16
+LOWER_CRITICAL = ("lcr", "lnr")
 SHOWN = ("lnr", "lcr", "ucr", "unr")
 
 
@@ -44,9 +53,34 @@ def _limits(sensor: SensorReading) -> str:
     return ", ".join(shown) if shown else "thresholds not listed"
 
 
+def _fan_degraded(sensor: SensorReading) -> SignalValue | None:
+    """A fan at or below its published lower non-critical threshold and above its lower critical ones
+    (module docstring); None otherwise. Strictly below the lnc, or at it when the BMC itself says so (ipmitool's
+    `nc`, the Redfish parser's `lnc`): an `ok` fan exactly at its threshold is the BMC's to judge."""
+    lnc, reading, status = sensor.thresholds.get("lnc"), sensor.reading, sensor.status.strip().lower()
+    if sensor.kind != "fan" or lnc is None or reading is None or status in CRITICAL_STATES:
+        return None
+    if any(reading <= sensor.thresholds[k] for k in LOWER_CRITICAL if k in sensor.thresholds):
+        return None  # critical: the BMC's cr (sensor_critical) or the SEL's going-low event says so
+    if not (reading < lnc or (reading == lnc and status in ("nc", "lnc"))):
+        return None
+    detail = {
+        "kind": "fan",
+        "status": status,
+        "reading": reading,
+        "unit": sensor.unit,
+        "thresholds": dict(sensor.thresholds),
+        "limits": ", ".join(
+            f"{k} {sensor.thresholds[k]:g}" for k in ("lnc", *LOWER_CRITICAL) if k in sensor.thresholds
+        ),
+    }
+    return SignalValue("fan_degraded", sensor.name, reading, detail)
+
+
 def sensor_signals(sensors: list[SensorReading] | None) -> list[SignalValue]:
     if not sensors:
         return []
+    degraded = [s for s in map(_fan_degraded, sensors) if s is not None][:MAX_FANS]
     signals = []
     for sensor in sensors:
         status = sensor.status.strip().lower()
@@ -70,4 +104,4 @@ def sensor_signals(sensors: list[SensorReading] | None) -> list[SignalValue]:
         signals.append(SignalValue("sensor_critical", sensor.name, value, detail))
         if len(signals) >= MAX_SENSORS:
             break
-    return signals
+    return signals + degraded

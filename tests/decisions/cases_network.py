@@ -282,3 +282,56 @@ def log_only_link(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
         assert not session.scalars(select(Decision).where(Decision.rule_id == "nic-link-flapping-redundant")).all()
 
     return host, reports, Expect("nic-link-flapping", "ticket", part_type="nic", part="eth0", also=holds)
+
+
+@case(
+    "both members of the LACP bond went down three times in a day: neither backs the other up, the ticket holds "
+    "the host (second review of the Redfish rules, finding 3)",
+    "nic-carrier-flapping",
+)
+def both_bond_members_flapping(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = NetHost(tmp)
+    reports = []
+    for downs, minute in enumerate((0, 30, 60, 90)):
+        host.counters("ens1f0np0", crc=0, downs=2 + downs)
+        host.counters("ens1f1np1", crc=0, downs=downs)
+        reports.append(host.cycle(minute))
+
+    def holds(_session: Session, _remediation: Remediation | None, ticket: Ticket | None) -> None:
+        assert ticket is not None
+        assert ticket.holds_host
+
+    return (
+        host,
+        reports,
+        Expect(
+            "nic-carrier-flapping",
+            "ticket",
+            part_type="nic",
+            never=frozenset({"nic-carrier-flapping-redundant"}),
+            also=holds,
+        ),
+    )
+
+
+@case(
+    "a port of the LACP bond flaps while its partner is linked but outside the active aggregator (another "
+    "switch): no backup, the ticket holds the host (second review, finding 3)",
+    "nic-carrier-flapping",
+)
+def bond_partner_outside_aggregator(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = NetHost(tmp)
+    host.file(f"{NET}ens1f1np1/bonding_slave/state", "backup\n")
+    host.file(f"{NET}ens1f1np1/bonding_slave/ad_aggregator_id", "2\n")
+    reports = []
+    for downs, minute in enumerate((0, 30, 60, 90)):
+        host.counters("ens1f0np0", crc=0, downs=2 + downs)
+        reports.append(host.cycle(minute))
+    expect = Expect(
+        "nic-carrier-flapping",
+        "ticket",
+        part_type="nic",
+        part="ens1f0np0",
+        never=frozenset({"nic-carrier-flapping-redundant"}),
+    )
+    return host, reports, expect

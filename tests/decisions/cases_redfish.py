@@ -364,7 +364,8 @@ def ppr_refused_under_bmc_rate(tmp: Path) -> tuple[SnapHost, list[Report], Expec
 
 @case(
     "a Redfish fan redundancy group lost its redundancy and one fan reads below its lower critical threshold: "
-    "a fan ticket naming that fan, not the group (review finding 9)",
+    "a fan ticket naming that fan, not the group (review finding 9), the fan's one ticket with its critical "
+    "sensor's (issue 16 leftovers)",
     "fan-redundancy-lost",
 )
 def redfish_fan_redundancy(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
@@ -381,8 +382,10 @@ def redfish_fan_redundancy(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     expect = Expect(
         "fan-redundancy-lost",
         "ticket",
-        title=r"dt-host-01: fan redundancy lost \(System Board Fan Redundancy\), check Fan2A",
+        # one ticket for Fan2A, titled by whichever rule opened it (sensor-critical-fan's, or the redundancy's)
+        title=r"Fan Fan2A past its critical threshold|fan redundancy lost \(System Board Fan Redundancy\), check Fan2A",
         part_type="fan",
+        part="Fan2A",
         never=frozenset({"fan-failure"}),
     )
     return host, [report], expect
@@ -413,3 +416,104 @@ def _intrusions_on_ticket(_session: Session, _remediation: Remediation | None, t
     opened = ticket.evidence["chassis_intrusion"]
     assert opened
     assert all(row["sensor"] for row in opened)
+
+
+# -- the second review of the Redfish rules (issue 19) ---------------------------------------------------
+
+
+@case(
+    "correctable errors EDAC counted before the last hourly read, standing still since, do not silence the "
+    "iDRAC's correctable-ECC alarm on DIMM A1 an hour later: a ticket (second review, finding 1)",
+    "bmc-dimm-ce-alarm",
+)
+def bmc_ce_alarm_after_old_edac_ce(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = SnapHost(tmp).real_edac(I10NM)  # 4 CEs on CPU_SrcID#1_MC#3_Chan#0_DIMM#0 (no slot the BMC names)
+    reports = [with_bmc(host.cycle(0), redfish=inventory(dell_dimm()))]
+    reports.append(with_bmc(host.cycle(60), redfish=inventory(dell_dimm(CorrectableECCError=True))))
+    expect = Expect(
+        "bmc-dimm-ce-alarm", "ticket", title="correctable-ECC alarm tripped", part="DIMM A1", serial="19949A6B"
+    )
+    return host, reports, expect
+
+
+@case(
+    "the iDRAC's correctable-ECC alarm on DIMM A1 where EDAC's count rose within the same hour: EDAC's rules "
+    "judge, no BMC ticket (second review, finding 1)",
+    None,
+)
+def bmc_ce_alarm_edac_counted_in_hour(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = SnapHost(tmp).real_edac(I10NM)
+    reports = [with_bmc(host.cycle(0), redfish=inventory(dell_dimm()))]
+    host.real_edac(I10NM, mc7__dimm0__dimm_ce_count=10)
+    reports.append(with_bmc(host.cycle(60), redfish=inventory(dell_dimm(CorrectableECCError=True))))
+    return host, reports, Expect(None, never=frozenset({"bmc-dimm-ce-alarm"}))
+
+
+@case(
+    "the host reads BMC 1.17 itself (ipmitool mc info), below the class's 6.0: a reflash; mid-reflash mc info "
+    "fails and the BMC's Redfish inventory says 5.10: the version is unknown, no Redfish firmware ticket beside "
+    "the reflash (second review, finding 2)",
+    "firmware-below-baseline",
+)
+def firmware_source_stays_when_ipmi_fails(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    from checker.parsers.redfish_inventory import firmware_from_collection_id, parse_collection_links
+
+    host = SnapHost(tmp)
+    host.baselines = BMC_BASELINE
+    host.snap.command(["ipmitool", "mc", "info"], sample("ipmi-mc/ipmitool-mc-info-intel-bmc-fw-1.17.txt"))
+    links = parse_collection_links(doc(DELL_FIRMWARE)).value
+    served = RedfishState(service=SERVICE, firmware=[f for f in map(firmware_from_collection_id, links) if f])
+    reports = [with_bmc(host.cycle(0), redfish=served)]
+    host.snap.command(["ipmitool", "mc", "info"], "", rc=1)  # the BMC is being flashed: no answer in-band
+    failed = host.cycle(10)
+    assert failed.observations.identity is not None
+    assert failed.observations.identity.firmware.bmc_firmware is None
+    reports.append(with_bmc(failed, redfish=served))
+    expect = Expect(
+        "firmware-below-baseline",
+        "reflash_firmware",
+        never=frozenset({"firmware-below-baseline-redfish"}),
+        also=no_redfish_firmware_decision,
+    )
+    return host, reports, expect
+
+
+def no_redfish_firmware_decision(session: Session, _remediation: Remediation | None, _ticket: Ticket | None) -> None:
+    """Not held behind the reflash either: the rule never fires, no decision, no ticket beside it."""
+    from sqlalchemy import select
+
+    from remediator.models import Decision
+
+    assert session.scalars(select(Decision).where(Decision.rule_id == "firmware-below-baseline-redfish")).all() == []
+    assert not [t for t in session.scalars(select(Ticket)).all() if "Redfish inventory" in t.title]
+
+
+RECOVERED_AER = (  # the kernel's wording (drivers/pci/pcie/aer.c), as tests/decisions/cases_pcie.py RECOVERED
+    "pcieport 0000:00:03.0: AER: Uncorrected (Non-Fatal) error received: 0000:03:00.0\n"
+    "mpt3sas 0000:03:00.0: AER: PCIe Bus Error: severity=Uncorrected (Non-Fatal), type=Transaction Layer, "
+    "(Requester ID)\n"
+    "mpt3sas 0000:03:00.0: AER:   device [1000:00ab] error status/mask=00004000/00000000\n"
+    "mpt3sas 0000:03:00.0: AER:    [14] CmpltTO                (First)\n"
+    "pcieport 0000:00:03.0: AER: device recovery successful\n"
+)
+
+
+@case(
+    "the kernel logged an uncorrected AER on the HBA at 03:00.0, and the BMC a PCI SERR naming 3a:00.0 a minute "
+    "later: the AER does not explain another device's entry, the SERR is ticketed (second review, finding 4)",
+    "sel-critical-interrupt",
+)
+def serr_beside_another_devices_aer(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = SnapHost(tmp)
+    first = with_bmc(host.cycle(0), sel=SelState(entries=[], entry_count=0))
+    host.kernel_log(RECOVERED_AER)
+    aer = with_bmc(host.cycle(0.5), sel=SelState(entries=[], entry_count=0))
+    entry = serr_entry()  # dated 08:00:30, the AER's report's time
+    logged = with_bmc(host.cycle(1), sel=SelState(entries=[entry], entry_count=1))
+    expect = Expect(
+        "sel-critical-interrupt",
+        "ticket",
+        title=r"dt-host-01: the BMC logged a bus or PCI error \(uncorrectable, Critical Interrupt #0x21\)",
+        part_type="host",
+    )
+    return host, [first, aer, logged], expect

@@ -17,6 +17,7 @@ from tests.decisions import (
     cases_cxl,  # noqa: F401 - registers its cases in CASES
     cases_cxl_review,  # noqa: F401 - registers its cases in CASES
     cases_cxl_review2,  # noqa: F401 - registers its cases in CASES
+    cases_fans,  # noqa: F401 - registers its cases in CASES
     cases_gpu,  # noqa: F401 - registers its cases in CASES
     cases_heat,  # noqa: F401 - registers its cases in CASES
     cases_network,  # noqa: F401 - registers its cases in CASES

@@ -199,10 +199,10 @@ def test_s5_downs_in_a_report_with_a_transmit_timeout_are_the_drivers_reset() ->
 
 
 def test_m4_a_flapping_port_says_whether_the_host_keeps_another_link() -> None:
-    def two(i: int) -> list[NicPort]:
+    def two(i: int) -> list[NicPort]:  # an active-backup bond: the agent reads its mode (second review, 3)
         return [
-            port("p0", "0000:3b:00.0", downs=i, master="bond0"),
-            port("p1", "0000:3b:00.1", master="bond0"),
+            port("p0", "0000:3b:00.0", downs=i, master="bond0").model_copy(update={"bond_mode": "active-backup"}),
+            port("p1", "0000:3b:00.1", master="bond0").model_copy(update={"bond_mode": "active-backup"}),
         ]
 
     (flaps,) = [s for s in run([(i * 600.0, two(i)) for i in range(4)])[-1] if s.kind == "nic_link_flaps"]

@@ -66,6 +66,7 @@ PART_TICKETS_IN_SERVICE = {
     "gpu-missing": "the host serves on its other GPUs; nothing it runs is at risk",
     "gpu-xid-reset-unnamed": "nvidia-smi does not list the GPU, so nothing can be reset; a person looks",
     "gpu-xid-contained-repeated": "contained errors: the driver stopped the application, the GPU serves on",
+    "fan-degraded": "a fan still turning above its critical threshold: the others carry the load until the swap",
 }
 
 

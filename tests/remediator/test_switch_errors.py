@@ -81,3 +81,36 @@ def test_a_holding_ticket_or_old_errors_stay_the_hosts(session: Session) -> None
     assert switch_errors.grouped(session, hosts[0], cable_request(hosts[0]), later).part_type == "nic"
     no_lldp = cable_request(hosts[0], evidence={"part": {"interface": "ens1f0np0", "switch": None}})
     assert switch_errors.grouped(session, hosts[0], no_lldp, NOW).part_type == "nic"
+
+
+def test_the_switch_s_hosts_are_found_among_a_datacenter_of_other_switches(session: Session, monkeypatch: Any) -> None:
+    """The hosts behind one switch are chosen in SQL (a WHERE on the switch, each port's newest erring row),
+    not from the datacenter's CRC rows of every switch cut at MAX_ROWS in hostname order: there, hosts
+    sorting first behind other switches filled the limit and this switch's three were never seen. MAX_ROWS
+    is made small here to stand for a datacenter of more than 4000 such rows."""
+    monkeypatch.setattr(switch_errors, "MAX_ROWS", 10)
+    for n in range(12):  # hostnames sorting before ours, behind other switches, each erring twice
+        erring(session, f"a{n:02}", switch=f"ams1-r{n:02}-tor9")
+        erring(session, f"a{n:02}", switch=f"ams1-r{n:02}-tor9", minutes_ago=15)
+    for name in ("z1", "z2", "z3"):
+        erring(session, name)
+        erring(session, name, minutes_ago=20)  # an older row of the same port: the newest is the one read
+    read: list[int] = []
+    execute = session.execute
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        frozen = execute(*args, **kwargs).freeze()
+        read.append(len(frozen().all()))
+        return frozen()
+
+    monkeypatch.setattr(session, "execute", counting)
+    hosts = switch_errors.erring_hosts(session, "ams1", "ams1-r07-tor1", NOW)
+    assert [h["hostname"] for h in hosts] == ["z1", "z2", "z3"]
+    assert hosts[0]["ports"] == {"ens1f0np0": {"last_hour": 400.0, "switch_port": "Ethernet1"}}
+    assert read == [3]  # one row per port of this switch: not the datacenter's 30 CRC rows, nor 10 of them
+    fixed = NOW - dt.timedelta(minutes=30)  # since a repair's resolve: every row of this switch, none of others
+    assert [h["hostname"] for h in switch_errors.erring_hosts(session, "ams1", "ams1-r07-tor1", NOW, fixed)] == [
+        "z1",
+        "z2",
+        "z3",
+    ]

@@ -117,7 +117,8 @@ def test_f1bc_an_uncertain_detection_is_kept_holds_the_close_and_is_counted_apar
     assert repairs.settle_repairs(session, now=at(61 + settle_min))["closed"] == 0
     session.refresh(ticket)
     assert ticket.state == TicketState.verifying
-    assert ticket.verify_until == undecided
+    # held one more verification window at most (issue 16 leftovers; tests/ticketing/test_uncertain_bound.py)
+    assert ticket.verify_until == min(undecided, at(60 + 2 * settle_min))
     # once the hour has left the window, the ticket closes, saying what it saw
     later = (undecided - at(0)).total_seconds() / 60 + 1
     send(session, *healthy("web-1", later, later))

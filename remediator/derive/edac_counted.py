@@ -1,0 +1,151 @@
+"""What the host's EDAC counted on one DIMM over one interval: the like-for-like comparison the BMC's
+DIMM signals make before a rule asks a person (`edac_silent`, remediator/derive/redfish.py and sel.py).
+
+Why not EDAC's total since boot (the second review of the Redfish rules, finding 1): one uncorrectable
+error EDAC counted hours ago on another DIMM silenced bmc-dimm-uncorrectable and sel-memory-correctable
+for the rest of the boot. So the count is:
+- of the same DIMM where exactly one EDAC DIMM's label is the BMC's name for it on letters and digits
+  (a board whose labels were registered: EDAC's `DIMM_A1` for the BMC's `DIMM A1`, remediator/dimm_redfish.py's
+  rule), else of the whole host (`edac_scope` says which: EDAC's default labels, `CPU_SrcID#0_Ha#0_Chan#2_DIMM#0`,
+  name no slot the BMC uses, and a wrong match would silence a DIMM on another's count);
+- over the BMC's interval: from a kept EDAC sample taken at or before the interval's start in the same
+  boot, else since boot (EDAC's counters start at boot: a boot after the interval's start leaves EDAC's
+  count of the part before it unknown, and the count covers less; a sample newer than the start covers
+  more, as the old rule did). `edac_since` says which.
+EDAC polls (seed 000): an error the BMC logged just before the interval's end may be counted by EDAC just
+after it, in the next interval; then both the BMC's and EDAC's rules may ask (two tickets, never none).
+Pure: stdlib, pydantic and the report's types.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from checker.schemas import EdacState
+
+MAX_SAMPLED_DIMMS = 64  # labelled EDAC DIMMs with errors kept per sample (2 sockets x 24 DIMMs is 48)
+Kind = Literal["ce", "ue"]
+
+
+def letters_digits(text: str) -> str:
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+class EdacSample(BaseModel):
+    """The host's EDAC counts at one report: its totals, and the labelled DIMMs that counted any error."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    at: AwareDatetime
+    boot: str | None = None
+    ce: int = 0
+    ue: int = 0
+    dimms: dict[str, tuple[int, int]] = Field(
+        default_factory=dict,
+        max_length=MAX_SAMPLED_DIMMS,
+        description="EDAC dimm_label on letters and digits -> (CE, UE) counts, the DIMMs with any; one absent "
+        "counted 0 unless `full` is false.",
+    )
+    full: bool = Field(True, description="False: more DIMMs had errors than were kept (an absent one is unknown).")
+
+
+def host_total(edac: EdacState, kind: Kind) -> int:
+    """Per controller its own total, or its DIMMs' and the unattributed ones where those add up to more."""
+    if kind == "ce":
+        return sum(max(c.ce_count, sum(d.ce_count for d in c.dimms) + c.ce_noinfo_count) for c in edac.controllers)
+    return sum(max(c.ue_count, sum(d.ue_count for d in c.dimms) + c.ue_noinfo_count) for c in edac.controllers)
+
+
+def _labelled(edac: EdacState) -> dict[str, list[tuple[int, int]]]:
+    found: dict[str, list[tuple[int, int]]] = {}
+    for controller in edac.controllers:
+        for dimm in controller.dimms:
+            if key := letters_digits(dimm.label):
+                found.setdefault(key, []).append((dimm.ce_count, dimm.ue_count))
+    return found
+
+
+def sample(edac: EdacState | None, *, now: dt.datetime, boot: str | None) -> EdacSample | None:
+    if edac is None:
+        return None
+    with_errors = {k: v[0] for k, v in _labelled(edac).items() if len(v) == 1 and (v[0][0] or v[0][1])}
+    kept = dict(list(with_errors.items())[:MAX_SAMPLED_DIMMS])
+    return EdacSample(
+        at=now,
+        boot=boot,
+        ce=host_total(edac, "ce"),
+        ue=host_total(edac, "ue"),
+        dimms=kept,
+        full=len(kept) == len(with_errors),
+    )
+
+
+class EdacCounted(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    count: int | None  # None: the host reports no EDAC
+    scope: Literal["dimm", "host"]
+    since: str  # the kept sample's time, or "boot"
+
+
+def counted(
+    edac: EdacState | None,
+    before: EdacSample | None,
+    *,
+    dimm: str,
+    kind: Kind,
+    start: dt.datetime | None,
+    boot: str | None,
+    slack_s: float = 0.0,
+) -> EdacCounted:
+    """EDAC's count of `kind` on the DIMM the BMC calls `dimm` (else the host) from the BMC's interval's
+    `start` (None: unknown, since boot) to this report. `slack_s`: how much later than `start` the sample
+    may be (the BMC's clock allowance, where the entries are known to be newer than the sample)."""
+    if edac is None:
+        return EdacCounted(count=None, scope="host", since="boot")
+    index = 0 if kind == "ce" else 1
+    matches = _labelled(edac).get(letters_digits(dimm), []) if letters_digits(dimm) else []
+    scope: Literal["dimm", "host"] = "dimm" if len(matches) == 1 else "host"
+    now_count = matches[0][index] if scope == "dimm" else host_total(edac, kind)
+    usable = (
+        before is not None
+        and start is not None
+        and before.at <= start + dt.timedelta(seconds=slack_s)
+        and before.boot == boot
+    )
+    if before is None or not usable:
+        return EdacCounted(count=now_count, scope=scope, since="boot")
+    if scope == "dimm":
+        held = before.dimms.get(letters_digits(dimm))
+        if held is None and not before.full:
+            return EdacCounted(count=now_count, scope=scope, since="boot")
+        then = held[index] if held is not None else 0
+    else:
+        then = before.ce if kind == "ce" else before.ue
+    if now_count < then:  # the counters were reset (edac_mc reset_counters): since then only
+        return EdacCounted(count=now_count, scope=scope, since="reset")
+    return EdacCounted(count=now_count - then, scope=scope, since=before.at.isoformat())
+
+
+def counted_detail(
+    edac: EdacState | None,
+    before: EdacSample | None,
+    *,
+    dimm: str,
+    kind: Kind,
+    start: dt.datetime | None,
+    boot: str | None,
+    slack_s: float = 0.0,
+) -> dict[str, object]:
+    """A signal's `edac_counted` (null: no EDAC section), `edac_silent` (it is 0 or null), `edac_scope` and
+    `edac_since`."""
+    found = counted(edac, before, dimm=dimm, kind=kind, start=start, boot=boot, slack_s=slack_s)
+    return {
+        "edac_counted": found.count,
+        "edac_silent": not found.count,
+        "edac_scope": found.scope,
+        "edac_since": found.since,
+    }

@@ -1,0 +1,58 @@
+"""A GPU ticket's `dcgm_diag` evidence: what the site's last `dcgmi diag` run said of this GPU (the report's
+gpu.diag, checker/parsers/dcgmi_diag.py). Evidence only: no rule reads it and no action follows from it.
+
+A test counts for the GPU when it failed or warned for All GPUs or for this GPU's index; its warnings are
+those naming this GPU or none. A failure that could not run (CUDA would not initialise: the fabric manager,
+the driver) is said to be a setup fault, so a technician is not sent to swap a GPU whose memory test never
+started (the corpus's H100 sample)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_TESTS = 16
+MAX_WARNINGS = 8
+NOTE = (
+    "the site's own dcgmi diag run (fleetfix runs none), read from the agent's state directory; a failure "
+    "with could_not_run is a setup fault (CUDA did not initialise), not the GPU's"
+)
+
+
+def _for_gpu(test: dict[str, Any], index: Any) -> bool:
+    gpus = test.get("gpus")
+    return gpus is None or index is None or index in gpus
+
+
+def dcgm_diag_of(part: dict[str, Any] | None, observations: dict[str, Any]) -> dict[str, Any] | None:
+    """The diag's findings for the GPU `part` names (its `index`), or None when the report carries no diag."""
+    diag = (observations.get("gpu") or {}).get("diag")
+    if not isinstance(diag, dict):
+        return None
+    index = (part or {}).get("index")
+    tests = [t for t in diag.get("tests") or [] if isinstance(t, dict) and _for_gpu(t, index)]
+    failed = [
+        {
+            "name": t.get("name"),
+            "group": t.get("group"),
+            "kind": t.get("kind"),
+            "result": t.get("result_text"),
+            "could_not_run": bool(t.get("could_not_run")),
+            "warnings": [
+                w.get("text")
+                for w in t.get("warnings") or []
+                if isinstance(w, dict) and (index is None or w.get("gpu") in (None, index))
+            ][:MAX_WARNINGS],
+        }
+        for t in tests
+        if t.get("result") in ("fail", "warn")
+    ]
+    return {
+        "dcgm_version": diag.get("dcgm_version"),
+        "driver_version": diag.get("driver_version"),
+        "first_seen": diag.get("first_seen"),
+        "gpu_index": index,
+        "failed": failed[:MAX_TESTS],
+        "passed": [t.get("name") for t in tests if t.get("result") == "pass"][: MAX_TESTS * 2],
+        "skipped": [t.get("name") for t in tests if t.get("result") == "skip"][:MAX_TESTS],
+        "note": NOTE,
+    }

@@ -1,0 +1,95 @@
+"""`dcgmi diag` (issue 16 leftovers, item 5): the site's own run, left in the agent's state directory, is
+parsed per test (checker/parsers/dcgmi_diag.py) and shown on GPU tickets only (remediator/gpu_diag.py); no rule
+reads it. The corpus's real H100 run (DCGM 3.3.8, 8 GPUs): GPU Memory 'Fail - All' because CUDA would not
+initialise (the fabric manager was not running), PCIe skipped, the deployment checks passed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from bench.samples import sample
+from checker.parsers.dcgmi_diag import diag_kind, parse_dcgmi_diag
+from remediator.rules import load_ruleset
+from tests.decisions.cases_gpu import A10G, cycles, field, gpu_host
+from tests.decisions.harness import register, remediations, run, to_ticket
+
+H100_DIAG = "gpu/dcgmi-diag-r3-h100x8-gpu-memory-fail-cuinit-persistence-info.txt"
+DIAG_FILE = "/var/lib/fleetfix-agent/dcgmi-diag.txt"  # checker/collectors/gpu.py: the state directory's
+
+
+def table(*rows: tuple[str, str]) -> str:
+    """A Hardware section of dcgmi's table, as the real one lays it out: the value cut at 45 characters, one
+    space before and two after."""
+    line = "+" + "-" * 27 + "+" + "-" * 48 + "+"
+    body = [f"| {name:<25} | {value:<45}  |" for name, value in rows]
+    section = "+-----  Hardware  ----------+" + "-" * 48 + "+"
+    return "\n".join(
+        [line, "| Diagnostic                | Result                                         |", section, *body, line]
+    )
+
+
+def test_the_real_h100_run_is_read_per_test() -> None:
+    parsed = parse_dcgmi_diag(sample(H100_DIAG))
+    assert parsed.problems == []
+    diag = parsed.value
+    assert diag is not None
+    assert (diag.dcgm_version, diag.driver_version) == ("3.3.8", "560.35.03")
+    by_name = {t.name: t for t in diag.tests}
+    memory = by_name["GPU Memory"]
+    assert (memory.group, memory.kind, memory.result, memory.gpus) == ("Hardware", "memory", "fail", None)
+    assert memory.could_not_run  # cuInit: 'system not yet initialized', not the memory
+    assert [w.gpu for w in memory.warnings] == list(range(8))
+    assert "Restart DCGM" in memory.warnings[0].text  # cut mid-word at the column, joined without a space
+    assert "Unable to initialize CUDA library: 'system not yet initialized'" in memory.warnings[0].text
+    assert (by_name["PCIe"].kind, by_name["PCIe"].result) == ("pcie", "skip")
+    assert (by_name["Page Retirement/Row Remap"].kind, by_name["Denylist"].kind) == ("memory", "deployment")
+    assert all(t.result == "pass" for t in diag.tests if t.group == "Deployment")
+    assert diag.info[0].startswith("Persistence mode for GPU 0 is disabled. Enable persistence mode")
+    # the negative case: a memory test that ran and found errors on one GPU is the hardware's (our own text in
+    # the tool's layout: the corpus has no such run)
+    failed = parse_dcgmi_diag(table(("GPU Memory", "Fail - GPU: 3"), ("Warning", "GPU 3 DBE errors detected: 2")))
+    assert failed.value is not None
+    (found,) = failed.value.tests
+    assert (found.result, found.gpus, found.could_not_run, found.warnings[0].gpu) == ("fail", [3], False, 3)
+    assert diag_kind("Targeted Power", "Stress") == "power"
+    assert diag_kind("NVLink", "Integration") == "nvlink"
+    assert diag_kind("Targeted Stress", "Stress") == "compute"
+    assert parse_dcgmi_diag("Error: unable to connect to the host engine\n").value is None
+
+
+def test_a_gpu_ticket_carries_the_diag_and_no_rule_reads_it(session: Session, tmp_path: Path) -> None:
+    host = gpu_host(tmp_path, "0000:00:1e.0")
+    host.file(DIAG_FILE, sample(H100_DIAG))
+    xml = field(sample(A10G), "remapped_row_failure", "Yes")
+    reports = cycles(host, xml, range(0, 10, 5))
+    assert reports[-1].observations.gpu is not None
+    diag = reports[-1].observations.gpu.diag
+    assert diag is not None
+    assert diag.first_seen is not None
+    assert reports[0].observations.gpu is not None
+    assert reports[0].observations.gpu.diag is not None
+    assert diag.first_seen == reports[0].observations.gpu.diag.first_seen  # the same output: its first sight kept
+    register(session, host)
+    run(session, host, reports)
+    (remediation,) = [r for r in remediations(session, host.hostname) if r.rule_id == "gpu-row-remap-failure"]
+    ticket = to_ticket(session, remediation)
+    assert ticket is not None
+    evidence = ticket.evidence["dcgm_diag"]
+    assert evidence["gpu_index"] == 0
+    (memory,) = evidence["failed"]
+    assert (memory["name"], memory["kind"], memory["could_not_run"]) == ("GPU Memory", "memory", True)
+    assert len(memory["warnings"]) == 1  # GPU 0's only
+    assert memory["warnings"][0].startswith("GPU 0 Error using CUDA API cuInit")
+    assert "Denylist" in evidence["passed"]
+    assert "PCIe" in evidence["skipped"]
+    # evidence only: no rule of the default pack reads a diag signal
+    assert not [r.id for r in load_ruleset([]).rules if "diag" in r.when.signal]
+
+
+def test_without_the_file_no_diag(tmp_path: Path) -> None:
+    host = gpu_host(tmp_path, "0000:00:1e.0")
+    (report,) = cycles(host, sample(A10G), range(0, 1))
+    assert report.observations.gpu is not None
+    assert report.observations.gpu.diag is None

@@ -1,0 +1,103 @@
+"""Fans (issue 16 leftovers): a fan slowing below the lower non-critical threshold its BMC publishes is
+`fan_degraded`; a fan the BMC cannot read is a candidate of a lost fan redundancy, never taken for healthy;
+and the redundancy's ticket is keyed by its one failing fan. Real listings: the Supermicro `ipmitool sensor
+list` (FAN1 4400 RPM, lnr 300, lcr 500, lnc 700; FAN4-6, FANB na) and the Dell R650 Thermal (16 fans, lnc 840,
+lcr 480 RPM)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from bench.samples import sample
+from checker.parsers.ipmi import parse_sdr
+from checker.parsers.redfish_sensors import parse_thermal
+from checker.schemas import RedfishRedundancy, RedfishState, SensorReading
+from remediator.derive.redfish_power import power_signals
+from remediator.derive.sensors import sensor_signals
+from remediator.signals import SignalValue
+
+SUPERMICRO = "thermal/ipmitool-sensor-list-supermicro-dual-socket-cpu2-temp-nr-lowered-thresholds.txt"
+DELL_THERMAL = "redfish/dell-idrac9-r650-thermal-healthy-16-fans-redundancy.json"
+FAN1 = "FAN1             | 4400.000   | RPM        | ok    | 300.000   | 500.000   | 700.000   "
+LOST = RedfishRedundancy(name="System Board Fan Redundancy", of="fan", health="Critical", state="Enabled")
+
+
+def supermicro(fan1: str) -> list[SensorReading]:
+    """The real listing with FAN1's reading, status and lower thresholds as given (its upper ones kept)."""
+    return parse_sdr(sample(SUPERMICRO).replace(FAN1, fan1)).value
+
+
+def dell(**fan1a: Any) -> list[SensorReading]:
+    """The real R650 Thermal with System Board Fan1A's members changed (None: the member removed)."""
+    thermal = copy.deepcopy(json.loads(sample(DELL_THERMAL)))
+    member = thermal["Fans"][0]
+    for key, value in fan1a.items():
+        if value is None:
+            member.pop(key, None)
+        else:
+            member[key] = value
+    return parse_thermal(thermal).value.readings
+
+
+def of(signals: list[SignalValue], kind: str) -> list[SignalValue]:
+    return [s for s in signals if s.kind == kind]
+
+
+def test_a_fan_below_its_lower_non_critical_threshold_is_degraded_ipmitool() -> None:
+    assert of(sensor_signals(parse_sdr(sample(SUPERMICRO)).value), "fan_degraded") == []  # 4400 RPM: healthy
+    slow = "FAN1             | 600.000    | RPM        | nc    | 300.000   | 500.000   | 700.000   "
+    (degraded,) = of(sensor_signals(supermicro(slow)), "fan_degraded")
+    assert (degraded.subject, degraded.value, degraded.detail["limits"]) == ("FAN1", 600.0, "lnc 700, lcr 500, lnr 300")
+    fans_critical = [s.subject for s in of(sensor_signals(supermicro(slow)), "sensor_critical") if "FAN" in s.subject]
+    assert fans_critical == []  # not critical (the listing's CPU2 Temp nr is its own)
+    # no lower non-critical threshold published: no signal, whatever the reading (no threshold of ours)
+    no_lnc = "FAN1             | 600.000    | RPM        | ok    | 300.000   | 500.000   | na        "
+    assert of(sensor_signals(supermicro(no_lnc)), "fan_degraded") == []
+    # at or below its lower critical threshold: the critical fan's signal, not this one
+    stopped = "FAN1             | 400.000    | RPM        | cr    | 300.000   | 500.000   | 700.000   "
+    assert of(sensor_signals(supermicro(stopped)), "fan_degraded") == []
+    assert "FAN1" in [s.subject for s in of(sensor_signals(supermicro(stopped)), "sensor_critical")]
+    # exactly at the lnc: the BMC judges (ok: not degraded; nc: degraded)
+    at_ok = "FAN1             | 700.000    | RPM        | ok    | 300.000   | 500.000   | 700.000   "
+    at_nc = at_ok.replace("| ok    |", "| nc    |")
+    assert of(sensor_signals(supermicro(at_ok)), "fan_degraded") == []
+    assert [s.subject for s in of(sensor_signals(supermicro(at_nc)), "fan_degraded")] == ["FAN1"]
+
+
+def test_a_fan_below_its_lower_non_critical_threshold_is_degraded_redfish() -> None:
+    assert of(sensor_signals(dell()), "fan_degraded") == []  # every fan 5400-9240 RPM over lnc 840
+    (degraded,) = of(sensor_signals(dell(Reading=700)), "fan_degraded")  # between lcr 480 and lnc 840
+    assert (degraded.subject, degraded.detail["limits"]) == ("System Board Fan1A", "lnc 840, lcr 480")
+    assert of(sensor_signals(dell(Reading=700, LowerThresholdNonCritical=None)), "fan_degraded") == []
+    assert of(sensor_signals(dell(Reading=300)), "fan_degraded") == []  # below lcr: critical, not degraded
+
+
+def test_a_fan_the_bmc_cannot_read_is_a_candidate_never_healthy() -> None:
+    state = RedfishState(service="https://bmc.example", redundancy=[LOST])
+    # Fan1A below its lower critical threshold; Fan2A served with no Reading and no Health (the parser's ns)
+    fans = dell(Reading=300)
+    fans = [
+        f.model_copy(update={"reading": None, "status": "ns"}) if f.name == "System Board Fan2A" else f for f in fans
+    ]
+    (group,) = of(power_signals(state, False, fans), "fan_redundancy_lost")
+    candidates = {c["sensor"]: c["candidate"] for c in group.detail["fan_candidates"]}
+    assert candidates == {"System Board Fan1A": "failing", "System Board Fan2A": "unreadable"}
+    assert group.detail["ambiguous"] is True
+    assert group.detail["fan"] == "System Board Fan1A, or one the BMC cannot read (System Board Fan2A)"
+    assert group.detail["fan_part"] == "System Board Fan1A"
+    # the real Supermicro listing: FAN1 failing, the na headers (FAN4-6, FANB) unreadable candidates
+    stopped = "FAN1             | 400.000    | RPM        | cr    | 300.000   | 500.000   | 700.000   "
+    (listed,) = of(power_signals(state, False, supermicro(stopped)), "fan_redundancy_lost")
+    assert [(c["sensor"], c["candidate"]) for c in listed.detail["fan_candidates"]] == [
+        ("FAN1", "failing"),
+        ("FAN4", "unreadable"),
+        ("FAN5", "unreadable"),
+        ("FAN6", "unreadable"),
+        ("FANB", "unreadable"),
+    ]
+    # every fan read and healthy: every fan listed, read ok, keyed by the group
+    (every,) = of(power_signals(state, False, dell()), "fan_redundancy_lost")
+    assert {c["candidate"] for c in every.detail["fan_candidates"]} == {"read ok"}
+    assert (every.detail["ambiguous"], every.detail["fan_part"]) == (True, "System Board Fan Redundancy")
