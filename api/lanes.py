@@ -7,7 +7,7 @@ connection, and report intake waited seconds behind them (bench/load.py). So eve
 not report intake or a probe runs in a lane of `api_shared_concurrency` requests at a time per
 process; the rest wait in the event loop, holding no thread and no connection, and past
 `api_shared_queue` waiting they are answered 503 with a Retry-After at once. Report intake
-(`POST /api/v1/reports`, `/api/v1/reports/batch`) and the probes (`/healthz`, `/readyz`,
+(`POST /api/v1/reports`, `/api/v1/reports/delta`, `/api/v1/reports/batch`) and the probes (`/healthz`, `/readyz`,
 `/metrics`) never wait in the lane.
 """
 
@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from api.errors import error_body
 from core.settings import Settings
 
-INTAKE = frozenset({"/api/v1/reports", "/api/v1/reports/batch"})
+INTAKE = frozenset({"/api/v1/reports", "/api/v1/reports/delta", "/api/v1/reports/batch"})
 PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 
 

@@ -34,7 +34,7 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 def limit_for(path: str, settings: Settings) -> int:
     if path.rstrip("/") == "/api/v1/reports/batch":
         return settings.max_batch_body_bytes
-    if path.rstrip("/") == "/api/v1/reports":
+    if path.rstrip("/") in ("/api/v1/reports", "/api/v1/reports/delta"):  # a delta may change every section
         return settings.max_report_body_bytes
     return settings.max_body_bytes
 

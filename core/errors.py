@@ -28,6 +28,13 @@ class Conflict(FleetfixError):
     code = "conflict"
 
 
+class SendFullReport(FleetfixError):
+    """A delta report the centre cannot rebuild exactly from the base it names: the agent sends it in full."""
+
+    status_code = 409
+    code = "send_full"
+
+
 class InvalidInput(FleetfixError):
     status_code = 422
     code = "invalid"

@@ -112,7 +112,8 @@ class Settings(BaseSettings):
         2_097_152,
         ge=65_536,
         le=1_073_741_824,
-        description="Largest body of POST /api/v1/reports (an agent bounds a report at 1 MB; JSON escaping adds some).",
+        description="Largest body of POST /api/v1/reports and /reports/delta (an agent bounds a report at 1 MB; JSON "
+        "escaping adds some).",
     )
     max_batch_body_bytes: int = Field(
         16_777_216,

@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 from checker.schemas import Report
 from core import audit, metrics
 from core.db import Database, insert_ignoring_conflicts, utcnow
-from remediator import capacity_class
+from remediator import capacity_class, wire
 from remediator.benchmarks import outlier_signals
 from remediator.derive import derive_late
 from remediator.evaluate import Firing, evaluate
@@ -46,10 +46,10 @@ from remediator.host_evaluation import evaluate_host, report_signals
 from remediator.hostauth import HostKeys, SignedPayload, about_the_signer, authenticate
 from remediator.models import Host, HostState, Signal
 from remediator.models import Report as ReportRow
-from remediator.payloads import parse_one
+from remediator.payloads import from_the_future, parse_one
 from remediator.planning import decide
 from remediator.rules import RuleSet
-from remediator.schemas import IngestResult, Refusal
+from remediator.schemas import IngestResult, Refusal, WireBase
 from remediator.signals import SignalValue
 
 log = logging.getLogger(__name__)
@@ -336,7 +336,22 @@ def ingest(
             if remediation is not None:
                 result.remediations.append(remediation.id)
     session.flush()
+    result.bases = [
+        WireBase(hostname=host.hostname, report_id=host.last_stored_report_id, captured_at=host.last_stored_at)
+        for host in hosts.values()
+        if host.last_stored_report_id is not None and host.last_stored_at is not None
+    ]
     return result
+
+
+def _parsed(session: Session, entry: SignedPayload, now: dt.datetime) -> Report | Refusal:
+    """A payload validated: a delta rebuilt from its base (remediator.wire), else a full report."""
+    rebuilt = wire.resolve_payload(session, entry.body, signer=entry.host)
+    if rebuilt is None:
+        return parse_one(entry.body, now)
+    if isinstance(rebuilt, Report) and (problem := from_the_future(rebuilt, now)) is not None:
+        return Refusal(index=0, report_id=str(rebuilt.report_id), errors=[problem])
+    return rebuilt
 
 
 def ingest_batch(
@@ -351,7 +366,8 @@ def ingest_batch(
 
     A payload is a report (JSON text or object) or a SignedPayload from the
     broker (remediator.hostauth): a bad signature, or a host reporting for
-    another, is refused like a malformed report.
+    another, is refused like a malformed report. A delta report (checker.wire)
+    is rebuilt from its base first (remediator.wire), or refused with "send full".
 
     An unreachable database raises OperationalError to the caller, whose
     transport keeps the batch for later. If the batch fails for any other
@@ -363,8 +379,9 @@ def ingest_batch(
     passed, refused = authenticate(entries, host_keys, required=require_signed)
     reports: list[Report] = []
     at_index: dict[uuid.UUID, int] = {}
-    for index, entry in passed:
-        parsed = parse_one(entry.body, now)
+    with database.session() as lookup:  # a delta's base is read here (no connection is taken without one)
+        parsed_all = [(index, entry, _parsed(lookup, entry, now)) for index, entry in passed]
+    for index, entry, parsed in parsed_all:
         if isinstance(parsed, Report) and (problem := about_the_signer(parsed, entry)) is not None:
             parsed = Refusal(index=index, report_id=str(parsed.report_id), errors=[problem])
         if isinstance(parsed, Report):
@@ -396,6 +413,7 @@ def ingest_batch(
                 result.duplicates += one.duplicates
                 result.remediations += one.remediations
                 result.refused += one.refused
+                result.bases += one.bases
     # what ingest itself refused (a report id another host's report has), at its place in the batch
     clashes = [
         r.model_copy(update={"index": at_index.get(uuid.UUID(r.report_id), -1) if r.report_id else -1})

@@ -85,8 +85,21 @@ class Refusal(BaseModel):
     errors: list[str] = Field(description="Each names the field and what is wrong with it.")
 
 
+class WireBase(BaseModel):
+    """A stored report the centre holds as a host's state: a delta may name it as its base (checker.wire)."""
+
+    hostname: str
+    report_id: uuid.UUID
+    captured_at: dt.datetime
+
+
 class IngestResult(BaseModel):
     accepted: list[uuid.UUID] = Field(default_factory=list)
     duplicates: list[uuid.UUID] = Field(default_factory=list)
     refused: list[Refusal] = Field(default_factory=list)
     remediations: list[int] = Field(default_factory=list, description="Remediations planned by this batch.")
+    bases: list[WireBase] = Field(
+        default_factory=list,
+        description="Per host of the batch, the stored report it holds as the host's state: the base a delta "
+        'report may name (docs/report-schema.md, "Delta reports"). Added within API v1.',
+    )

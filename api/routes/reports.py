@@ -21,11 +21,13 @@ from api.auth import Forbidden, require
 from api.deps import get_ruleset, get_session
 from api.pagination import CURSOR_QUERY, Page, paginate
 from checker.schemas import Report
+from checker.wire import MalformedDelta, ReportDelta, SendFull
 from core.auth import Principal
 from core.db import utcnow
-from core.errors import Conflict, InvalidInput, NotFound
+from core.errors import Conflict, InvalidInput, NotFound, SendFullReport
 from core.models import Role
 from remediator import service as remediator
+from remediator import wire
 from remediator.ingest import ingest
 from remediator.models import Report as StoredReport
 from remediator.payloads import from_the_future, nul_at, parse_reports
@@ -65,6 +67,34 @@ def submit_report(
         raise Conflict(result.refused[0].errors[0], detail={"report_id": str(report.report_id)})
     session.commit()
     return result
+
+
+@router.post("/delta", response_model=IngestResult)
+def submit_delta(
+    delta: ReportDelta,
+    session: Session = Depends(get_session),
+    principal: Principal = Depends(submitter),
+    ruleset: RuleSet = Depends(get_ruleset),
+) -> IngestResult:
+    """One report as a delta against a stored report of its host (docs/report-schema.md, "Delta reports").
+
+    Rebuilt into the full report and ingested as one. A 409 `send_full` answers a delta the centre cannot
+    rebuild exactly (its base is not stored, a section's digest differs): nothing is stored, and the
+    agent sends the report in full. A changed section that does not validate is a 422 naming
+    `changed.<section>.<field>`."""
+    refusal = _not_its_own(principal, delta.host.hostname)
+    if refusal is not None:
+        raise Forbidden(refusal, detail={"credential": principal.hostname, "report": delta.host.hostname})
+    try:
+        report = wire.resolve(session, delta)
+    except SendFull as refused:
+        raise SendFullReport(refused.reason, detail={"report_id": str(delta.report_id)}) from None
+    except MalformedDelta as malformed:
+        message = "; ".join(malformed.errors[:5])
+        raise InvalidInput(
+            message, detail=[{"field": e.split(":")[0], "message": e} for e in malformed.errors]
+        ) from None
+    return submit_report(report, session=session, principal=principal, ruleset=ruleset)
 
 
 @router.post("/batch", response_model=IngestResult)
@@ -134,6 +164,7 @@ def ingest_each_alone(
         result.duplicates += one.duplicates
         result.remediations += one.remediations
         result.refused += one.refused
+        result.bases += one.bases
     return result, failed
 
 

@@ -113,6 +113,14 @@ class AgentConfig(BaseSettings):
     max_report_bytes: int = Field(
         1_000_000, ge=50_000, le=50_000_000, description="Largest report sent; older log events are cut first."
     )
+    delta_reports: bool = Field(
+        True,
+        description="Send a report as its changed sections against the base the centre last named, over HTTP, "
+        "once the centre has named one (docs/report-schema.md, 'Delta reports'). False: always in full.",
+    )
+    full_report_every: int = Field(
+        60, ge=1, le=10_000, description="Cycles after which a report is sent in full again (a safety net)."
+    )
     benchmark_window: str = Field(
         "01:00-05:00",
         description=(

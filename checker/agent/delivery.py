@@ -8,21 +8,28 @@ The POST carries the host's own token (FLEETFIX_AGENT_TOKEN or _TOKEN_FILE), wit
 API takes only this host's reports; through the broker, each report's JSON text is signed with
 a key derived from that token (core.signing; remediator.hostauth checks it). When neither
 works, the report is spooled; spooled reports are sent first, oldest first, as soon as delivery
-works again, so the central side sees them in capture order.
+works again, so the central side sees them in capture order. Over HTTP a report goes as a delta
+(checker.wire, POST {url}/api/v1/reports/delta) once the centre's answers named a base
+(checker.agent.wire_state); the broker and the spool always carry whole reports.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 import redis
 from celery import Celery
 
 from checker.agent.spool import Spool
+from checker.agent.wire_state import WireState
 from core.queue import INGEST_QUEUE, INGEST_STREAM
 from core.signing import report_key, sign_report
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +50,10 @@ class Delivery:
         fallback_url: str = "",
         http_timeout_s: float = 10.0,
         token: str = "",
+        wire: WireState | None = None,
     ) -> None:
         self.app = app
+        self.wire = wire  # the base a delta is sent against, and what the centre answered of it
         self.spool = spool
         self.fallback_url = fallback_url
         self.http_timeout_s = http_timeout_s
@@ -108,7 +117,20 @@ class Delivery:
             return False
         return True
 
-    def _http(self, payloads: list[dict[str, Any]]) -> bool:
+    def _post(self, client: httpx.Client, payload: dict[str, Any], delta: dict[str, Any] | None) -> httpx.Response:
+        """POST the report, as its delta when there is one; a delta the centre does not take (409 send_full,
+        or an older centre without the route) is followed at once by the whole report."""
+        if delta is not None:
+            response = client.post(f"{self.fallback_url}/api/v1/reports/delta", json=delta)
+            if response.is_success or response.status_code in (401, 403):
+                if response.is_success and self.wire is not None:
+                    self.wire.took_delta = True
+                return response
+            if self.wire is not None:
+                self.wire.refused(f"HTTP {response.status_code}: {response.text[:300]}")
+        return client.post(f"{self.fallback_url}/api/v1/reports", json=payload)
+
+    def _http(self, payloads: list[dict[str, Any]], delta: dict[str, Any] | None = None) -> bool:
         if not self.fallback_url:
             return False
         import httpx
@@ -116,8 +138,11 @@ class Delivery:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
             with httpx.Client(timeout=self.http_timeout_s, headers=headers) as client:
-                for payload in payloads:
-                    response = client.post(f"{self.fallback_url}/api/v1/reports", json=payload)
+                for position, payload in enumerate(payloads):
+                    response = self._post(client, payload, delta if position == len(payloads) - 1 else None)
+                    if response.is_success and self.wire is not None:
+                        with contextlib.suppress(ValueError):  # not the centre's JSON answer: no base named
+                            self.wire.answered(response.json())
                     if response.status_code in (401, 403):
                         # A missing, revoked or wrong credential: keep the report (spooled) until it is fixed.
                         log.error(
@@ -140,10 +165,12 @@ class Delivery:
             return False
         return True
 
-    def send(self, payloads: list[dict[str, Any]]) -> Outcome | None:
+    def send(self, payloads: list[dict[str, Any]], delta: dict[str, Any] | None = None) -> Outcome | None:
+        """The broker takes reports whole (the ingest stream answers nothing an agent reads); HTTP takes the
+        last one as `delta` when given."""
         if self._broker(payloads):
             return "broker"
-        if self._http(payloads):
+        if self._http(payloads, delta):
             return "http"
         return None
 
@@ -160,9 +187,10 @@ class Delivery:
             log.info("checker.spool.sent", extra={"fields": {"reports": len(payloads)}})
         return True
 
-    def deliver(self, payload: dict[str, Any]) -> Outcome:
-        """Send one report after whatever is spooled; spool it when that cannot be done now."""
-        if self.flush() and (outcome := self.send([payload])) is not None:
+    def deliver(self, payload: dict[str, Any], delta: dict[str, Any] | None = None) -> Outcome:
+        """Send one report after whatever is spooled (over HTTP as `delta` when given: checker.wire); spool it
+        whole when that cannot be done now."""
+        if self.flush() and (outcome := self.send([payload], delta)) is not None:
             return outcome
         if self.spool is None:
             self.dropped_without_spool += 1

@@ -34,6 +34,7 @@ from checker.agent.config import CPUS_UNPINNED, AgentConfig
 from checker.agent.delivery import Delivery, Outcome
 from checker.agent.probe import start_probe, stop_probe
 from checker.agent.spool import Spool
+from checker.agent.wire_state import WireState
 from checker.collectors.base import HostAccess, LiveHost
 from checker.collectors.context import CollectorState
 from checker.collectors.isolated_workload import CMDLINE, SYS_ISOLATED, SYS_NOHZ_FULL, read_isolated
@@ -218,6 +219,12 @@ class CheckLoop:
             fallback_url=self.config.fallback_url,
             http_timeout_s=self.config.http_timeout_s,
             token=self.config.http_token,
+            wire=WireState(
+                hostname,
+                path=self.state_dir / "wire_base.json" if self.state_dir else None,
+                full_every=self.config.full_report_every,
+                enabled=self.config.delta_reports,
+            ),
         )
         self.last_delivery: Outcome | None = None
         self.benchmark = BenchmarkSchedule(
@@ -279,7 +286,11 @@ class CheckLoop:
             report = self.build()
             if report is None:
                 return None
-            outcome = self.delivery.deliver(report.model_dump(mode="json"))
+            wire = self.delivery.wire
+            delta = wire.prepare(report) if wire is not None else None
+            outcome = self.delivery.deliver(report.model_dump(mode="json"), delta)
+            if wire is not None:
+                wire.finish()
             # Sent, spooled, or dropped and counted: either way these records were handled.
             self.cursors.commit()
             self.last_delivery = outcome

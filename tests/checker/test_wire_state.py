@@ -1,0 +1,100 @@
+"""The agent's side of delta reports (checker.agent.wire_state): only a base the centre named, full when in doubt."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from checker.agent.wire_state import WireState
+from checker.schemas import Report
+from checker.wire import ReportDelta, rebuild
+from tests.builders.reports import T0, edac_report
+
+
+def named(report: Report, hostname: str = "web-001") -> dict[str, Any]:
+    """The centre's answer naming `report` as the host's stored state (IngestResult.bases)."""
+    return {"bases": [{"hostname": hostname, "report_id": str(report.report_id)}]}
+
+
+def cycle(
+    agent: WireState, report: Report, answer: dict[str, Any] | None, *, took: bool = True
+) -> dict[str, Any] | None:
+    delta = agent.prepare(report)
+    agent.took_delta = took and delta is not None
+    if answer is not None:
+        agent.answered(answer)
+    agent.finish()
+    return delta
+
+
+def at(minutes: int, ce: int = 5) -> Report:
+    return edac_report(ce=ce, at=T0 + dt.timedelta(minutes=minutes))
+
+
+def test_no_delta_before_the_centre_names_a_base_nor_on_the_first_cycle() -> None:
+    agent = WireState("web-001", path=None)
+    first, second = at(0), at(1)
+    assert cycle(agent, first, None) is None  # first cycle, and an answer without bases: an older centre
+    assert cycle(agent, second, {"accepted": [str(second.report_id)]}) is None
+    assert agent.base is None
+    assert cycle(agent, at(2), named(second)) is None  # named now: the next one may be a delta
+    third = at(3, ce=7)
+    delta = cycle(agent, third, named(second))
+    assert delta is not None
+    assert rebuild(ReportDelta.model_validate(delta), second.model_dump(mode="json")) == third
+
+
+def test_a_base_it_never_sent_or_another_hosts_is_not_taken() -> None:
+    agent = WireState("web-001", path=None)
+    cycle(agent, at(0), named(at(9)))  # a report id it does not hold
+    assert agent.base is None
+    mine = at(1)
+    cycle(agent, mine, named(mine, hostname="web-002"))
+    assert agent.base is None
+
+
+def test_every_nth_cycle_goes_whole() -> None:
+    agent = WireState("web-001", path=None, full_every=3)
+    base = at(0)
+    sent = [cycle(agent, base, named(base))]
+    sent += [cycle(agent, at(n), named(base)) for n in range(1, 7)]
+    assert [d is not None for d in sent] == [False, True, True, False, True, True, False]
+
+
+def test_send_full_forgets_the_base() -> None:
+    agent = WireState("web-001", path=None)
+    base = at(0)
+    cycle(agent, base, named(base))
+    assert agent.prepare(at(1)) is not None
+    agent.refused("HTTP 409: send_full")
+    assert agent.base is None
+    assert agent.prepare(at(2)) is None
+
+
+def test_after_a_restart_the_first_report_is_whole_and_the_kept_base_serves_again(tmp_path: Path) -> None:
+    path = tmp_path / "wire_base.json"
+    agent = WireState("web-001", path=path)
+    base = at(0)
+    cycle(agent, base, named(base))
+    assert path.exists()
+    restarted = WireState("web-001", path=path)
+    report = at(1)
+    assert cycle(restarted, report, named(base)) is None  # whole; the centre still holds the old state
+    assert restarted.base == base  # read back from the state directory
+    assert restarted.prepare(at(2)) is not None
+
+
+def test_an_unreadable_kept_base_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "wire_base.json"
+    path.write_text("{not json")
+    agent = WireState("web-001", path=path)
+    assert not agent.known
+
+
+def test_deltas_off_means_always_whole() -> None:
+    agent = WireState("web-001", path=None, enabled=False)
+    base = at(0)
+    cycle(agent, base, named(base))
+    assert agent.base == base
+    assert agent.prepare(at(1)) is None
