@@ -45,7 +45,8 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
-from checker.schemas import KernelEvent, KernelEventKind
+from checker.parsers.event_draft import EventDraft
+from checker.schemas import KernelEventKind
 
 K = KernelEventKind
 Subject = Callable[[re.Match[str]], str | None]
@@ -103,10 +104,10 @@ def protocol_serial(lines: list[str]) -> int | None:
     return None
 
 
-def cxl_protocol_records(events: list[KernelEvent]) -> list[KernelEvent]:
+def cxl_protocol_records(events: list[EventDraft]) -> list[EventDraft]:
     """GHES records that carry a CXL Protocol Error section become `cxl_protocol_error` events, named
     by their agent (a CXL memory device, or a root, switch or RCH downstream port)."""
-    out: list[KernelEvent] = []
+    out: list[EventDraft] = []
     for event in events:
         if event.kind is K.ghes_error and any(PROTOCOL_SECTION in line for line in event.lines):
             event = event.model_copy(update={"kind": K.cxl_protocol_error, "subject": protocol_agent(event.lines)})

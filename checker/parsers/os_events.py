@@ -26,7 +26,8 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
-from checker.schemas import MAX_LINES_PER_EVENT, KernelEvent, KernelEventKind
+from checker.parsers.event_draft import EventDraft
+from checker.schemas import MAX_LINES_PER_EVENT, KernelEventKind
 
 K = KernelEventKind
 Subject = Callable[[re.Match[str]], str | None]
@@ -164,23 +165,22 @@ def oom_subject(lines: list[str]) -> str:
     return HOST_OOM if facts["scope"] == "host" else "unknown"
 
 
-def fold_suppressed(events: list[KernelEvent]) -> list[KernelEvent]:
+def fold_suppressed(events: list[EventDraft]) -> list[EventDraft]:
     """ext4's "EXT4-fs error: N callbacks suppressed" names no device: the kernel prints it (lib/ratelimit.c,
     the superblock's own limit, fs/ext4/super.c ext4_error_ratelimit) just before that filesystem's next
     error line it lets through. Its N errors go to that next event's count, when it is the next event; a
     line with nothing after it stays an event of its own (a host-level count of N)."""
-    folded: list[KernelEvent] = []
+    folded: list[EventDraft] = []
     for event in events:
-        last = folded[-1] if folded else None
-        if (
-            last is not None
-            and last.kind is K.fs_error
-            and last.subject is None
-            and event.kind is K.fs_error
-            and event.subject is not None
-        ):
-            lines = [*last.lines, *event.lines][:MAX_LINES_PER_EVENT]
-            folded[-1] = event.model_copy(update={"count": event.count + last.count, "lines": lines})
+        if folded and _counts_for(folded[-1], event):
+            last = folded[-1]
+            joined = [*last.lines, *event.lines][:MAX_LINES_PER_EVENT]
+            folded[-1] = event.model_copy(update={"count": event.count + last.count, "lines": joined})
             continue
         folded.append(event)
     return folded
+
+
+def _counts_for(last: EventDraft, event: EventDraft) -> bool:
+    """Whether `last` is a device-less "callbacks suppressed" count that goes to `event`, a device's error."""
+    return last.kind is K.fs_error and last.subject is None and event.kind is K.fs_error and event.subject is not None

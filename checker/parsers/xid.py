@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from checker.parsers.common import Parsed, guarded
+from checker.parsers.event_draft import EventDraft
 from checker.schemas import KernelEvent, KernelEventKind, KernelLogState
 
 K = KernelEventKind
@@ -193,13 +194,13 @@ def identity(event: KernelEvent) -> GpuIdentity | None:
     return GpuIdentity(bdf, m.group("uuid"), serial)
 
 
-def unconfirmed(event: KernelEvent) -> bool:
+def unconfirmed(event: KernelEvent | EventDraft) -> bool:
     """A probe message ("The NVIDIA GPU … installed in this system …") that is not about a GPU fallen off
     the bus (an unsupported GPU, a driver mismatch): the classifier drops it."""
     return event.kind is K.gpu_fallen_off_bus and not any(FALLEN in line for line in event.lines)
 
 
-def drop_unconfirmed(events: list[KernelEvent]) -> list[KernelEvent]:
+def drop_unconfirmed(events: list[EventDraft]) -> list[EventDraft]:
     return [e for e in events if not unconfirmed(e)]
 
 
