@@ -26,8 +26,8 @@ from api.app import create_app
 from api.bootstrap import bootstrap_admin
 from api.runtime import build_central, central_celery, repair_reactions
 from api.settings import CentralSettings
-from api.web.demo import demo_accounts
-from checker.sim import SimulatedFleet
+from api.web.demo import OPERATOR_USERNAME, accounts_file, demo_accounts, technician_name
+from checker.sim import SimulatedFleet, showcase
 from checker.sim.repairs import replace_dimm
 from core.queue import CENTRAL_QUEUES, INGEST_QUEUE, host_queue
 from cyborg.central import Cyborg
@@ -108,7 +108,21 @@ class FleetSimulator:
             self.app.send_task("remediator.ingest_reports", args=[chunk], queue=INGEST_QUEUE)
         return len(reports)
 
+    def catch_up(self, now: dt.datetime) -> int:
+        """What the virtual hosts' agents spooled before this process came up (SimulatedFleet.spooled), one
+        catch-up batch per host, as agents send theirs; then a report interval's pause, so the worker has the
+        batches before the live reports come."""
+        with self.lock:
+            batches = self.fleet.spooled(now)
+        for batch in batches:
+            chunk: list[dict[str, Any]] = [r.model_dump(mode="json") for r in batch]
+            self.app.send_task("remediator.ingest_reports", args=[chunk], queue=INGEST_QUEUE)
+        return sum(len(batch) for batch in batches)
+
     def _run(self) -> None:
+        sent = self.catch_up(dt.datetime.now(dt.UTC))
+        log.info("checker.sim.caught_up", extra={"fields": {"reports": sent}})
+        self._stop.wait(self.interval_s)
         while not self._stop.is_set():
             sent = self.tick(dt.datetime.now(dt.UTC))
             log.debug("checker.sim.tick", extra={"fields": {"reports": sent}})
@@ -179,6 +193,26 @@ def simulated_technician(fleet: SimulatedFleet, lock: threading.RLock) -> Reacti
     return swap
 
 
+def demo_guide(fleet: SimulatedFleet, settings: CentralSettings) -> list[str]:
+    """The few lines `fleetfix up --simulate` prints at start: where to look, as whom, and at which host first
+    (chosen from this fleet's own faults: checker/sim/showcase.py HIGHLIGHTS)."""
+    url = settings.effective_public_url + "/"
+    found = showcase.highlights(fleet.hosts)
+    lines = [
+        f"fleetfix: the demo fleet: {len(fleet.hosts)} virtual hosts, {sum(bool(h.faults) for h in fleet.hosts)} of "
+        f"them faulty; open {url}",
+        f"fleetfix:   passwords of the demo accounts: {accounts_file(settings)}",
+    ]
+    for number, highlight in enumerate(found):  # the first is the technician's, the others the operator's
+        who = technician_name(highlight.datacenter) if number == 0 else OPERATOR_USERNAME
+        lines.append(f"fleetfix:   sign in as {who}, then {highlight.hostname}: {highlight.what}")
+    lines.append(
+        "fleetfix:   the first tickets come within a minute, a decision of every family of the default pack "
+        "within five (docs/simulated-fleet.md)"
+    )
+    return lines
+
+
 def run_up(settings: CentralSettings, *, simulate: int = 0, sim_interval: float = 5.0, seed: int = 1) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)  # the signing key of a simulated fleet is made there
     if simulate and settings.baselines_path is None:
@@ -210,6 +244,9 @@ def run_up(settings: CentralSettings, *, simulate: int = 0, sim_interval: float 
         faulty = [h.hostname for h in fleet.hosts if h.faults]
         log.info("checker.sim.started", extra={"fields": {"hosts": simulate, "faulty": len(faulty)}})
     demo_accounts(database, settings)  # a technician per datacenter and an operator, for the web UI
+    if fleet is not None:
+        for line in demo_guide(fleet, settings):
+            print(line, flush=True)
     api = create_app(runtime)
     try:
         uvicorn.run(api, host=settings.api_host, port=settings.api_port, log_level=settings.log_level.lower())

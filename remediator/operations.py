@@ -197,9 +197,17 @@ def _active(session: Session, remediation_id: int, verb: str) -> Remediation:
 
 
 def decisions(
-    session: Session, *, host_id: int | None = None, rule_id: str | None = None, limit: int = 200
+    session: Session,
+    *,
+    host_id: int | None = None,
+    rule_id: str | None = None,
+    limit: int = 200,
+    before_id: int | None = None,
 ) -> list[Decision]:
+    """Newest first; `before_id` pages on: the decisions older than that one."""
     query = select(Decision).order_by(Decision.id.desc()).limit(limit)
+    if before_id is not None:
+        query = query.where(Decision.id < before_id)
     if host_id is not None:
         query = query.where(Decision.host_id == host_id)
     if rule_id is not None:

@@ -22,6 +22,10 @@ def test_up_with_a_simulated_fleet_shows_a_ticket(tmp_path: Path) -> None:
         token = token_file.read_text().strip()
         assert token in up.output()
         assert (tmp_path / "data" / "admin-password").read_text().strip() in up.output()
+        # the start-up guide: where to look and as whom (api/embedded.py demo_guide)
+        up.wait_for_output(f"open http://127.0.0.1:{port}/", timeout=30)
+        up.wait_for_output("fleetfix:   sign in as tech-", timeout=5)
+        up.wait_for_output("fleetfix:   sign in as operator, then ", timeout=5)
         api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=5)
 
         def tickets() -> list[dict[str, object]] | None:

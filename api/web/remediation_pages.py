@@ -27,6 +27,7 @@ from remediator import service as remediator
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 OPERATOR = page_user(Role.operator)
 BULK_LIMIT = 100
+DECISIONS_PAGE = 200  # decisions a page of the log shows; "Older decisions" pages on by id
 """Remediations one bulk form may carry: a page of approvals, not the whole backlog by accident."""
 PAST = {"pause": "paused", "resume": "resumed", "abort": "aborted", "approve": "approved", "cancel": "cancelled"}
 
@@ -110,13 +111,18 @@ def decision_log(
     request: Request,
     hostname: str = Query("", max_length=253),
     rule: str = Query("", max_length=128),
+    before: int | None = Query(None, ge=1, description="Page on: the decisions older than this id."),
     session: Session = Depends(get_session),
     _: Principal = Depends(page_user(Role.viewer)),
 ) -> Response:
     """What the remediator decided and why, newest first, for one host, one rule, or both (the API's
-    GET /api/v1/decisions)."""
+    GET /api/v1/decisions), DECISIONS_PAGE at a time."""
     host = remediator.get_host(session, hostname) if hostname else None
-    found = operations.decisions(session, host_id=host.id if host else None, rule_id=rule or None, limit=200)
+    host_id, rule_id = host.id if host else None, rule or None
+    found = operations.decisions(session, host_id=host_id, rule_id=rule_id, limit=DECISIONS_PAGE, before_id=before)
+    older = bool(found) and bool(
+        operations.decisions(session, host_id=host_id, rule_id=rule_id, limit=1, before_id=found[-1].id)
+    )
     return render(
         request,
         "decisions.html",
@@ -125,5 +131,7 @@ def decision_log(
             "hostnames": queries.hostnames(session, {d.host_id for d in found}),
             "hostname": hostname,
             "rule": rule,
+            "before": before,
+            "older": found[-1].id if older else None,
         },
     )

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from checker.parsers.mce import error_class_from_status
 from checker.schemas import MceRecord
 from checker.sim import capacity, gpu, heat, logs, os_faults, pages, smi, stalls, xid
-from checker.sim.faults import Fault
+from checker.sim.disk_errors import read_error
+from checker.sim.faults import SILENCING, Fault
 from checker.sim.hardware import (
     EDAC_POLL_DEFAULT_MSEC,
     EDAC_POLL_SLOW_MSEC,
@@ -119,12 +120,9 @@ def start(host: VirtualHost, fault: Fault) -> None:
         disk = _disk(host, fault, "nvme")
         disk.critical_warning |= 0x02  # over its temperature threshold: a fan out, a blocked inlet
         disk.temperature_c = 78.0
-    elif kind == "unreachable":
-        host.down = True  # hung: the kernel answers nothing, the BMC still sees power on
-    elif kind == "powered_off":
-        host.powered_off = True  # a tripped PSU or a person at the wrong rack
-    elif kind == "agent_dead":
-        host.agent_dead = True
+    elif kind in SILENCING:
+        if not fault.onset_s:
+            silence(host, fault)
     elif kind == "isolated_irqs":
         host.irq_widened.add(device_irqs(host)[0][0])
     elif kind == "cxl_demotion_disabled":
@@ -144,6 +142,17 @@ def start(host: VirtualHost, fault: Fault) -> None:
         if jump > 0:
             host.sel_count += jump
             host.sel_next_id += jump
+
+
+def silence(host: VirtualHost, fault: Fault) -> None:
+    """A silencing fault takes hold: the host stops reporting from now on."""
+    fault.logged = True
+    if fault.kind == "unreachable":
+        host.down = True  # hung: the kernel answers nothing, the BMC still sees power on
+    elif fault.kind == "powered_off":
+        host.powered_off = True  # a tripped PSU or a person at the wrong rack
+    elif fault.kind == "agent_dead":
+        host.agent_dead = True
 
 
 def stop(host: VirtualHost, kind: str) -> None:
@@ -192,6 +201,10 @@ def _due(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.datetime) 
 def progress(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.datetime, elapsed: float) -> None:
     """What the fault does between `since` and `now` (elapsed seconds)."""
     kind = fault.kind
+    if kind in SILENCING and not fault.logged and host.first_at is not None:
+        if now >= host.first_at + dt.timedelta(seconds=fault.onset_s):
+            silence(host, fault)  # this report is the last one the centre gets
+        return
     if kind in ("dimm_ce_storm", "dimm_ce_moderate", "cmci_storm"):
         dimm = host.dimms[fault.dimm_index]
         before = int(dimm.ce_count)
@@ -211,7 +224,10 @@ def progress(host: VirtualHost, fault: Fault, since: dt.datetime, now: dt.dateti
         _one_off(host, fault, now)
         fault.logged = True
     elif kind in ("smart_realloc_growing", "nvme_critical_warning"):
-        _grow(host, fault, elapsed)
+        _grow(host, fault, elapsed, now)
+    elif kind == "smart_failing" and not fault.logged:
+        fault.logged = True  # a failing disk's reads fail: the first the agent sees
+        read_error(host, host.disks[fault.disk_index or 0], now)
     elif kind == "isolated_irqs":
         irq = device_irqs(host)[0][0]
         for cpu in host.isolated:
@@ -263,7 +279,7 @@ def _one_off(host: VirtualHost, fault: Fault, at: dt.datetime) -> None:
         host.sel(at, "Fan Fan Redundancy", "Redundancy Lost")
 
 
-def _grow(host: VirtualHost, fault: Fault, elapsed: float) -> None:
+def _grow(host: VirtualHost, fault: Fault, elapsed: float, now: dt.datetime) -> None:
     disk = host.disks[fault.disk_index or 0]
     if fault.kind == "nvme_critical_warning" and fault.variant == "spare":
         return
@@ -274,11 +290,15 @@ def _grow(host: VirtualHost, fault: Fault, elapsed: float) -> None:
         return
     if fault.kind == "nvme_critical_warning":
         disk.media_errors += steps
+        read_error(host, disk, now)  # a read that hit one of them
     elif disk.spec.protocol == "SCSI":
         disk.grown_defects += steps
     else:
         disk.reallocated += steps
-        disk.pending += host.rng.randrange(2)  # a read that failed and waits for a rewrite
+        failed = host.rng.randrange(2)  # a read that failed and waits for a rewrite
+        disk.pending += failed
+        if failed:
+            read_error(host, disk, now)
 
 
 def _periodic(host: VirtualHost, fault: Fault, at: dt.datetime, now: dt.datetime) -> None:
@@ -306,6 +326,7 @@ def _periodic(host: VirtualHost, fault: Fault, at: dt.datetime, now: dt.datetime
         core = faulty_core(host)
         if core is not None and core not in host.offline_cpus:  # an offline core runs nothing, errs nothing
             host.mce_pending.append(core_check(host, core, at))
+            host.log(at, [logs.mce_logged()])
     elif fault.kind == "panic":
         host.log(at, logs.oops_panic(cpu, host.kernel, hardware))
         host.sel(at, "OS Critical Stop OS Stop", "Run-time critical stop")

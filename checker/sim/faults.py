@@ -115,6 +115,9 @@ FAULT_RATES: dict[FaultKind, float] = {
 }
 FAULT_KINDS: tuple[FaultKind, ...] = tuple(FAULT_RATES)
 
+# Faults that stop a host's reports. The centre misses only a host it has heard from (remediator.mark_unreachable
+# skips a host with no report yet), so the demo gives these an onset (Fault.onset_s) after the first report.
+SILENCING: frozenset[FaultKind] = frozenset({"unreachable", "powered_off", "agent_dead"})
 # Faults a warm or cold reboot makes go away (a wedged kernel); hardware and configuration stay.
 CLEARED_BY_REBOOT: frozenset[FaultKind] = frozenset({"soft_lockups"})
 # Software faults a reimage removes: the image brings the class kernel and the fleet's tuning.
@@ -146,3 +149,4 @@ class Fault:
     next_at: dt.datetime | None = None  # when the next event is due
     carry: float = 0.0  # fractional growth not yet shown (counters move in whole steps)
     logged: bool = False  # a one-off fault's SEL entries are written
+    onset_s: float = 0.0  # a silencing fault (SILENCING) starts this long after the host's first report

@@ -19,9 +19,18 @@ from checker.sim.faults import FAULT_KINDS, FAULT_RATES, Fault, FaultKind
 from checker.sim.hardware import DATACENTERS, HARDWARE_CLASSES, DiskSpec, HardwareClass
 from checker.sim.host import SimDimm, SimDisk, VirtualHost, host_uuid
 from checker.sim.pages import page_address
+from checker.sim.showcase import FAILS_FIRST as SHOWCASE_FAILS_FIRST
+from checker.sim.showcase import adjust as showcase_fault
+from checker.sim.showcase import fits as showcase_fits
 
 __all__ = ["FAULT_KINDS", "HARDWARE_CLASSES", "Fault", "SimulatedFleet", "VirtualHost"]
 
+# The demo's fleet was running before fleetfix came up: each agent delivers what it spooled over the last
+# WARM_UP (one report a minute, the agent's default interval) before the live reports. So the rules that want a
+# condition held for 30 minutes (dimm-ce-ppr, pcie-link-downtrained, smi-storm-no-errors) or a count over an hour
+# or a day (nic-crc-errors, page-ce-soft-offline) decide within the demo's first minutes (docs/simulated-fleet.md).
+WARM_UP = dt.timedelta(minutes=35)
+WARM_UP_INTERVAL_S = 60
 LATENCY_CLASS = "compute-icx-2s"  # every third host of this class serves the latency-critical tier
 HOUSEKEEPING_PER_SOCKET = 4  # cores per socket left for the kernel, IRQs and the agent
 
@@ -132,6 +141,11 @@ def _make_host(index: int, rng: random.Random) -> VirtualHost:
     )
 
 
+def _can_have(host: VirtualHost, kind: FaultKind, showcase: bool) -> bool:
+    """Whether the fleet may give `kind` to `host`: the showcase only where it shows what the demo wants of it."""
+    return valid_for(host, kind) and (not showcase or showcase_fits(host, kind))
+
+
 class SimulatedFleet:
     """N virtual hosts; `fault_fraction` of them, drawn at random, get one fault each.
 
@@ -139,7 +153,8 @@ class SimulatedFleet:
     hardware can have, the one furthest below its share so far), so even a small fleet shows the
     common faults and a large one shows them in realistic proportions. With `showcase` (the demo),
     every kind a faulty host can have comes once before any comes twice, and at least as many hosts
-    as there are kinds are faulty (when the fleet has that many), so the demo shows every kind.
+    as there are kinds are faulty (when the fleet has that many), so the demo shows every kind; and its
+    faults are the demo's versions (checker/sim/showcase.py), so each shows within five minutes.
     """
 
     def __init__(self, size: int, *, seed: int = 1, fault_fraction: float = 0.1, showcase: bool = False) -> None:
@@ -153,16 +168,19 @@ class SimulatedFleet:
         given: dict[FaultKind, int] = dict.fromkeys(FAULT_KINDS, 0)
         # Hosts that can have each kind: in the showcase a kind only a few hosts can have (a GPU's, CXL's)
         # goes first, so the common kinds do not take those hosts before it (the draws stay the same).
-        eligible = {kind: sum(valid_for(h, kind) for h in self.hosts) for kind in FAULT_KINDS} if showcase else {}
+        eligible = {k: sum(_can_have(h, k, showcase) for h in self.hosts) for k in FAULT_KINDS} if showcase else {}
         for index in faulty:
             host = self.hosts[index]
-            kinds = [kind for kind in FAULT_KINDS if valid_for(host, kind)]
+            kinds = [kind for kind in FAULT_KINDS if _can_have(host, kind, showcase)]
             if showcase:  # every kind the host can have, once, the scarce and the common first; then in proportion
                 kind = min(kinds, key=lambda k: (given[k], eligible[k], -FAULT_RATES[k], self.rng.random()))
             else:
                 kind = min(kinds, key=lambda k: ((given[k] + 1) / FAULT_RATES[k], self.rng.random()))
             given[kind] += 1
-            host.inject(self.fault(kind, self.rng.randrange(len(host.dimms))))
+            fault = self.fault(kind, self.rng.randrange(len(host.dimms)))
+            host.inject(showcase_fault(fault) if showcase else fault)
+            if showcase and kind in SHOWCASE_FAILS_FIRST:
+                host.fail_next_action = "fail"
         heat.share_rack_heat(self.hosts)  # a rack position that runs hot heats its neighbours too
 
     def fault(self, kind: FaultKind, dimm_index: int = 0) -> Fault:
@@ -228,6 +246,21 @@ class SimulatedFleet:
 
     def reports(self, now: dt.datetime, *, interval_s: int = 60) -> list[Report]:
         return [h.report(now, interval_s=interval_s) for h in self.hosts if h.reporting]
+
+    def spooled(self, now: dt.datetime, *, span: dt.timedelta = WARM_UP) -> list[list[Report]]:
+        """Each host's reports over the `span` before `now`, one every WARM_UP_INTERVAL_S, oldest first: what its
+        agent spooled while no centre listened, one catch-up batch per host (a host silent all along sends none).
+        Call it before any `reports`: the hosts' time only moves forward."""
+        times = [now - span + dt.timedelta(seconds=s) for s in range(0, int(span.total_seconds()), WARM_UP_INTERVAL_S)]
+        batches = []
+        for host in self.hosts:
+            batch = []
+            for at in times:
+                if host.reporting:
+                    batch.append(host.report(at, interval_s=WARM_UP_INTERVAL_S))
+            if batch:
+                batches.append(batch)
+        return batches
 
     def inventory(self) -> list[dict[str, str]]:
         """Rows in the `fleetfix hosts import` CSV shape; a host of a Redfish class carries the `bmc_protocol`

@@ -17,7 +17,7 @@ from checker.schemas import KernelEvent, SelEntry
 if TYPE_CHECKING:
     from checker.sim.host import SimDimm
 
-KERN_EMERG, KERN_WARNING, KERN_NOTICE, KERN_INFO = 0, 4, 5, 6
+KERN_EMERG, KERN_ERR, KERN_WARNING, KERN_NOTICE, KERN_INFO = 0, 3, 4, 5, 6
 
 MODULES = (
     "Modules linked in: xt_conntrack nf_nat nf_conntrack bridge stp llc overlay intel_rapl_msr "
@@ -62,6 +62,58 @@ def oops_panic(cpu: int, kernel: str, hardware: str) -> list[tuple[int, str]]:
         (KERN_EMERG, " </IRQ>"),
         (KERN_EMERG, "Kernel panic - not syncing: Fatal exception in interrupt"),
         (KERN_EMERG, "Kernel Offset: 0x2a000000 from 0xffffffff81000000"),
+    ]
+
+
+def mce_logged() -> tuple[int, str]:
+    """What mce_notify_irq prints (pr_info, rate-limited) when corrected machine checks were logged for mcelog
+    or rasdaemon to read (arch/x86/kernel/cpu/mce/core.c; the corpus's Sandy Bridge, Nehalem and Goldmont logs)."""
+    return (KERN_INFO, "mce: [Hardware Error]: Machine check events logged")
+
+
+def _modern(kernel: str) -> bool:
+    major, minor = (int(x) for x in kernel.split(".")[:2])
+    return (major, minor) >= (6, 0)
+
+
+def block_io_error(kernel: str, dev: str, sector: int) -> tuple[int, str]:
+    """The block layer's line for a failed read: `I/O error, dev sda, sector N op 0x0:(READ) flags 0x80700 phys_seg 1
+    prio class 2` on 6.x (the corpus's 6.x Raspberry Pi 5 NVMe log), `print_req_error: I/O error, dev sda, sector N`
+    on older kernels (the corpus's HDD log, a 4.17-5.x wording; the corpus has no 2.6 sample, so the Opteron class's
+    kernel prints it too)."""
+    if _modern(kernel):
+        return (KERN_ERR, f"I/O error, dev {dev}, sector {sector} op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 2")
+    return (KERN_ERR, f"print_req_error: I/O error, dev {dev}, sector {sector}")
+
+
+def ata_read_error(kernel: str, port: int, dev: str, sector: int, tag: int) -> list[tuple[int, str]]:
+    """libata's error handler on an unrecoverable read (UNC) of a SATA disk, as the corpus's HDD log prints it
+    (dmesg-T-ata-unc-print-req-error-hdd.log), without the `cmd … res …` line (one printk with a line break)."""
+    ata, scsi = f"ata{port + 1}", f"sd {port}:0:0:0: [{dev}] tag#{tag}"
+    lba = " ".join(f"{b:02x}" for b in sector.to_bytes(8, "big"))
+    return [
+        (KERN_ERR, f"{ata}.00: exception Emask 0x0 SAct 0x{1 << tag:x} SErr 0x0 action 0x0"),
+        (KERN_ERR, f"{ata}.00: irq_stat 0x40000008"),
+        (KERN_ERR, f"{ata}.00: failed command: READ FPDMA QUEUED"),
+        (KERN_ERR, f"{ata}.00: status: {{ DRDY SENSE ERR }}"),
+        (KERN_ERR, f"{ata}.00: error: {{ UNC }}"),
+        (KERN_INFO, f"{ata}.00: configured for UDMA/133"),
+        (KERN_INFO, f"{scsi} FAILED Result: hostbyte=DID_OK driverbyte=DRIVER_SENSE"),
+        (KERN_INFO, f"{scsi} Sense Key : Medium Error [current]"),
+        (KERN_INFO, f"{scsi} Add. Sense: Unrecovered read error"),
+        (KERN_INFO, f"{scsi} CDB: Read(16) 88 00 {lba} 00 00 00 08 00 00"),
+        block_io_error(kernel, dev, sector),
+        (KERN_ERR, f"{ata}: EH complete"),
+    ]
+
+
+def nvme_read_error(kernel: str, dev: str, lba: int) -> list[tuple[int, str]]:
+    """The NVMe driver's line for a read that failed on the media (status code type 2h, Unrecovered Read Error
+    81h: NVM Express Base Specification, Media and Data Integrity Errors), in the corpus's wording (its sample
+    has a path error, 3h/71h, and the same trailing space), then the block layer's."""
+    return [
+        (KERN_ERR, f"{dev}: I/O Cmd(0x2) @ LBA {lba}, 8 blocks, I/O Error (sct 0x2 / sc 0x81) "),
+        block_io_error(kernel, dev, lba),
     ]
 
 

@@ -44,6 +44,7 @@ from checker.sim.benchmark import benchmark as sim_benchmark
 from checker.sim.events import device_irqs
 from checker.sim.hardware import SEL_CAPACITY
 from checker.sim.processes import cputime_watch
+from checker.sim.showcase import NO_INBAND_IPMI
 
 if TYPE_CHECKING:
     from checker.sim.host import VirtualHost
@@ -71,6 +72,11 @@ COLLECTORS: dict[str, str | None] = {
     "filesystems": "mountinfo",
     "time_sync": "chrony",
 }
+
+
+def _no_inband_ipmi(host: VirtualHost) -> bool:
+    """`ipmitool mc info` fails on a host without in-band IPMI: the report has no BMC version of the host's own."""
+    return any(f.kind == "firmware_old_bmc" and f.variant == NO_INBAND_IPMI for f in host.faults)
 
 
 def render_report(host: VirtualHost, now: dt.datetime, interval_s: int) -> Report:
@@ -293,7 +299,7 @@ def identity(host: VirtualHost) -> Identity:
             bios_version=host.bios_version,
             system_manufacturer=hw.system_manufacturer,
             system_product=hw.system_product,
-            bmc_firmware=host.bmc_firmware,
+            bmc_firmware=None if _no_inband_ipmi(host) else host.bmc_firmware,
             nics=[
                 NicFirmware(
                     interface=iface,

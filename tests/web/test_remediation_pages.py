@@ -170,3 +170,53 @@ def test_decision_log_per_host_and_per_rule(client: TestClient, db: Database) ->
     assert "web-091" in log
     assert "sda failing" not in log
     assert client.get("/decisions?hostname=nope").status_code == 404
+
+
+def test_a_paused_remediation_wears_its_badge_on_the_host_page_and_the_dashboard(
+    client: TestClient, db: Database
+) -> None:
+    """Issue 18: an operator's pause shows where the remediation is listed, not only on its Resume button."""
+    paused_id = _remediation(db, "web-070", RemediationState.running)
+    running_id = _remediation(db, "web-071", RemediationState.running)
+    with db.session() as session:
+        session.get_one(Remediation, paused_id).paused_by = "user:olga"
+    signed_in(client, db, "vic", Role.viewer)
+    host = client.get("/hosts/web-070").text
+    assert f'<span class="state paused" id="paused-{paused_id}" title="paused by user:olga">paused</span>' in host
+    assert f'id="paused-{running_id}"' not in client.get("/hosts/web-071").text
+    dashboard = client.get("/").text
+    table = dashboard[dashboard.index('id="active-remediations"') :]
+    assert f'id="paused-{paused_id}"' in table
+    assert f'id="paused-{running_id}"' not in table
+
+
+def test_the_decision_log_pages_on_to_older_decisions(client: TestClient, db: Database) -> None:
+    """Issue 18: past the page's 200 the log links to the older ones (by id), keeping the filters."""
+    with db.session() as session:
+        host = Host(hostname="web-092", datacenter="ams1")
+        session.add(host)
+        session.flush()
+        session.add_all(
+            [
+                Decision(host_id=host.id, rule_id="dimm-ce-storm", outcome="held", reason=f"decision {n}")
+                for n in range(205)
+            ]
+        )
+        session.flush()
+        ids = sorted(session.scalars(select(Decision.id).where(Decision.host_id == host.id)))
+    signed_in(client, db, "vic", Role.viewer)
+    first = client.get("/decisions?rule=dimm-ce-storm").text
+    assert first.count('class="decision held"') == 200
+    assert "decision 204<" in first
+    assert "decision 4<" not in first
+    older = re.search(r'id="decisions-older" href="([^"]+)"|href="([^"]+)" id="decisions-older"', first)
+    assert older is not None
+    link = (older.group(1) or older.group(2)).replace("&amp;", "&")
+    assert link == f"/decisions?hostname=&rule=dimm-ce-storm&before={ids[5]}"
+    second = client.get(link).text
+    assert second.count('class="decision held"') == 5
+    assert "decision 4<" in second
+    assert "decision 5<" not in second
+    assert 'id="decisions-older"' not in second
+    assert 'id="decisions-newest"' in second
+    assert client.get("/decisions?before=0").status_code in (400, 422)
