@@ -4,7 +4,8 @@
 writes what it read: DIR/root/… mirrors each file (root/sys/…, root/proc/…, root/var/log/…;
 root/dev/kmsg holds the kernel log records as /dev/kmsg returns them; SQLite databases are copied
 whole), DIR/commands.json lists each command as {"argv", "rc", "stdout": "commands/NAME.out"}, and
-DIR/meta.json holds the hostname, capture time and format version. `fleetfix check --snapshot DIR`
+DIR/meta.json holds the hostname, capture time and format version; under bmc_protocol redfish or both,
+DIR/redfish/ holds the BMC's Redfish answers (checker/snapshot_redfish.py). `fleetfix check --snapshot DIR`
 (SnapshotHost) runs the same collectors on it elsewhere — for bug reports, support and tests.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 
 from checker.collectors.base import KMSG, LISTING, REALPATHS, CommandResult, FileSlice, HostAccess, LiveHost
 from checker.collectors.context import CollectorState
+from checker.collectors.redfish_client import RedfishSettings
 from checker.schemas import Report
 
 FORMAT_VERSION = 1
@@ -42,6 +44,7 @@ class RecordingHost:
         self._names: set[str] = set()
         self._realpaths: dict[str, str] = {}
         self.files_written = 0
+        self.redfish_answers = 0  # set by capture(): the Redfish GETs recorded into DIR/redfish/
 
     def _mirror(self, path: str) -> Path:
         target = self.root / path.lstrip("/")
@@ -171,11 +174,19 @@ def read_meta(directory: Path) -> dict[str, Any]:
 
 
 def capture(
-    directory: Path, *, hostname: str | None = None, inner: HostAccess | None = None, **cycle_options: Any
+    directory: Path,
+    *,
+    hostname: str | None = None,
+    inner: HostAccess | None = None,
+    bmc_protocol: str = "ipmi",
+    redfish_settings: RedfishSettings | None = None,
+    **cycle_options: Any,
 ) -> tuple[Report, RecordingHost]:
     """Run one check cycle on this host (or `inner`) and record everything it read into `directory`,
-    which must not exist or be empty. Returns the report the cycle produced and the recorder."""
+    which must not exist or be empty; under `bmc_protocol` redfish or both, the collectors the agent runs
+    there, the redfish one recording its BMC's answers. Returns the report the cycle produced and the recorder."""
     from checker.cycle import run_cycle
+    from checker.snapshot_redfish import recording_collectors
 
     if directory.exists() and any(directory.iterdir()):
         raise SnapshotError(f"{directory} is not empty")
@@ -185,7 +196,15 @@ def capture(
         raise SnapshotError(f"cannot create {directory}: {error.strerror}") from error
     recorder = RecordingHost(inner if inner is not None else LiveHost(), directory)
     name = hostname or socket.gethostname()
-    report = run_cycle(recorder, hostname=name, state=CollectorState(), **cycle_options)
+    redfish = None
+    if bmc_protocol != "ipmi" and "collectors" not in cycle_options:
+        cycle_options["collectors"], redfish = recording_collectors(directory, bmc_protocol, redfish_settings)
+    try:
+        report = run_cycle(recorder, hostname=name, state=CollectorState(), **cycle_options)
+    finally:  # whatever ended the capture: the BMC session is ended
+        if redfish is not None:
+            redfish.shutdown()
+    recorder.redfish_answers = len(redfish.resources) if redfish is not None else 0
     (directory / "commands.json").write_text(json.dumps(recorder.commands, indent=1), encoding="utf-8")
     write_meta(
         directory,

@@ -93,6 +93,7 @@ def check(
     from checker.collectors.base import HostAccess, LiveHost, SnapshotHost
     from checker.cycle import bmc_collectors, run_cycle
     from checker.snapshot import SnapshotError, read_meta
+    from checker.snapshot_redfish import replay_collectors
 
     if output_format not in ("json", "text"):
         raise _fail(ctx, f"--format must be json or text, not {output_format!r}")
@@ -101,11 +102,13 @@ def check(
     except AgentConfigError as error:
         raise _fail(ctx, f"bad setting: {error}") from None
     access: HostAccess
+    replayed = None
     if snapshot is not None:
         if not snapshot.is_dir():
             raise _fail(ctx, f"--snapshot {snapshot}: not a directory")
         try:
             meta = read_meta(snapshot)
+            replayed = replay_collectors(snapshot)  # the BMC's Redfish answers, when it holds them
         except SnapshotError as error:
             raise _fail(ctx, str(error)) from None
         if hostname is None and isinstance(meta.get("hostname"), str):
@@ -113,7 +116,7 @@ def check(
         access = SnapshotHost(snapshot)
     else:
         access = LiveHost()
-    collectors = bmc_collectors(config.bmc_protocol, config.redfish_settings if snapshot is None else None)
+    collectors = replayed or bmc_collectors(config.bmc_protocol, config.redfish_settings if snapshot is None else None)
     try:
         report = run_cycle(
             access,
@@ -134,7 +137,8 @@ def snapshot(
     directory: Annotated[Path, typer.Argument(help="New or empty directory to write the snapshot into.")],
     hostname: Annotated[str | None, typer.Option(help="Hostname to record (default: the system's).")] = None,
 ) -> None:
-    """Capture everything the collectors read on this host into DIR, for `check --snapshot DIR`."""
+    """Capture everything the collectors read on this host (and its BMC's Redfish answers, under
+    bmc_protocol redfish or both; never its credentials) into DIR, for `check --snapshot DIR`."""
     from checker.agent.config import AgentConfigError, load_agent_config
     from checker.snapshot import SnapshotError, capture
     from core.progress import tracked
@@ -147,6 +151,8 @@ def snapshot(
                 hostname=hostname,
                 timeout_s=config.collector_timeout_s,
                 timeouts=config.collector_timeouts,
+                bmc_protocol=config.bmc_protocol,
+                redfish_settings=config.redfish_settings,
             )
     except AgentConfigError as error:
         raise _fail(ctx, f"bad setting: {error}") from None
@@ -155,7 +161,9 @@ def snapshot(
     statuses = ", ".join(f"{name} {collector.status.value}" for name, collector in report.collectors.items())
     typer.echo(
         f"snapshot of {report.host.hostname} in {directory}: {recorder.files_written} files, "
-        f"{len(recorder.commands)} commands ({statuses})"
+        f"{len(recorder.commands)} commands"
+        + (f", {recorder.redfish_answers} Redfish answers" if recorder.redfish_answers else "")
+        + f" ({statuses})"
     )
 
 

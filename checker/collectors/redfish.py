@@ -67,10 +67,15 @@ class RedfishCollector:
     """The `redfish` collector. Unconfigured (no settings), it is unavailable; it keeps its client (and the
     BMC session) across cycles."""
 
-    def __init__(self, settings: RedfishSettings | None, protocol: str = "ipmi") -> None:
+    def __init__(
+        self, settings: RedfishSettings | None, protocol: str = "ipmi", client: RedfishClient | None = None
+    ) -> None:
         self.settings = settings
         self.protocol = protocol
-        self.client = RedfishClient(settings) if settings is not None else None
+        # The snapshot seam (checker/snapshot_redfish.py): `client` is a RedfishClient whose get() records each
+        # answer while `fleetfix snapshot` captures, or answers from DIR/redfish/ in `check --snapshot`.
+        # Everything the collector does goes through client.get(path, timeout_s) and client.shutdown().
+        self.client = client if client is not None else RedfishClient(settings) if settings is not None else None
 
     def __call__(self, ctx: Context) -> None:
         if self.protocol == "ipmi" or self.client is None or self.settings is None:
