@@ -41,6 +41,8 @@ SEL_SENSORS = {
     "dimm": {"memory"},
     "psu": {"power supply", "power unit"},
     "fan": {"fan", "cooling device"},
+    # an airflow ticket (a rack's cooling too): the BMC's temperature threshold entries of the host that ran hot
+    "airflow": {"temperature"},
 }
 KERNEL_KINDS = {
     "dimm": {"edac_ce", "edac_ue", "mce_hardware_error", "mce_logged", "cmci_storm", "ghes_error", "memory_failure"},

@@ -7,6 +7,13 @@ sees several hot hosts in one rack and opens one cooling ticket for the rack. Th
 the kernel moves them (therm_throt.c): the count when an episode starts, the time when it ends.
 Sensor states are `sdr elist`'s: ucr/unr past an upper threshold, lcr/lnr past a lower one.
 
+The BMC logs a threshold crossing in its SEL (`log_thresholds`): one entry per upper threshold a reading
+crossed going high, asserted once when it crosses and deasserted when it drops back, never each cycle
+(ipmitool `sel elist` as the Intel S2600 sample in shared/fixtures/ipmi-sel prints its SSB Temp's
+threshold pairs: 'Temperature SSB Temp | Lower Non-critical going low  | Asserted | Reading 0 < Threshold 5
+degrees C', deasserted in the reverse order). A Dell iDRAC9 has no non-critical threshold on its CPU
+temperatures (the R650 Thermal sample: UpperThresholdCritical only), so it logs only the critical one.
+
 Readings come from the hostname (no draw from the host's generator: the fleet's other faults replay
 as before); counters are a function of the time since the heat began (`Fault.started_at`).
 """
@@ -68,32 +75,64 @@ def _status(reading: float, limits: dict[str, float]) -> str:
     return "ok"
 
 
-def sensors(host: VirtualHost, now: dt.datetime) -> list[SensorReading]:
+def _temperatures(host: VirtualHost, now: dt.datetime) -> list[tuple[str, float, dict[str, float]]]:
+    """(sensor name, reading, thresholds) of the host's temperature sensors at `now`."""
     seed = zlib.crc32(host.hostname.encode())
     hot = _hot(host, now) is not None
-    readings: list[SensorReading] = []
-    for socket in range(host.hardware.sockets):
-        reading = HOT_CPU_C + socket if hot else 48.0 + (seed >> (socket * 3)) % 12
-        readings.append(
-            SensorReading(
-                name=f"CPU{socket + 1} Temp",
-                kind="temperature",
-                status=_status(reading, CPU_LIMITS),
-                reading=reading,
-                unit="degrees C",  # `sdr elist`, what the collector runs, prints no thresholds
-            )
-        )
-    inlet = 36.0 if hot else 21.0 + seed % 5
-    readings.append(
+    found = [
+        (f"CPU{socket + 1} Temp", HOT_CPU_C + socket if hot else 48.0 + (seed >> (socket * 3)) % 12, CPU_LIMITS)
+        for socket in range(host.hardware.sockets)
+    ]
+    found.append(("Inlet Temp", 36.0 if hot else 21.0 + seed % 5, INLET_LIMITS))
+    return found
+
+
+def sensors(host: VirtualHost, now: dt.datetime) -> list[SensorReading]:
+    return [
         SensorReading(
-            name="Inlet Temp",
+            name=name,
             kind="temperature",
-            status=_status(inlet, INLET_LIMITS),
-            reading=inlet,
-            unit="degrees C",
+            status=_status(reading, limits),
+            reading=reading,
+            unit="degrees C",  # `sdr elist`, what the collector runs, prints no thresholds
         )
-    )
-    return readings
+        for name, reading, limits in _temperatures(host, now)
+    ]
+
+
+# The upper thresholds as the SEL names them (IPMI 2.0 table 42-2, ipmitool's words), lowest first.
+UPPER_THRESHOLDS = (("unc", "Upper Non-critical"), ("ucr", "Upper Critical"), ("unr", "Upper Non-recoverable"))
+
+
+def _logged(host: VirtualHost, name: str) -> tuple[tuple[str, str], ...]:
+    """The upper thresholds the host's BMC has on a sensor (and so logs)."""
+    if host.hardware.bmc_vendor == "dell" and name.startswith("CPU"):  # R650 Thermal: CPU temps' critical only
+        return tuple(t for t in UPPER_THRESHOLDS if t[0] != "unc")
+    return UPPER_THRESHOLDS
+
+
+def log_thresholds(host: VirtualHost, since: dt.datetime | None, now: dt.datetime) -> None:
+    """The BMC's SEL entries for the temperature thresholds crossed since the last look: each upper threshold
+    a reading went past is asserted once (at the heat's start when it began in (since, now]), and deasserted
+    when the reading is back under it."""
+    for name, reading, limits in _temperatures(host, now):
+        before = host.thresholds_asserted.get(name, ())
+        past = tuple(key for key, _words in _logged(host, name) if reading >= limits[key])
+        if past == before:
+            continue
+        words = dict(UPPER_THRESHOLDS)
+        began = host.rack_heat.started_at if host.rack_heat is not None else None
+        at = now if began is None or began > now else max(began, since or began)
+        for key in (k for k in past if k not in before):
+            extra = f"Reading {reading:.0f} > Threshold {limits[key]:.0f} degrees C"
+            host.sel(at, f"Temperature {name}", f"{words[key]} going high ", extra=extra)
+        for key in reversed([k for k in before if k not in past]):
+            extra = f"Reading {reading:.0f} > Threshold {limits[key]:.0f} degrees C"  # ipmitool: '>' for going high
+            host.sel(now, f"Temperature {name}", f"{words[key]} going high ", direction="Deasserted", extra=extra)
+        if past:
+            host.thresholds_asserted[name] = past
+        else:
+            host.thresholds_asserted.pop(name, None)
 
 
 def throttle(host: VirtualHost, now: dt.datetime) -> ThermalThrottle | None:

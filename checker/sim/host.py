@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checker.schemas import MceRecord, Report
-from checker.sim import actions, events, logs, render, smi
+from checker.sim import actions, events, heat, logs, render, smi
 from checker.sim.faults import Fault
 from checker.sim.gpu import SimGpu
 from checker.sim.hardware import EDAC_POLL_DEFAULT_MSEC, SEL_CAPACITY, DiskSpec, HardwareClass, default_weights
@@ -115,6 +115,7 @@ class VirtualHost:
     drained: bool = False  # out of the workload scheduler (no change on the host itself)
     offline_cpus: set[int] = field(default_factory=set)  # CPUs taken offline by the offline_cpu action
     rack_heat: Fault | None = None  # a rack_hot fault of this host or of its rack (checker/sim/heat.py)
+    thresholds_asserted: dict[str, tuple[str, ...]] = field(default_factory=dict)  # sensor -> its SEL's (heat.py)
     gpus: list[SimGpu] = field(default_factory=list)  # NVIDIA GPUs of a GPU class (checker/sim/gpu.py)
     ras: RasdaemonSim = field(default_factory=RasdaemonSim)  # rasdaemon's rows and offlined pages (sim/pages.py)
     fail_next_action: str | None = None  # "hang", "fail" or "stay_down": consumed by the next apply()
@@ -169,6 +170,8 @@ class VirtualHost:
         elif self.last_at is None:
             for fault in list(self.faults):
                 events.progress(self, fault, now, now, 0.0)
+        if self.rack_heat is not None or self.thresholds_asserted:  # the BMC watches its sensors, up or not
+            heat.log_thresholds(self, self.last_at, now)
         self.last_at = now
 
     def reboot(self, at: dt.datetime | None = None) -> None:

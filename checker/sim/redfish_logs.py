@@ -10,7 +10,11 @@ samples in shared/fixtures/redfish show it, and what the parser makes of it is w
   dell-idrac9-r650-sel-entries-*): EntryType SEL, the DMTF SensorType, EntryCode Assert/Deassert (a
   threshold's DMTF code, 'Lower Critical - going low', as the DMTF mockup's Log1 sample has it), a
   SensorNumber, and Dell's message text (EEMI: MEM0001, MEM0701, PSU0001, PSU0003 as the parser's
-  DELL_MESSAGES quotes them). An event with no Dell wording we can name keeps ipmitool's text.
+  DELL_MESSAGES quotes them; a CPU temperature's TMP0203 'CPU 2 temperature is greater than the upper
+  critical threshold.', Severity Critical, and TMP0205 'CPU 2 temperature is within range.' when it drops
+  back, as Dell's knowledge base article 000123186 quotes an iDRAC9's SEL). An event with no Dell wording we
+  can name keeps ipmitool's text. A deasserted threshold event is EntryCode Deassert (the R650 sample's
+  deassertions): the threshold codes say only 'going high/low', and the parser reads them as assertions.
 - Supermicro (`Systems/1/LogServices/Log1/Entries`, the X10SDV sample supermicro-x10sdv-log1-*): EntryType
   Event, EntryCode Assert, SensorType as served, the message '[ SENSOR ] EVENT' with '@DIMM' for memory
   ('[ OEM ] Correctable ECC @DIMMB1'), and the raw IPMI bytes in Oem.Supermicro.RawEventData (sensor type,
@@ -42,6 +46,7 @@ _THRESHOLD_OFFSETS = (
 )  # fmt: skip
 _DIMM_PREFIX = re.compile(r"^DIMM[\s_]*", re.IGNORECASE)
 _PSU_NUMBER = re.compile(r"(\d+)")
+_CPU_NUMBER = re.compile(r"^CPU(\d+)")
 
 
 def _extra(entry: SelEntry) -> str:
@@ -83,6 +88,12 @@ def _dell_message(entry: SelEntry) -> str:
     if kind == "Event Logging Disabled" and event == "Log area reset/cleared":
         return "Log cleared."  # the R650 sample's entry 1
     threshold = _threshold_code(event)
+    if kind == "Temperature" and threshold is not None and threshold.startswith("Upper"):  # TMP0203 / TMP0205
+        name = _CPU_NUMBER.sub(r"CPU \1", entry.sensor_name.removesuffix(" Temp"))
+        if entry.direction == "deasserted":
+            return f"{name} temperature is within range."
+        level = "critical" if "Critical" in threshold or "Non-recoverable" in threshold else "warning"
+        return f"{name} temperature is greater than the upper {level} threshold."
     if kind == "Fan" and threshold is not None and threshold.startswith("Lower"):  # FAN0000 / FAN0001
         level = "critical" if "Critical" in threshold else "warning"
         return f"The fan {entry.sensor_name} RPM is less than the lower {level} threshold."
@@ -97,16 +108,22 @@ def dell_entry(entry: SelEntry, entry_id: int, service: str) -> dict[str, Any]:
     threshold = _threshold_code(entry.event)
     deasserted = entry.direction == "deasserted"
     message = _dell_message(entry)
+    critical = "Uncorrectable" in entry.event
+    number = IPMI_CODES.get(entry.sensor_type, 0) + 0x40  # ours: iDRAC numbers its own sensors
+    if entry.sensor_type == "Temperature":  # one number per temperature sensor (CPU1 Temp, CPU2 Temp, Inlet)
+        critical = threshold is not None and "Non-critical" not in threshold  # TMP0203: Critical
+        m = _CPU_NUMBER.match(entry.sensor_name)
+        number = 0x30 + (int(m.group(1)) % 0x10 if m else 0)
     doc: dict[str, Any] = {
         "@odata.id": f"{service}/{entry_id}",
         "Id": str(entry_id),
         "Name": f"Log Entry {entry_id}",
         "EntryType": "SEL",
-        "EntryCode": threshold or ("Deassert" if deasserted else "Assert"),
+        "EntryCode": "Deassert" if deasserted else (threshold or "Assert"),
         "SensorType": DMTF_SENSOR_TYPES.get(entry.sensor_type, entry.sensor_type),
-        "SensorNumber": IPMI_CODES.get(entry.sensor_type, 0) + 0x40,  # ours: iDRAC numbers its own sensors
+        "SensorNumber": number,
         "Message": message,
-        "Severity": "OK" if deasserted else ("Critical" if "Uncorrectable" in entry.event else "Warning"),
+        "Severity": "OK" if deasserted else ("Critical" if critical else "Warning"),
     }
     if entry.timestamp is not None:
         doc["Created"] = entry.timestamp.isoformat()

@@ -117,10 +117,17 @@ def test_the_demo_fleet_shows_one_cooling_ticket_for_its_hot_rack(session: Sessi
         for remediation in remediations(session, hostname):
             if remediation.rule_id in heat_rules:
                 to_ticket(session, remediation)
+    # the BMC's threshold entries (checker/sim/heat.py log_thresholds): sel-temperature-high decides on each hot host
+    sel_rule = session.query(Decision.host_id).filter(Decision.rule_id == "sel-temperature-high").distinct().count()
+    assert sel_rule == len(hot)
     tickets = session.query(Ticket).filter(Ticket.part_type.in_(["rack_airflow", "airflow"])).all()
     assert [(t.part_type, t.part) for t in tickets] == [("rack_airflow", f"rack {fleet.by_name(hot[0]).rack}")]
     listed = sorted(h["hostname"] for h in tickets[0].evidence["rack_heat"]["hosts"])
     assert listed == hot
+    # and its evidence shows the BMC's entries of the host it opened on, asserted once per threshold
+    logged = [(e["sensor_name"], e["event"]) for e in tickets[0].evidence["sel"] if e["sensor_type"] == "Temperature"]
+    assert ("CPU1 Temp", "Upper Critical going high") in logged
+    assert len(logged) == len(set(logged))
 
 
 # -- the review's findings (each failed on the code before) -----------------------------------------

@@ -34,7 +34,6 @@ SILENT_IN_LOGS = {
     "capacity_lost": "a core left out at boot (cpu_disabled) logs nothing; dimm_disabled's SEL entry is a DIMM's",
     "nic_crc_errors": "ethtool/sysfs counters; the kernel prints nothing for a bad FCS",
     "isolated_tlb": "/proc/interrupts counts",
-    "rack_hot": "sensor readings and throttle counters (the BMC's threshold entries are not modelled yet)",
     "nvme_temperature": "the drive's SMART log; the kernel prints nothing for its temperature warning",
     "pcie_fault": "sysfs link width and speed; the boot's bandwidth line is not in the corpus",
     "gpu_remap_pending": "the remap failure variant: the corpus has no sample of the driver's wording",
