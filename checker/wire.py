@@ -2,17 +2,20 @@
 centre holds, with a digest of each unchanged one, rebuilt centrally into the full report.
 
 Defined once here and used by both sides: the agent encodes (`encode_delta`), the centre rebuilds
-(`rebuild`) from the base it holds, and both digest a section the same way (`section_digest`: sha256
-of the section's JSON, keys sorted). A report without `encoding` is a full report (checker.schemas.Report),
-so old agents keep working; a delta is the `ReportDelta` envelope, sent only to a centre that named a base.
-A delta the centre cannot prove it rebuilds exactly (an unknown base, a digest that differs) is refused
-with "send full", never merged on a guess. Pure: pydantic, orjson and the report schema only.
+(`rebuild`) from the base it holds, and both digest a section the same way (`section_digest` of
+`section_values`: sha256 of the section's JSON without default values, keys sorted), so a field or
+section the centre's schema added since an agent was built digests the same on both sides.
+A report without `encoding` is a full report (checker.schemas.Report), so old agents keep working;
+a delta is the `ReportDelta` envelope, sent only to a centre that named a base. A delta the centre
+cannot prove it rebuilds exactly (an unknown base, a digest that differs) is refused with "send
+full", never merged on a guess. Pure: pydantic, orjson and the report schema only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -59,22 +62,22 @@ class ReportDelta(Model):
     interval_s: Int64 = Field(60, ge=1, le=86400)
     base: ReportBase
     changed: dict[str, Any] = Field(
-        default_factory=dict, description="Section name to its whole new value (null: the section is now absent)."
+        default_factory=dict,
+        description="Section name to its whole new value, without default values (null: the section is now absent).",
     )
     unchanged: dict[str, Digest] = Field(
         default_factory=dict, description="Section name to the digest of its value, the same as in the base."
     )
-    digest: Digest = Field(description="state_digest of the whole rebuilt report (every section's digest).")
+    digest: Digest = Field(description="state_digest of the rebuilt report (the digest of each section named).")
 
     @model_validator(mode="after")
-    def _every_section_once(self) -> ReportDelta:
+    def _each_section_at_most_once(self) -> ReportDelta:
+        """A section named in neither is one the agent's (older) schema lacks: taken at its default."""
         problems = []
         if unknown := sorted((set(self.changed) | set(self.unchanged)) - set(SECTIONS)):
             problems.append(f"unknown sections {unknown}")
         if both := sorted(set(self.changed) & set(self.unchanged)):
             problems.append(f"sections both changed and unchanged {both}")
-        if missing := [s for s in SECTIONS if s not in self.changed and s not in self.unchanged]:
-            problems.append(f"sections neither changed nor unchanged {missing}")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -85,30 +88,59 @@ def canonical(value: Any) -> bytes:
 
 
 def section_digest(value: Any) -> str:
-    """sha256 of a section's JSON (as `Report.model_dump(mode="json")` gives it), keys sorted."""
+    """sha256 of a section's JSON (as `section_values` gives it), keys sorted."""
     return hashlib.sha256(canonical(value)).hexdigest()
 
 
-def sections_of(document: dict[str, Any]) -> dict[str, Any]:
-    """A full report's JSON (model_dump(mode="json")) as its sections."""
-    return {"collectors": document.get("collectors", {}), **{s: document["observations"].get(s) for s in SECTIONS[1:]}}
+def sections_known(report: Report) -> tuple[str, ...]:
+    """The sections the schema a report was built with knows: an agent older than the centre knows fewer."""
+    return ("collectors", *type(report.observations).model_fields)
+
+
+def section_values(report: Report, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """A report's sections as both sides digest and send them: `model_dump(mode="json", exclude_defaults=True)`,
+    so a field a newer schema added (at its default) is in neither side's JSON; a section at its default is
+    None (`collectors`: {}). `names`: only these sections (default: every one the report's schema knows)."""
+    wanted = tuple(names) if names is not None else sections_known(report)
+    observed = {name: True for name in wanted if name != "collectors"}
+    include: dict[str, Any] = {"observations": observed} if observed else {}
+    if "collectors" in wanted:
+        include["collectors"] = True
+    document = report.model_dump(mode="json", exclude_defaults=True, include=include) if include else {}
+    values = document.get("observations", {})
+    return {name: document.get("collectors", {}) if name == "collectors" else values.get(name) for name in wanted}
 
 
 def state_digest(digests: dict[str, str]) -> str:
-    """The whole state's digest: sha256 over the section digests, by name."""
-    return section_digest({name: digests[name] for name in SECTIONS})
+    """The whole state's digest: sha256 over the section digests, by name (the sections the delta names)."""
+    return section_digest(digests)
 
 
-def encode_delta(report: Report, base: Report) -> dict[str, Any]:
-    """The report as a delta against `base` (a report the centre said it holds), as JSON."""
-    now, then = sections_of(report.model_dump(mode="json")), sections_of(base.model_dump(mode="json"))
-    digests = {name: section_digest(value) for name, value in now.items()}
-    changed, unchanged = {}, {}
-    for name in SECTIONS:
-        if digests[name] == section_digest(then[name]):
-            unchanged[name] = digests[name]
-        else:
-            changed[name] = now[name]
+class SentState(Model):
+    """What the agent keeps of a report it sent (a base, once the centre names it): its id, capture time and
+    per-section digests (a few KB), never the report."""
+
+    report_id: uuid.UUID
+    captured_at: Timestamp
+    digests: dict[str, Digest]
+
+
+def sent_state(report: Report, values: dict[str, Any] | None = None) -> SentState:
+    values = section_values(report) if values is None else values
+    digests = {name: section_digest(value) for name, value in values.items()}
+    return SentState(report_id=report.report_id, captured_at=report.captured_at, digests=digests)
+
+
+def encode_delta(
+    report: Report, base: SentState | Report, *, values: dict[str, Any] | None = None, state: SentState | None = None
+) -> dict[str, Any]:
+    """The report as a delta against `base` (a report the centre said it holds, or what the agent kept of it), as
+    JSON. `values` and `state`: the report's `section_values` and `sent_state`, when already computed."""
+    held = sent_state(base) if isinstance(base, Report) else base
+    values = section_values(report) if values is None else values
+    digests = (state or sent_state(report, values)).digests
+    changed = {name: value for name, value in values.items() if held.digests.get(name) != digests[name]}
+    unchanged = {name: digests[name] for name in values if name not in changed}
     return {
         "schema_version": report.schema_version,
         "encoding": "delta",
@@ -116,7 +148,7 @@ def encode_delta(report: Report, base: Report) -> dict[str, Any]:
         "host": report.host.model_dump(mode="json"),
         "captured_at": report.captured_at.isoformat(),
         "interval_s": report.interval_s,
-        "base": {"report_id": str(base.report_id), "captured_at": base.captured_at.isoformat()},
+        "base": {"report_id": str(held.report_id), "captured_at": held.captured_at.isoformat()},
         "changed": changed,
         "unchanged": unchanged,
         "digest": state_digest(digests),
@@ -131,43 +163,46 @@ def is_delta(payload: object) -> bool:
 def rebuild(delta: ReportDelta, base: dict[str, Any]) -> Report:
     """The full report a delta stands for, from its base's JSON (a stored report body).
 
+    Each unchanged section's digest is checked against the base's; a section the delta does not name
+    (one the agent's older schema does not have) is taken at its default, as that agent's full report
+    would carry it. The rebuilt report is validated before any changed value is digested, and the
+    digests are of its `section_values`, the same on both sides whatever fields the centre's schema added.
     Raises SendFull when the base does not prove the same state (an unchanged section whose digest
     differs, or a whole that does not digest to `delta.digest`), MalformedDelta when a changed
     section does not validate (its errors name the section and field, as `changed.<section>.…`).
     """
     try:
-        held = sections_of(Report.model_validate(base).model_dump(mode="json"))
+        held = section_values(Report.model_validate(base), delta.unchanged)
     except ValidationError as error:  # a stored body the schema no longer reads: nothing to merge onto
         count = error.error_count()
         raise SendFull(f"the base report {delta.base.report_id} no longer validates ({count} errors)") from None
-    digests: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    for name in SECTIONS:
-        if name in delta.unchanged:
-            digests[name] = section_digest(held[name])
-            if digests[name] != delta.unchanged[name]:
-                raise SendFull(f"section {name} differs from the base report {delta.base.report_id}")
-            values[name] = held[name]
-        else:
-            values[name] = delta.changed[name]
-            digests[name] = section_digest(values[name])
-    if state_digest(digests) != delta.digest:
-        raise SendFull("the rebuilt report does not match the delta's digest")
+    for name, digest in delta.unchanged.items():
+        if section_digest(held[name]) != digest:
+            raise SendFull(f"section {name} differs from the base report {delta.base.report_id}")
+    values: dict[str, Any] = {**held, **delta.changed}
     document = {
         "schema_version": delta.schema_version,
         "report_id": str(delta.report_id),
         "host": delta.host.model_dump(mode="json"),
         "captured_at": delta.captured_at,
         "interval_s": delta.interval_s,
-        "collectors": values["collectors"],
-        "observations": {name: values[name] for name in SECTIONS[1:]},
+        "collectors": values.get("collectors", {}),
+        "observations": {name: values[name] for name in SECTIONS[1:] if name in values},
     }
     try:
-        return Report.model_validate(document)
-    except ValidationError as error:
-        raise MalformedDelta(
+        report = Report.model_validate(document)
+    except (ValidationError, ValueError, TypeError, RecursionError) as error:
+        errors = (
             [f"changed.{_delta_location(item['loc'])}: {item['msg']}" for item in error.errors()[:20]]
-        ) from None
+            if isinstance(error, ValidationError)
+            else [f"changed: {type(error).__name__}: {str(error)[:200]}"]
+        )
+        raise MalformedDelta(errors) from None
+    digests = dict(delta.unchanged)
+    digests.update((name, section_digest(value)) for name, value in section_values(report, delta.changed).items())
+    if state_digest(digests) != delta.digest:
+        raise SendFull("the rebuilt report does not match the delta's digest")
+    return report
 
 
 def _delta_location(loc: tuple[Any, ...]) -> str:

@@ -32,7 +32,8 @@ REPORTS = Counter(
     "Reports that reached ingest, by outcome: accepted; duplicate (its id stored, or its content held by a "
     "stored row of the host); late (accepted after a newer one of its host: stored, its new rows counted; "
     "also counted as accepted); refused (malformed, or stamped ahead of the service's clock); send_full (a delta "
-    "report the centre could not rebuild exactly from its base: also counted as refused).",
+    "report POSTed to /reports/delta that the centre could not rebuild exactly from its base, answered 409: "
+    "counted only here, not as refused).",
     ["outcome"],
     registry=REGISTRY,
 )

@@ -46,7 +46,7 @@ from remediator.host_evaluation import evaluate_host, report_signals
 from remediator.hostauth import HostKeys, SignedPayload, about_the_signer, authenticate
 from remediator.models import Host, HostState, Signal
 from remediator.models import Report as ReportRow
-from remediator.payloads import from_the_future, parse_one
+from remediator.payloads import parse_one
 from remediator.planning import decide
 from remediator.rules import RuleSet
 from remediator.schemas import IngestResult, Refusal, WireBase
@@ -344,14 +344,18 @@ def ingest(
     return result
 
 
-def _parsed(session: Session, entry: SignedPayload, now: dt.datetime) -> Report | Refusal:
-    """A payload validated: a delta rebuilt from its base (remediator.wire), else a full report."""
-    rebuilt = wire.resolve_payload(session, entry.body, signer=entry.host)
-    if rebuilt is None:
+def _parsed(entry: SignedPayload, now: dt.datetime) -> Report | Refusal:
+    """A payload validated, or refused (index 0; the caller sets it). A delta report is refused whole (stage 1
+    takes deltas over HTTP only: remediator.wire.stream_refusal). Whatever a payload trips, it is refused
+    alone, naming what went wrong: one payload never loses its batch nor stops the stream's consumer."""
+    try:
+        if (refusal := wire.stream_refusal(entry.body)) is not None:
+            return refusal
         return parse_one(entry.body, now)
-    if isinstance(rebuilt, Report) and (problem := from_the_future(rebuilt, now)) is not None:
-        return Refusal(index=0, report_id=str(rebuilt.report_id), errors=[problem])
-    return rebuilt
+    except Exception as error:  # a RecursionError of a deeply nested payload, or a bug: this payload only
+        problem = f"report: could not be read ({type(error).__name__}: {str(error)[:200]})"
+        log.warning("remediator.report.unreadable", extra={"fields": {"error": problem}})
+        return Refusal(index=0, errors=[problem])
 
 
 def ingest_batch(
@@ -367,7 +371,8 @@ def ingest_batch(
     A payload is a report (JSON text or object) or a SignedPayload from the
     broker (remediator.hostauth): a bad signature, or a host reporting for
     another, is refused like a malformed report. A delta report (checker.wire)
-    is rebuilt from its base first (remediator.wire), or refused with "send full".
+    is refused: stage 1 takes deltas over HTTP only. A payload that cannot be
+    read at all (nested too deep, a bug) is refused alone, naming what.
 
     An unreachable database raises OperationalError to the caller, whose
     transport keeps the batch for later. If the batch fails for any other
@@ -379,9 +384,8 @@ def ingest_batch(
     passed, refused = authenticate(entries, host_keys, required=require_signed)
     reports: list[Report] = []
     at_index: dict[uuid.UUID, int] = {}
-    with database.session() as lookup:  # a delta's base is read here (no connection is taken without one)
-        parsed_all = [(index, entry, _parsed(lookup, entry, now)) for index, entry in passed]
-    for index, entry, parsed in parsed_all:
+    for index, entry in passed:
+        parsed = _parsed(entry, now)
         if isinstance(parsed, Report) and (problem := about_the_signer(parsed, entry)) is not None:
             parsed = Refusal(index=index, report_id=str(parsed.report_id), errors=[problem])
         if isinstance(parsed, Report):

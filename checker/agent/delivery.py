@@ -8,9 +8,10 @@ The POST carries the host's own token (FLEETFIX_AGENT_TOKEN or _TOKEN_FILE), wit
 API takes only this host's reports; through the broker, each report's JSON text is signed with
 a key derived from that token (core.signing; remediator.hostauth checks it). When neither
 works, the report is spooled; spooled reports are sent first, oldest first, as soon as delivery
-works again, so the central side sees them in capture order. Over HTTP a report goes as a delta
-(checker.wire, POST {url}/api/v1/reports/delta) once the centre's answers named a base
-(checker.agent.wire_state); the broker and the spool always carry whole reports.
+works again, so the central side sees them in capture order. Over HTTP, with delta reports on
+(FLEETFIX_AGENT_DELTA_REPORTS), a report goes as a delta (checker.wire, POST
+{url}/api/v1/reports/delta) once the centre's answers named a base (checker.agent.wire_state),
+encoded only when it goes that way; the broker and the spool always carry whole reports.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from celery import Celery
 
 from checker.agent.spool import Spool
 from checker.agent.wire_state import WireState
+from checker.schemas import Report
 from core.queue import INGEST_QUEUE, INGEST_STREAM
 from core.signing import report_key, sign_report
 
@@ -34,6 +36,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INGEST_TASK = "remediator.ingest_reports"
+# Answers to POST /reports/delta after which the same report is POSTed whole at once: the centre refused the
+# delta (409 send_full, 422), or something in front of it has no such route or will not pass it (401, 403, 404,
+# 405, 410: a proxy that passes only POST /api/v1/reports). Anything else (5xx, 429) is an outage: spooled.
+DELTA_REFUSED = frozenset({401, 403, 404, 405, 409, 410, 422})
 BATCH = 20  # spooled reports per ingest task when catching up
 # Give up on the broker quickly: the spool, not a blocked cycle, is where reports wait.
 PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
@@ -117,20 +123,23 @@ class Delivery:
             return False
         return True
 
-    def _post(self, client: httpx.Client, payload: dict[str, Any], delta: dict[str, Any] | None) -> httpx.Response:
-        """POST the report, as its delta when there is one; a delta the centre does not take (409 send_full,
-        or an older centre without the route) is followed at once by the whole report."""
-        if delta is not None:
+    def _post(self, client: httpx.Client, payload: dict[str, Any], report: Report | None) -> httpx.Response:
+        """POST the report, as its delta when the wire state gives one (checker.agent.wire_state). A delta the
+        centre does not take is followed at once by the whole report: 409 (send_full), 422, or a 401, 403,
+        404, 405 or 410 (a centre or proxy without the route; only the full POST's 401/403 is a credential
+        problem). Any other answer (5xx, 429) or no answer goes the usual way, to the spool, the base kept."""
+        delta = self.wire.prepare(report) if self.wire is not None and report is not None else None
+        if delta is not None and self.wire is not None:
             response = client.post(f"{self.fallback_url}/api/v1/reports/delta", json=delta)
-            if response.is_success or response.status_code in (401, 403):
-                if response.is_success and self.wire is not None:
-                    self.wire.took_delta = True
+            if response.is_success:
+                self.wire.taken()
                 return response
-            if self.wire is not None:
-                self.wire.refused(f"HTTP {response.status_code}: {response.text[:300]}")
+            if response.status_code not in DELTA_REFUSED:
+                return response
+            self.wire.refused(f"HTTP {response.status_code}: {response.text[:300]}")
         return client.post(f"{self.fallback_url}/api/v1/reports", json=payload)
 
-    def _http(self, payloads: list[dict[str, Any]], delta: dict[str, Any] | None = None) -> bool:
+    def _http(self, payloads: list[dict[str, Any]], report: Report | None = None) -> bool:
         if not self.fallback_url:
             return False
         import httpx
@@ -139,7 +148,7 @@ class Delivery:
         try:
             with httpx.Client(timeout=self.http_timeout_s, headers=headers) as client:
                 for position, payload in enumerate(payloads):
-                    response = self._post(client, payload, delta if position == len(payloads) - 1 else None)
+                    response = self._post(client, payload, report if position == len(payloads) - 1 else None)
                     if response.is_success and self.wire is not None:
                         with contextlib.suppress(ValueError):  # not the centre's JSON answer: no base named
                             self.wire.answered(response.json())
@@ -165,12 +174,12 @@ class Delivery:
             return False
         return True
 
-    def send(self, payloads: list[dict[str, Any]], delta: dict[str, Any] | None = None) -> Outcome | None:
-        """The broker takes reports whole (the ingest stream answers nothing an agent reads); HTTP takes the
-        last one as `delta` when given."""
+    def send(self, payloads: list[dict[str, Any]], report: Report | None = None) -> Outcome | None:
+        """The broker takes reports whole (the ingest stream answers nothing an agent reads); HTTP may send the
+        last one, `report` when given, as a delta (encoded only then)."""
         if self._broker(payloads):
             return "broker"
-        if self._http(payloads, delta):
+        if self._http(payloads, report):
             return "http"
         return None
 
@@ -187,10 +196,10 @@ class Delivery:
             log.info("checker.spool.sent", extra={"fields": {"reports": len(payloads)}})
         return True
 
-    def deliver(self, payload: dict[str, Any], delta: dict[str, Any] | None = None) -> Outcome:
-        """Send one report after whatever is spooled (over HTTP as `delta` when given: checker.wire); spool it
-        whole when that cannot be done now."""
-        if self.flush() and (outcome := self.send([payload], delta)) is not None:
+    def deliver(self, payload: dict[str, Any], report: Report | None = None) -> Outcome:
+        """Send one report after whatever is spooled (over HTTP maybe as a delta of `report`, its model, when
+        given: checker.wire); spool it whole when that cannot be done now."""
+        if self.flush() and (outcome := self.send([payload], report)) is not None:
             return outcome
         if self.spool is None:
             self.dropped_without_spool += 1

@@ -286,11 +286,9 @@ class CheckLoop:
             report = self.build()
             if report is None:
                 return None
-            wire = self.delivery.wire
-            delta = wire.prepare(report) if wire is not None else None
-            outcome = self.delivery.deliver(report.model_dump(mode="json"), delta)
-            if wire is not None:
-                wire.finish()
+            outcome = self.delivery.deliver(report.model_dump(mode="json"), report)  # over HTTP maybe as a delta
+            if self.delivery.wire is not None:
+                self.delivery.wire.finish()
             # Sent, spooled, or dropped and counted: either way these records were handled.
             self.cursors.commit()
             self.last_delivery = outcome

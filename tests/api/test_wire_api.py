@@ -9,12 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, select
 
 from api.app import create_app
 from checker.agent.config import AgentConfig
+from checker.agent.delivery import Delivery
+from checker.agent.spool import Spool
+from checker.agent.wire_state import WireState
 from checker.agent.worker import CheckLoop
 from checker.sim import SimulatedFleet
 from checker.wire import encode_delta
@@ -98,6 +102,19 @@ def test_a_changed_section_that_does_not_validate_gets_422_naming_it(client: Tes
     assert stored_ids(db) == [base.report_id]
 
 
+def test_an_operator_delta_naming_another_hosts_base_is_answered_send_full(client: TestClient, db: Database) -> None:
+    # web-002's stored report says what web-001's says, section for section: only the base lookup's host filter
+    # keeps web-001's delta off it
+    theirs = edac_report("web-002", ce=5, at=T0)
+    client.post("/api/v1/reports", json=payload(edac_report("web-001", ce=5, at=T0)))
+    client.post("/api/v1/reports", json=payload(theirs))
+    delta = encode_delta(edac_report("web-001", ce=5, at=T0 + dt.timedelta(minutes=1)), theirs)
+    response = client.post("/api/v1/reports/delta", json=delta)  # the client's operator token may send for any host
+    assert response.status_code == 409, response.text
+    assert response.json()["error"]["code"] == "send_full"
+    assert f"the base report {theirs.report_id}" in response.json()["error"]["message"]
+
+
 def test_a_host_credential_may_not_send_another_hosts_delta(client: TestClient, db: Database) -> None:
     base = edac_report("web-002", ce=5, at=T0)
     client.post("/api/v1/reports", json=payload(base))
@@ -138,6 +155,7 @@ def test_the_agent_sends_deltas_once_named_a_base_and_full_when_asked(
         token=token,
         benchmark_window="",
         full_report_every=4,
+        delta_reports=True,  # off by default in stage 1
     )
     loop = CheckLoop(create_celery(DEAD_BROKER, make_current=False), host.hostname, 60, config, simulated=host)
     try:
@@ -158,3 +176,77 @@ def test_the_agent_sends_deltas_once_named_a_base_and_full_when_asked(
         last = session.scalars(select(ReportRow.body).order_by(ReportRow.captured_at.desc())).first()
     assert last is not None
     assert (tmp_path / "state" / "wire_base.json").exists()  # the acknowledged base, for after a restart
+
+
+def agent_with_a_base(monkeypatch: pytest.MonkeyPatch, statuses: dict[str, int], spool: Spool | None) -> Any:
+    """A Delivery without a broker whose HTTP answers come from `statuses` (path to status; 200 answers name the
+    report as the base); the wire state holds a base already. Returns (delivery, wire, the paths POSTed)."""
+    paths: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.path)
+        status = statuses[request.url.path]
+        if status == 200:
+            body = orjson.loads(request.content)
+            base = {"hostname": "web-001", "report_id": body["report_id"], "captured_at": body["captured_at"]}
+            return httpx.Response(200, json={"accepted": [body["report_id"]], "bases": [base]})
+        return httpx.Response(status, json={"error": {"code": "x", "message": f"HTTP {status}"}})
+
+    real = httpx.Client
+    monkeypatch.setattr(httpx, "Client", lambda **kw: real(transport=httpx.MockTransport(answer), **kw))
+    wire = WireState("web-001", path=None)
+    delivery = Delivery(create_celery(DEAD_BROKER, make_current=False), spool=spool, fallback_url="http://c", wire=wire)
+    monkeypatch.setattr(delivery, "_broker", lambda payloads: False)
+    base = edac_report(ce=5, at=T0)
+    statuses_then = dict(statuses)
+    statuses.update({"/api/v1/reports": 200})
+    assert delivery.deliver(payload(base), base) == "http"  # first cycle: whole, named as the base
+    wire.finish()
+    statuses.clear()
+    statuses.update(statuses_then)
+    paths.clear()
+    assert wire.base is not None
+    return delivery, wire, paths
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 429])
+def test_an_outage_answering_the_delta_spools_the_report_and_keeps_the_base(
+    status: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    spool = Spool(tmp_path / "spool", max_reports=10)
+    statuses = {"/api/v1/reports/delta": status, "/api/v1/reports": status}
+    delivery, wire, paths = agent_with_a_base(monkeypatch, statuses, spool)
+    base = wire.base
+    report = edac_report(ce=6, at=T0 + dt.timedelta(minutes=1))
+    assert delivery.deliver(payload(report), report) == "spool"
+    assert paths == ["/api/v1/reports/delta"]  # one POST, not the whole report at once as well
+    assert wire.base == base
+    assert wire.refusals == 0
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 405, 409, 410, 422])
+def test_a_delta_the_centre_or_a_proxy_refuses_is_followed_by_the_whole_report(
+    status: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    spool = Spool(tmp_path / "spool", max_reports=10)
+    statuses = {"/api/v1/reports/delta": status, "/api/v1/reports": 200}
+    delivery, wire, paths = agent_with_a_base(monkeypatch, statuses, spool)
+    report = edac_report(ce=6, at=T0 + dt.timedelta(minutes=1))
+    assert delivery.deliver(payload(report), report) == "http"  # delivered this cycle, not spooled
+    assert paths == ["/api/v1/reports/delta", "/api/v1/reports"]
+    assert "checker.report.unauthorized" not in caplog.text  # only the full POST's 401/403 is the credential's
+    assert wire.base is not None
+    assert wire.base.report_id == report.report_id  # the whole report, named
+    assert not spool.files()
+
+
+def test_a_proxy_without_the_route_costs_three_extra_posts_then_none_for_an_hour(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    statuses = {"/api/v1/reports/delta": 404, "/api/v1/reports": 200}
+    delivery, wire, paths = agent_with_a_base(monkeypatch, statuses, None)
+    for minute in range(1, 11):
+        report = edac_report(ce=minute, at=T0 + dt.timedelta(minutes=minute))
+        assert delivery.deliver(payload(report), report) == "http"
+        wire.finish()
+    assert paths == ["/api/v1/reports/delta", "/api/v1/reports"] * 3 + ["/api/v1/reports"] * 7

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 from typing import Any
 
-from checker.agent.wire_state import WireState
+import orjson
+import pytest
+
+from checker.agent.wire_state import BACKOFF_S, REFUSALS_BEFORE_BACKOFF, WireState
 from checker.schemas import Report
-from checker.wire import ReportDelta, rebuild
+from checker.wire import SECTIONS, ReportDelta, SentState, rebuild, sent_state
 from tests.builders.reports import T0, edac_report
 
 
@@ -21,7 +25,8 @@ def cycle(
     agent: WireState, report: Report, answer: dict[str, Any] | None, *, took: bool = True
 ) -> dict[str, Any] | None:
     delta = agent.prepare(report)
-    agent.took_delta = took and delta is not None
+    if took and delta is not None:
+        agent.taken()
     if answer is not None:
         agent.answered(answer)
     agent.finish()
@@ -81,8 +86,25 @@ def test_after_a_restart_the_first_report_is_whole_and_the_kept_base_serves_agai
     restarted = WireState("web-001", path=path)
     report = at(1)
     assert cycle(restarted, report, named(base)) is None  # whole; the centre still holds the old state
-    assert restarted.base == base  # read back from the state directory
+    assert restarted.base == sent_state(base)  # read back from the state directory
     assert restarted.prepare(at(2)) is not None
+
+
+def test_only_the_bases_id_time_and_digests_are_kept_and_stored(tmp_path: Path) -> None:
+    path = tmp_path / "wire_base.json"
+    agent = WireState("web-001", path=path)
+    base = at(0)
+    cycle(agent, base, named(base))
+    stored = orjson.loads(path.read_bytes())
+    assert set(stored) == {"report_id", "captured_at", "digests"}
+    assert set(stored["digests"]) == set(SECTIONS)
+    assert path.stat().st_size < 4096
+    assert all(isinstance(kept, SentState) for kept in agent.known.values())
+    written = path.stat().st_mtime_ns
+    path.touch()
+    os.utime(path, ns=(written - 10**9, written - 10**9))
+    cycle(agent, at(1), named(base))  # the same base named again: nothing rewritten
+    assert path.stat().st_mtime_ns == written - 10**9
 
 
 def test_an_unreadable_kept_base_is_ignored(tmp_path: Path) -> None:
@@ -92,9 +114,46 @@ def test_an_unreadable_kept_base_is_ignored(tmp_path: Path) -> None:
     assert not agent.known
 
 
-def test_deltas_off_means_always_whole() -> None:
+def test_deltas_off_means_always_whole_and_nothing_digested() -> None:
     agent = WireState("web-001", path=None, enabled=False)
     base = at(0)
     cycle(agent, base, named(base))
-    assert agent.base == base
     assert agent.prepare(at(1)) is None
+    assert agent.base is None
+    assert not agent.known
+
+
+def test_three_refusals_in_a_row_back_off_deltas_for_an_hour() -> None:
+    """A centre (or proxy) that refuses every delta costs one extra POST per cycle for three cycles, then none
+    for an hour; a delta taken in between starts the count again."""
+    now = [0.0]
+    agent = WireState("web-001", path=None, clock=lambda: now[0])
+    minute = 0
+
+    def refused_cycle() -> bool:
+        nonlocal minute
+        minute += 1
+        report = at(minute, ce=minute)
+        delta = agent.prepare(report)
+        if delta is not None:
+            agent.refused("HTTP 409: send_full")
+        agent.answered(named(report))  # the whole report that followed is stored and named
+        agent.finish()
+        now[0] += 60
+        return delta is not None
+
+    first = at(0)
+    cycle(agent, first, named(first))
+    assert [refused_cycle() for _ in range(2)] == [True, True]
+    cycle(agent, at(50, ce=50), named(at(0)))  # a base it no longer holds: whole
+    report = at(51, ce=51)
+    cycle(agent, report, named(report))
+    assert cycle(agent, at(52, ce=52), None) is not None  # taken: the count starts again
+    assert agent.refusals == 0
+    assert [refused_cycle() for _ in range(3)] == [True, True, True]
+    assert agent.backoff_until == pytest.approx(now[0] - 60 + BACKOFF_S)
+    sent = [refused_cycle() for _ in range(59)]
+    assert not any(sent)  # whole for the rest of the hour
+    now[0] = agent.backoff_until or 0.0
+    assert refused_cycle()  # then a delta again
+    assert REFUSALS_BEFORE_BACKOFF == 3

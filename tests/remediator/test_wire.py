@@ -7,23 +7,37 @@ the stored rows: reports, signals, host memory, decisions, remediations and tick
 from __future__ import annotations
 
 import datetime as dt
+import math
 import uuid
+from collections import Counter
 from typing import Any
 
 import orjson
 import pytest
+from pydantic import BaseModel, Field, ValidationError, create_model
 from sqlalchemy import delete, select, text
 from sqlalchemy.orm import Session
 
 from checker.agent.wire_state import WireState
-from checker.schemas import Report
+from checker.schemas import DiskHealth, Observations, Report
 from checker.sim import SimulatedFleet
-from checker.wire import SECTIONS, MalformedDelta, ReportDelta, SendFull, encode_delta, rebuild, section_digest
+from checker.wire import (
+    SECTIONS,
+    MalformedDelta,
+    ReportDelta,
+    SendFull,
+    encode_delta,
+    rebuild,
+    section_digest,
+    sent_state,
+    state_digest,
+)
 from core.db import Base, Database
 from remediator import capacity_class, wire
+from remediator import ingest as remediator_ingest
+from remediator import payloads as remediator_payloads
 from remediator.ingest import ingest, ingest_batch
 from remediator.inventory import HostInventory, apply_inventory
-from remediator.models import Host, Signal
 from remediator.models import Report as ReportRow
 from remediator.rules import load_ruleset
 from remediator.schemas import IngestResult, Refusal
@@ -49,14 +63,30 @@ def later(report: Report, minutes: float) -> Report:
     )
 
 
+def envelope_moves(report: Report, n: int) -> Report:
+    """From round 4 on, what only the envelope says changes on three hosts: a reboot (boot_id), an agent upgrade
+    (agent_version) and a new interval; a delta sends the envelope whole, never from its base."""
+    if n < 4 or report.host.hostname not in HOSTS_THAT_MOVE:
+        return report
+    which = HOSTS_THAT_MOVE.index(report.host.hostname)
+    if which == 2:
+        return report.model_copy(update={"interval_s": 30})
+    field, value = (("boot_id", "rebooted-boot"), ("agent_version", "9.9.9"))[which]
+    return report.model_copy(update={"host": report.host.model_copy(update={field: value})})
+
+
 def history() -> list[list[Report]]:
-    """Batches as a fleet sends them: every minute, and every third host again 20 s later saying the same."""
+    """Batches as a fleet sends them: every minute, and every third host again 20 s later saying the same; three
+    hosts reboot, upgrade their agent and change their interval on the way (envelope_moves)."""
     fleet = SimulatedFleet(24, seed=5, fault_fraction=0.5)
     batches = []
     for n in range(ROUNDS):
-        reports = fleet.reports(at(n))
+        reports = [envelope_moves(r, n) for r in fleet.reports(at(n))]
         batches += [reports, [later(r, 1 / 3) for r in reports[::3]]]
     return batches
+
+
+HOSTS_THAT_MOVE = [host.hostname for host in SimulatedFleet(24, seed=5, fault_fraction=0.5).hosts[:3]]
 
 
 def snapshot(session: Session) -> dict[str, list[str]]:
@@ -88,13 +118,12 @@ def replay(session: Session, batches: list[list[Report]], *, deltas: bool) -> in
         for report in batch:
             agent = agents.setdefault(report.host.hostname, WireState(report.host.hostname, path=None, full_every=6))
             delta = agent.prepare(report) if deltas else None
-            agent.took_delta = delta is not None
             if delta is None:
                 received.append(Report.model_validate_json(orjson.dumps(report.model_dump(mode="json"))))
                 continue
-            rebuilt = wire.resolve_payload(session, orjson.dumps(delta))
-            assert isinstance(rebuilt, Report)
-            assert rebuilt == report  # the very report, field for field
+            agent.taken()
+            rebuilt = wire.resolve(session, ReportDelta.model_validate_json(orjson.dumps(delta)))
+            assert rebuilt == report  # the very report, field for field, envelope included
             received.append(rebuilt)
             sent_as_delta += 1
         result = ingest(session, received, ruleset=RULES, now=batch[0].captured_at)
@@ -120,7 +149,10 @@ def test_a_simulated_fleet_gives_the_same_rows_through_either_format(session: Se
         outcome[deltas] = snapshot(session)
         savepoint.rollback()
         if deltas:
-            assert sent > len(batches)  # most reports after the first went as deltas
+            # Whole: each host's first report and every sixth (full_every=6) from there; every other one a delta,
+            # the centre having named a base it holds each time: 16 hosts x 8 reports, 8 hosts x 16
+            per_host = Counter(r.host.hostname for batch in batches for r in batch)
+            assert sent == sum(k - math.ceil(k / 6) for k in per_host.values()) == 16 * 6 + 8 * 13
     full, delta = outcome[False], outcome[True]
     assert len(full["signals"]) > 100  # the fleet's faults fired
     assert full["decisions"]
@@ -152,10 +184,18 @@ def test_delta_rebuilds_the_report_and_is_smaller() -> None:
         assert len(orjson.dumps(delta)) < len(orjson.dumps(report.model_dump(mode="json")))
 
 
-def stored_base(session: Session, ce: int = 5) -> Report:
-    base = edac_report(ce=ce, at=T0)
+def stored_base(session: Session, ce: int = 5, hostname: str = "web-001") -> Report:
+    base = edac_report(hostname, ce=ce, at=T0)
     ingest(session, [base], ruleset=RULES)
     return base
+
+
+def centre(session: Session, delta: dict[str, Any]) -> Report | str:
+    """What POST /reports/delta makes of a delta: the rebuilt report, or the reason of its "send full"."""
+    try:
+        return wire.resolve(session, ReportDelta.model_validate_json(orjson.dumps(delta)))
+    except SendFull as refused:
+        return refused.reason
 
 
 def test_a_section_that_differs_from_the_base_answers_send_full_and_stores_nothing(session: Session) -> None:
@@ -167,9 +207,6 @@ def test_a_section_that_differs_from_the_base_answers_send_full_and_stores_nothi
     assert "edac" in delta.unchanged
     with pytest.raises(SendFull, match="section edac differs from the base report"):
         wire.resolve(session, delta)
-    refused = wire.resolve_payload(session, delta.model_dump(mode="json"))
-    assert isinstance(refused, Refusal)
-    assert refused.errors[0].startswith("send full: section edac differs")
     assert [r.id for r in session.scalars(select(ReportRow))] == [base.report_id]
 
 
@@ -188,30 +225,46 @@ def test_lost_state_answers_send_full_then_a_full_report_recovers(session: Sessi
     assert agent.prepare(base) is None  # the first cycle goes whole
     agent.answered({"bases": [{"hostname": "web-001", "report_id": str(base.report_id)}]})
     agent.finish()
-    assert agent.base == base
+    assert agent.base is not None
+    assert agent.base.report_id == base.report_id
     # the centre lost the state the agent holds as its base (pruned, or the database was rebuilt)
     session.execute(delete(ReportRow))
     report = edac_report(ce=6, at=T0 + dt.timedelta(minutes=1))
     delta = agent.prepare(report)
     assert delta is not None
-    refused = wire.resolve_payload(session, delta)
-    assert isinstance(refused, Refusal)
-    assert "is not stored" in refused.errors[0]
-    agent.refused(refused.errors[0])
+    refused = centre(session, delta)
+    assert isinstance(refused, str)
+    assert "is not stored" in refused
+    agent.refused(refused)
     assert agent.base is None  # so the same report goes whole (the HTTP delivery does it at once)
     result = ingest(session, [report], ruleset=RULES)
     agent.answered(result.model_dump(mode="json"))
     agent.finish()
-    assert agent.base == report
+    assert agent.base is not None
+    assert agent.base.report_id == report.report_id
     following = edac_report(ce=6, at=T0 + dt.timedelta(minutes=2))
-    rebuilt = wire.resolve_payload(session, agent.prepare(following))
-    assert rebuilt == following
+    following_delta = agent.prepare(following)
+    assert following_delta is not None
+    assert centre(session, following_delta) == following
 
 
 def test_a_host_the_centre_never_heard_of_is_asked_for_a_full_report(session: Session) -> None:
     base, report = edac_report("new-host", ce=1), edac_report("new-host", ce=1, at=T0 + dt.timedelta(minutes=1))
     with pytest.raises(SendFull, match="no state is held for new-host"):
         wire.resolve(session, ReportDelta.model_validate(encode_delta(report, base)))
+
+
+def test_a_delta_naming_another_hosts_stored_report_as_its_base_is_answered_send_full(session: Session) -> None:
+    # web-002's stored report says exactly what web-001's next report says, section for section: only the
+    # host filter on the base lookup stops web-001's delta from being rebuilt on it
+    stored_base(session, hostname="web-001")
+    theirs = stored_base(session, hostname="web-002")
+    mine = edac_report("web-001", ce=5, at=T0 + dt.timedelta(minutes=1))
+    delta = encode_delta(mine, theirs)
+    assert list(delta["changed"]) == []  # every section the same as the other host's
+    refused = centre(session, delta)
+    assert isinstance(refused, str)
+    assert refused.startswith(f"the base report {theirs.report_id} of 2026-03-01T12:00:00+00:00 is not stored")
 
 
 def test_full_reports_of_old_agents_are_taken_as_before_and_name_the_base(session: Session) -> None:
@@ -233,60 +286,155 @@ def test_a_malformed_changed_section_is_refused_naming_section_and_field(session
     assert raised.value.errors[0].startswith("changed.edac.controllers.0.ce_count: Input should be greater")
 
 
+def test_a_deeply_nested_changed_section_is_refused_as_malformed_before_it_is_digested(session: Session) -> None:
+    base = stored_base(session)
+    document = encode_delta(edac_report(ce=9, at=T0 + dt.timedelta(minutes=1)), base)
+    document["changed"]["edac"] = nested(300)
+    with pytest.raises(MalformedDelta) as raised:  # was orjson's TypeError (recursion limit) out of the digest
+        wire.resolve(session, ReportDelta.model_validate(document))
+    assert raised.value.errors[0].startswith("changed.edac: Input should be a valid dictionary")
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def redigest(document: dict[str, Any], base: Report) -> str:
     """The whole digest of a hand-edited delta (so that only the edited value is wrong)."""
-    from checker.wire import sections_of, state_digest
-
-    held = sections_of(base.model_dump(mode="json"))
-    digests = {s: section_digest(document["changed"][s] if s in document["changed"] else held[s]) for s in SECTIONS}
+    held = sent_state(base).digests
+    named = [*document["changed"], *document["unchanged"]]
+    digests = {s: section_digest(document["changed"][s]) if s in document["changed"] else held[s] for s in named}
     return state_digest(digests)
 
 
 @pytest.mark.parametrize(
     ("edit", "named"),
     [
-        (lambda d: d["changed"].pop("edac"), "sections neither changed nor unchanged ['edac']"),
         (lambda d: d["unchanged"].update(bogus="0" * 64), "unknown sections ['bogus']"),
         (lambda d: d["unchanged"].update(edac="0" * 64), "sections both changed and unchanged ['edac']"),
-        (lambda d: d["unchanged"].update(identity="xyz"), "delta.unchanged.identity: String should match"),
-        (lambda d: d.pop("base"), "delta.base: Field required"),
+        (lambda d: d["unchanged"].update(identity="xyz"), "unchanged.identity\n  String should match"),
+        (lambda d: d.pop("base"), "base\n  Field required"),
     ],
-    ids=["missing", "unknown", "both", "bad-digest", "no-base"],
+    ids=["unknown", "both", "bad-digest", "no-base"],
 )
 def test_a_malformed_envelope_is_refused_naming_what_and_where(edit: Any, named: str) -> None:
     base = edac_report(ce=1)
     document = encode_delta(edac_report(ce=2, at=T0 + dt.timedelta(minutes=1)), base)
     edit(document)
-    refused = wire.parse_delta(document)
-    assert isinstance(refused, Refusal)
-    assert named in refused.errors[0]
+    with pytest.raises(ValidationError) as raised:
+        ReportDelta.model_validate(document)
+    assert named in str(raised.value)
 
 
-def test_the_stream_path_takes_deltas_and_refuses_one_it_cannot_rebuild(db: Database) -> None:
+def test_a_section_the_delta_does_not_name_is_taken_at_its_default(session: Session) -> None:
+    """An agent whose schema lacks a section sends neither its value nor its digest: its full report would have
+    carried the section's default (absent), and so does the rebuilt one, whatever the base held."""
+    base = stored_base(session)
+    report = edac_report(ce=5, at=T0 + dt.timedelta(minutes=1))
+    document = encode_delta(report, base)
+    assert document["unchanged"].pop("edac")  # as an agent without an edac section would send it
+    document["digest"] = state_digest(
+        document["unchanged"] | {s: section_digest(v) for s, v in document["changed"].items()}
+    )
+    rebuilt = centre(session, document)
+    assert isinstance(rebuilt, Report)
+    assert rebuilt.observations.edac is None
+    assert rebuilt == report.model_copy(update={"observations": report.observations.model_copy(update={"edac": None})})
+
+
+def test_the_stream_refuses_every_delta_and_a_deeply_nested_one_loses_nothing_else(db: Database) -> None:
+    """Stage 1 takes deltas over HTTP only: on the stream each is refused alone, before any base is looked up,
+    however it nests; the good report beside it is stored."""
     base = edac_report(ce=5, at=T0)
     first = ingest_batch([orjson.dumps(base.model_dump(mode="json")).decode()], database=db, ruleset=RULES)
     assert first.accepted == [base.report_id]
-    assert first.bases[0].report_id == base.report_id
     good = edac_report(ce=65, at=T0 + dt.timedelta(minutes=1))
-    unknown = base.model_copy(update={"report_id": uuid.uuid4()})  # a base the centre never stored
-    lost = edac_report(ce=65, at=T0 + dt.timedelta(minutes=2))
+    deep = encode_delta(edac_report(ce=66, at=T0 + dt.timedelta(minutes=2)), base)
+    deep["changed"]["edac"] = "@@"
+    deep["unchanged"].pop("edac", None)
+    deep_text = orjson.dumps(deep).decode().replace('"@@"', "[" * 1000 + "1" + "]" * 1000)
+    valid = encode_delta(edac_report(ce=67, at=T0 + dt.timedelta(minutes=3)), base)
+    other = edac_report("web-002", ce=1, at=T0 + dt.timedelta(minutes=1))
     result: IngestResult = ingest_batch(
-        [orjson.dumps(encode_delta(good, base)).decode(), encode_delta(lost, unknown)], database=db, ruleset=RULES
+        [deep_text, orjson.dumps(good.model_dump(mode="json")).decode(), valid, other.model_dump(mode="json")],
+        database=db,
+        ruleset=RULES,
     )
+    assert sorted(result.accepted) == sorted([good.report_id, other.report_id])
+    assert [r.index for r in result.refused] == [0, 2]
+    for refusal in result.refused:
+        assert refusal.errors == [f"encoding: {wire.STREAM_REFUSAL}"]
+    assert result.refused[1].report_id == valid["report_id"]
+
+
+def test_a_payload_that_breaks_parsing_is_refused_alone(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever a payload trips while it is read (here a RecursionError, as a deeply nested NUL search raised), it
+    is refused naming what; the batch's other reports are stored."""
+    real = remediator_payloads.parse_one
+
+    def breaks_on_web_002(payload: Any, now: dt.datetime) -> Report | Refusal:
+        if "web-002" in str(payload):
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(payload, now)
+
+    monkeypatch.setattr(remediator_ingest, "parse_one", breaks_on_web_002)
+    good, bad = edac_report(ce=1, at=T0), edac_report("web-002", ce=1, at=T0)
+    result = ingest_batch([bad.model_dump(mode="json"), good.model_dump(mode="json")], database=db, ruleset=RULES)
     assert result.accepted == [good.report_id]
     [refusal] = result.refused
-    assert refusal.index == 1
-    assert refusal.errors[0].startswith("send full: the base report")
-    with db.session() as session:
-        [rate] = session.scalars(select(Signal.value).where(Signal.kind == "dimm_ce_rate")).all()
-        assert rate == 1.0  # 60 errors over 60 s: rebuilt from the base, evaluated as the full report would be
-        assert session.scalars(select(Host.last_report_id)).one() == good.report_id
+    assert refusal.index == 0
+    assert refusal.errors == ["report: could not be read (RecursionError: maximum recursion depth exceeded)"]
 
 
-def test_a_signed_delta_about_another_host_is_refused_before_its_base_is_looked_up(session: Session) -> None:
-    base = stored_base(session)
-    delta = encode_delta(edac_report(ce=6, at=T0 + dt.timedelta(minutes=1)), base)
-    refused = wire.resolve_payload(session, delta, signer="web-002")
-    assert isinstance(refused, Refusal)
-    assert refused.errors == ["host 'web-002' may only report for itself, not for 'web-001'"]
-    assert isinstance(wire.resolve_payload(session, delta, signer="web-001"), Report)
+def copy_of(model: type[BaseModel], drop: tuple[str, ...] = (), **fields: Any) -> type[BaseModel]:
+    """`model` as an older release declared it: without the fields in `drop`, some fields of older types."""
+    kept: dict[str, Any] = {n: (f.annotation, f) for n, f in model.model_fields.items() if n not in drop}
+    kept.update(fields)
+    return create_model(model.__name__, __config__=model.model_config, **kept)  # type: ignore[call-overload,no-any-return]
+
+
+def older_report_schema() -> type[BaseModel]:
+    """The report schema of an agent built before the centre added DiskHealth.pci_address and the redfish
+    section (docs/report-schema.md: the centre is upgraded before the agents)."""
+    disk = copy_of(DiskHealth, drop=("pci_address",))
+    observations = copy_of(Observations, drop=("redfish",), disks=(list[disk] | None, None))  # type: ignore[valid-type]
+    return copy_of(Report, observations=(observations, Field(default_factory=observations)))
+
+
+def test_an_agent_on_an_older_schema_has_its_deltas_taken_without_ping_pong(session: Session) -> None:
+    """Before, every section holding a model the centre had added a field to (disks: pci_address) digested
+    differently on the two sides: each delta was refused, then sent whole, every cycle, until the agent was
+    upgraded. Digests without default values, and a section not named taken at its default, agree."""
+    older = older_report_schema()
+    fleet = SimulatedFleet(6, seed=3, fault_fraction=0.0)
+    agents: dict[str, WireState] = {}
+    deltas = 0
+    for n in range(5):
+        for current in fleet.reports(at(n)):
+            document = current.model_dump(mode="json")
+            document["observations"].pop("redfish")
+            for disk in document["observations"]["disks"] or []:
+                disk.pop("pci_address")
+            sent = older.model_validate(document)  # what the older agent builds
+            as_whole = Report.model_validate_json(orjson.dumps(sent.model_dump(mode="json")))  # its full report
+            agent = agents.setdefault(current.host.hostname, WireState(current.host.hostname, path=None))
+            delta = agent.prepare(sent)  # type: ignore[arg-type]
+            if delta is None:
+                received: Report | str = as_whole
+            else:
+                assert "redfish" not in delta["changed"]
+                assert "redfish" not in delta["unchanged"]
+                assert "disks" in delta["unchanged"]  # the disks did not change
+                received = centre(session, delta)
+                assert received == as_whole, received  # before: "section disks differs from the base report …"
+                agent.taken()
+                deltas += 1
+            assert isinstance(received, Report)
+            result = ingest(session, [received], ruleset=RULES, now=received.captured_at)
+            agent.answered(result.model_dump(mode="json"))
+            agent.finish()
+    assert deltas == 6 * 4  # all but each host's first report
+    assert all(agent.refusals == 0 for agent in agents.values())
