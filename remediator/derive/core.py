@@ -34,7 +34,7 @@ from remediator.derive.kernel import kernel_signals
 from remediator.derive.mce import mce_signals
 from remediator.derive.memory import HostMemory, KernelMemory, RasMemory, load_memory
 from remediator.derive.network import network_signals
-from remediator.derive.network_ports import note_link_redundancy
+from remediator.derive.network_ports import flapping_ports, note_link_redundancy
 from remediator.derive.os_faults import filesystem_signals, note_guest_and_capacity, oom_signals, time_signals
 from remediator.derive.pages import page_signals
 from remediator.derive.pcie import adopted_buckets, counted_bdfs, link_keys, pcie_signals, virtual_machine
@@ -48,6 +48,7 @@ from remediator.derive.redfish import (
     redfish_signals,
 )
 from remediator.derive.sel import POWER_EXPLAINS_S, sel_signals
+from remediator.derive.sel_interrupts import with_link_partners
 from remediator.derive.sensors import sensor_signals
 from remediator.derive.stalls import stall_signals
 from remediator.derive.tiers import tier_signals
@@ -115,29 +116,6 @@ def derive(
     signals += filesystem_signals(found, obs.filesystems) + time_signals(obs.time_sync, now) + oom_signals(found)
     found, xid = xid_signals(obs.kernel_log, previous.klog, previous.xid, now=now, boot_id=boot_id, gpus=obs.gpu)
     signals += found
-    # the kernel log's uncorrected AER (derive/kernel.py): the device's own ticket, not the SEL's; each explains
-    # only entries near it naming its device (derive/sel_interrupts.py)
-    aer_devices = [
-        [*s.detail.get("subjects", []), *(d for t in signals if _uncorrected_aer(t) for d in _aer_functions(t))]
-        for s in signals
-        if s.kind == "kernel_event_count" and s.subject == "pcie_aer_uncorrected"
-    ]  # one per report: the functions its new AER lines name (none: the device is unknown)
-    found, sel = sel_signals(obs.sel, previous.sel, now=now, aer_devices=aer_devices)
-    note_edac_silence(found, obs.edac, previous.edac, boot=boot_id)  # EDAC over the entries' interval
-    signals += name_dimms(name_psus(found, obs.sensors), obs.redfish, previous.redfish)
-    power_at = sel.power_at if sel is not None else None
-    found, redfish = redfish_signals(  # the BMC's own DIMM counts, PSUs and firmware (derive/redfish.py)
-        obs.redfish,
-        obs.edac,
-        previous.redfish,
-        signals,
-        now=now,
-        boot=boot_id,
-        power_explained=power_at is not None and (now - power_at).total_seconds() <= POWER_EXPLAINS_S,
-        edac_failed=obs.edac is None and edac_collector_failed(report),
-        sensors=obs.sensors,
-    )
-    signals += found
     found, disks = disk_signals(obs.disks, previous.disks)
     signals += found
     found, irq = irq_signals(
@@ -163,6 +141,35 @@ def derive(
     if adopt and klog is not None:
         klog = klog.model_copy(update={"devices": kept_devices})
     found, pcie = pcie_signals(obs, previous.pcie, now=now, boot=boot_id, adopt=adopt)
+    signals += found
+    # the uncorrected AERs of the kernel log, rasdaemon and the sysfs counters (derive/kernel.py, aer.py, pcie.py,
+    # so the SEL comes after them: third review, finding 4): the device's own ticket, not the SEL's; each
+    # explains only entries near it naming its device or the other end of its link (derive/sel_interrupts.py)
+    uncorrected = [d for t in signals if _uncorrected_aer(t) for d in _aer_functions(t)]  # klog, rasdaemon, sysfs
+    aer_devices = [
+        with_link_partners([*s.detail.get("subjects", []), *uncorrected], obs.pcie)
+        for s in signals
+        if s.kind == "kernel_event_count" and s.subject == "pcie_aer_uncorrected"
+    ] or ([with_link_partners(uncorrected, obs.pcie)] if uncorrected else [])
+    # one per report: the functions its new AER lines or counts name with their link partners (none: unknown)
+    found, sel = sel_signals(obs.sel, previous.sel, now=now, aer_devices=aer_devices)
+    edac_now = sample(obs.edac, now=now, boot=boot_id, previous=previous.edac)  # with when its counts last rose
+    rises = edac_now or previous.edac
+    note_edac_silence(found, obs.edac, previous.edac, boot=boot_id, rises=rises)  # EDAC over the entries' interval
+    signals += name_dimms(name_psus(found, obs.sensors), obs.redfish, previous.redfish)
+    power_at = sel.power_at if sel is not None else None
+    found, redfish = redfish_signals(  # the BMC's own DIMM counts, PSUs and firmware (derive/redfish.py)
+        obs.redfish,
+        obs.edac,
+        previous.redfish,
+        signals,
+        now=now,
+        boot=boot_id,
+        power_explained=power_at is not None and (now - power_at).total_seconds() <= POWER_EXPLAINS_S,
+        edac_failed=obs.edac is None and edac_collector_failed(report),
+        sensors=obs.sensors,
+        edac_rises=rises,
+    )
     signals += found
     mce_run = report.collectors.get("mce")
     found, mce = mce_signals(obs, mce_run.source if mce_run else None, previous.mce, now=now)
@@ -192,7 +199,8 @@ def derive(
         obs.network, obs.identity, previous.net, now=now, boot_id=boot_id, tx_timeouts={t for t in timeouts if t}
     )
     signals += found
-    note_link_redundancy(signals, obs.network)  # the kernel log's link downs: whether the host has another link
+    # the kernel log's link downs: whether the host has another link, partners judged by the counters' day too
+    note_link_redundancy(signals, obs.network, flapping_ports(net.downs) if net is not None else ())
     found, gpus = gpu_signals(obs.gpu, previous.gpus)
     signals += found
     expected = baselines.for_class(host.hardware_class)
@@ -218,6 +226,6 @@ def derive(
     new_memory.pcie = pcie
     new_memory.xid = xid
     new_memory.redfish = redfish
-    new_memory.edac = sample(obs.edac, now=now, boot=boot_id) or previous.edac
+    new_memory.edac = edac_now or previous.edac
     new = new_memory.model_copy(update={"gaps": note_gaps(report, previous, new_memory)}).dump()
     return Derived(signals, new, new != memory)

@@ -13,7 +13,12 @@ for the rest of the boot. So the count is:
   count of the part before it unknown, and the count covers less; a sample newer than the start covers
   more, as the old rule did). `edac_since` says which.
 EDAC polls (seed 000): an error the BMC logged just before the interval's end may be counted by EDAC just
-after it, in the next interval; then both the BMC's and EDAC's rules may ask (two tickets, never none).
+after it, in the next interval. So `edac_silent` also asks whether EDAC's count of the same key last rose
+(`EdacSample.rose`, the report that saw it rise) at or after the interval's start less EDAC's poll interval
+and the caller's clock allowance (the third review, finding 1: a DIMM's bursts logged by the BMC seconds
+before each report were in the SEL but not yet in EDAC, and sel-memory-correctable held a host whose DIMM
+EDAC's own rate rules judged). An error EDAC counts only after the last signal of its interval can still
+give both the BMC's and EDAC's rules a ticket (two tickets, never none).
 Pure: stdlib, pydantic and the report's types.
 """
 
@@ -27,7 +32,10 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from checker.schemas import EdacState
 
 MAX_SAMPLED_DIMMS = 64  # labelled EDAC DIMMs with errors kept per sample (2 sockets x 24 DIMMs is 48)
+MAX_RISES = 2 * (MAX_SAMPLED_DIMMS + 1)  # ce and ue, per kept DIMM and the host: the newest kept
+EDAC_POLL_DEFAULT_S = 1.0  # edac_core's edac_mc_poll_msec default (1000 ms) where the report does not say
 Kind = Literal["ce", "ue"]
+HOST_KEY = ""  # a rise key's part for the whole host (a DIMM's key has letters or digits)
 
 
 def letters_digits(text: str) -> str:
@@ -50,6 +58,12 @@ class EdacSample(BaseModel):
         "counted 0 unless `full` is false.",
     )
     full: bool = Field(True, description="False: more DIMMs had errors than were kept (an absent one is unknown).")
+    rose: dict[str, AwareDatetime] = Field(
+        default_factory=dict,
+        max_length=MAX_RISES,
+        description="'ce:' or 'ue:' + EDAC dimm_label on letters and digits (nothing after the colon: the host's "
+        "total) -> the report at which that count was last seen above the previous sample of the same boot.",
+    )
 
 
 def host_total(edac: EdacState, kind: Kind) -> int:
@@ -68,19 +82,63 @@ def _labelled(edac: EdacState) -> dict[str, list[tuple[int, int]]]:
     return found
 
 
-def sample(edac: EdacState | None, *, now: dt.datetime, boot: str | None) -> EdacSample | None:
+def rise_key(kind: Kind, dimm_key: str) -> str:
+    return f"{kind}:{dimm_key}"
+
+
+def _rises(
+    counts: dict[str, tuple[int, int]], previous: EdacSample | None, *, now: dt.datetime, boot: str | None
+) -> dict[str, dt.datetime]:
+    """The kept rise times with this report's: a count above (or, after a counter reset, below) the previous
+    sample's of the same boot rose now. A first sample or the first of a boot dates nothing (its counts are
+    since boot: `counted` compares since boot then); a DIMM a sample that was not `full` dropped rose now if it
+    has errors (at worst EDAC is taken as counting it for one window)."""
+    rose: dict[str, dt.datetime] = dict(previous.rose) if previous is not None else {}
+    if previous is None or previous.boot != boot:
+        return rose
+    for key, pair in counts.items():
+        kinds: tuple[Kind, Kind] = ("ce", "ue")
+        for index, kind in enumerate(kinds):
+            if not pair[index]:
+                continue
+            then: int | None = None
+            if key == HOST_KEY:
+                then = previous.ce if kind == "ce" else previous.ue
+            elif (held := previous.dimms.get(key)) is not None:
+                then = held[index]
+            elif previous.full:
+                then = 0
+            if then is None or pair[index] != then:
+                rose[rise_key(kind, key)] = now
+    newest = sorted(rose.items(), key=lambda kv: kv[1], reverse=True)[:MAX_RISES]
+    return dict(newest)
+
+
+def sample(
+    edac: EdacState | None, *, now: dt.datetime, boot: str | None, previous: EdacSample | None = None
+) -> EdacSample | None:
+    """This report's EDAC counts, with the rise times carried from `previous` (the last sample kept)."""
     if edac is None:
         return None
     with_errors = {k: v[0] for k, v in _labelled(edac).items() if len(v) == 1 and (v[0][0] or v[0][1])}
     kept = dict(list(with_errors.items())[:MAX_SAMPLED_DIMMS])
+    totals = (host_total(edac, "ce"), host_total(edac, "ue"))
     return EdacSample(
         at=now,
         boot=boot,
-        ce=host_total(edac, "ce"),
-        ue=host_total(edac, "ue"),
+        ce=totals[0],
+        ue=totals[1],
         dimms=kept,
         full=len(kept) == len(with_errors),
+        rose=_rises({HOST_KEY: totals, **kept}, previous, now=now, boot=boot),
     )
+
+
+def poll_s(edac: EdacState | None) -> float:
+    """How late EDAC may count an error: its polling interval (the pack's edac-poll rule sets 37 s)."""
+    if edac is None or edac.poll_msec is None:
+        return EDAC_POLL_DEFAULT_S
+    return edac.poll_msec / 1000
 
 
 class EdacCounted(BaseModel):
@@ -139,13 +197,24 @@ def counted_detail(
     start: dt.datetime | None,
     boot: str | None,
     slack_s: float = 0.0,
+    rises: EdacSample | None = None,
+    rise_from: dt.datetime | None = None,
 ) -> dict[str, object]:
-    """A signal's `edac_counted` (null: no EDAC section), `edac_silent` (it is 0 or null), `edac_scope` and
+    """A signal's `edac_counted` (null: no EDAC section), `edac_rose_at` (when the same key's count last rose,
+    from `rises`: this report's sample), `edac_silent` (the count is 0 or null and the count did not rise at
+    or after `rise_from` (default `start`) less EDAC's poll interval and `slack_s`), `edac_scope` and
     `edac_since`."""
     found = counted(edac, before, dimm=dimm, kind=kind, start=start, boot=boot, slack_s=slack_s)
+    key = rise_key(kind, letters_digits(dimm) if found.scope == "dimm" else HOST_KEY)
+    rose_at = rises.rose.get(key) if rises is not None else None
+    since = rise_from or start
+    lately = (
+        rose_at is not None and since is not None and rose_at >= since - dt.timedelta(seconds=poll_s(edac) + slack_s)
+    )
     return {
         "edac_counted": found.count,
-        "edac_silent": not found.count,
+        "edac_rose_at": rose_at.isoformat() if rose_at is not None else None,
+        "edac_silent": not found.count and not lately,
         "edac_scope": found.scope,
         "edac_since": found.since,
     }

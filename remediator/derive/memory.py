@@ -52,9 +52,15 @@ class KernelMemory(_Section):
     )
 
 
+ClockBounds = tuple[float, float]  # seconds a protocol's entry times run ahead of UTC: at least, at most
+
+
 class SelCursor(_Section):
     last: int | None = None
     count: int | None = None
+    newest: AwareDatetime | None = Field(None, description="The newest entry time it listed, by its own clock.")
+    tail: list[str] = Field(default_factory=list, max_length=32, description="Its entries within SKEW_S of that.")
+    clock: ClockBounds | None = Field(None, description="Its clock's offset from UTC as learned (SelMemory.clock).")
 
 
 class SelMemory(_Section):
@@ -77,6 +83,13 @@ class SelMemory(_Section):
     )
     power_at: AwareDatetime | None = Field(
         None, description="When a PSU failure or lost input was last logged (it explains a lost redundancy)."
+    )
+    read_at: AwareDatetime | None = Field(None, description="The report time of the listing this memory is of.")
+    clock: ClockBounds | None = Field(
+        None,
+        description="Bounds (seconds) on how far this source's entry times run ahead of UTC, learned from entries "
+        "new by record id (logged between two reads): ipmitool prints a BMC's local time as if UTC "
+        "(remediator/derive/sel.py; the third review of the Redfish rules, finding 5).",
     )
     sensors: dict[str, list[Bucket]] = Field(
         default_factory=dict, description="Sensor -> entries it logged per bucket, for the flood watch (bounded)."

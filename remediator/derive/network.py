@@ -25,8 +25,9 @@ port is judged from its buckets on every report, whether or not this report brou
   ring, channel or MTU changes; else carrier_down_count, else half of carrier_changes). Downs in a report
   whose kernel log has a transmit timeout on the port are the driver's reset (nic-tx-timeouts' fault), not
   counted. `redundant` when another port of the host has a link (its bond partner or any other) that is not
-  flapping too, and for a bond member is in the active 802.3ad aggregator; "unknown" when the report does not
-  say (remediator/derive/network_ports.py port_redundancy).
+  flapping too, and for a bond member is in the active 802.3ad aggregator (or in another one while the port is
+  its own aggregator's only linked member); "unreported" when the report does not give the partner's bond
+  state (remediator/derive/network_ports.py port_redundancy).
 - `nic_drop_rate`, subject the interface: packets dropped (rx_dropped, rx_missed_errors, tx_dropped) per
   hour over the interval, from one a second on: host-side load (rings, CPU) far more often than hardware,
   so no rule acts on it.
@@ -50,7 +51,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from checker.parsers.network import CRC_COUNTERS, LINK_DOWN_COUNTERS, SYMBOL_COUNTERS, first_of
 from checker.schemas import Identity, NetworkState, NicPort
-from remediator.derive.network_ports import FLAPPING_DOWNS, every_port_signal, part_of, port_redundancy
+from remediator.derive.network_ports import every_port_signal, flapping_ports, part_of, port_redundancy
 from remediator.signals import MAX_GAP_S, SignalValue
 
 HOUR_S = 3600
@@ -264,7 +265,7 @@ def network_signals(
             detail = {**part, "new": drops, "interval_s": round(elapsed, 3)}
             signals.append(SignalValue("nic_drop_rate", name, drops * HOUR_S / elapsed, detail))
     # redundancy once every port's downs of the day are in: a partner flapping too is no backup (finding 3)
-    flapping = {n for n, entries in memory.downs.items() if sum(c for _, c in entries) >= FLAPPING_DOWNS}
+    flapping = flapping_ports(memory.downs)
     by_name = {p.interface: p for p in ports}
     for name, detail in new_errors.items():
         detail.update(port_redundancy(by_name[name], ports, flapping))

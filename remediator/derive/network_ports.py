@@ -3,7 +3,7 @@ ports that back it up, and the candidates when every port errs at once."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from checker.schemas import Identity, NetworkState, NicPort
@@ -48,16 +48,38 @@ def _linked(port: NicPort) -> bool:
     return port.physical and (port.operstate == "up" or port.carrier is True)
 
 
-FLAPPING_DOWNS = 3  # link downs in a day: nic-link-flapping's and nic-carrier-flapping's threshold
+FLAPPING_DOWNS = 3  # downs in a day: nic-link-flapping's and nic-carrier-flapping's `value` (a test holds them equal)
 
 
-def _partner_counts(partner: NicPort, port: NicPort) -> bool | None:
-    """Whether a linked bond partner carries this port's traffic when it is down: True, False, or None when
-    the report cannot tell (the member's bond state not read: an older agent, or a master that is no bond).
-    In 802.3ad only a member of the active aggregator carries traffic (bonding marks the others `backup`:
-    drivers/net/bonding/bond_3ad.c; a port of another aggregator takes over only once the whole active
-    aggregator is down and LACP has re-formed); in the other modes a linked member takes over
-    (active-backup's backup is there for that; Documentation/networking/bonding.rst)."""
+def flapping_ports(downs: Mapping[str, Sequence[tuple[int, int]]]) -> set[str]:
+    """The ports with FLAPPING_DOWNS or more downs in the day kept (NetMemory.downs): no backup for another."""
+    return {name for name, entries in downs.items() if sum(count for _, count in entries) >= FLAPPING_DOWNS}
+
+
+def _why_unreported(port: NicPort, ports: list[NicPort]) -> str:
+    """Why a bond member's state is missing: its master has no bonding directory (the agent reads the bond's
+    state from master/bonding: checker/collectors/network.py), or the agent predates that read."""
+    if port.master == "ovs-system":
+        return "its master is Open vSwitch, not a bond"
+    if any(p.bond_mode for p in ports):
+        return f"{port.master} is not a bond (a bridge or a team: no bonding state)"
+    return f"an agent from before the bond state was read, or {port.master} is not a bond"
+
+
+RESELECTED = "aggregator_reselection"  # a partner's `failover`: it carries once the port's aggregator is down
+
+
+def _partner_counts(partner: NicPort, port: NicPort, members: list[NicPort]) -> bool | str | None:
+    """Whether a linked bond partner carries this port's traffic when it is down: True, RESELECTED, False, or
+    None when the report cannot tell (the member's bond state not read: an older agent, or a master that is no
+    bond). `members`: the bond's linked members. In 802.3ad only a member of the active aggregator carries
+    traffic (bonding marks the others `backup`: drivers/net/bonding/bond_3ad.c); a member of another
+    aggregator (two independent switches, each with LACP: two aggregators in one bond) takes over once every
+    port of the active one is down and bonding reselects (kernel commit 0622cab0341c, "bonding: fix 802.3ad
+    aggregator reselection", Linux 4.7), so it backs up a port that is the only linked member of its own
+    aggregator (third review, finding 3), and not one whose aggregator keeps another member up. In the other
+    modes a linked member takes over (active-backup's backup is there for that;
+    Documentation/networking/bonding.rst)."""
     mode = port.bond_mode or partner.bond_mode
     if mode is None:
         return None
@@ -65,12 +87,22 @@ def _partner_counts(partner: NicPort, port: NicPort) -> bool | None:
         return True
     active = port.bond_active_aggregator or partner.bond_active_aggregator
     if partner.bond_state is not None:
-        return partner.bond_state == "active" and (
+        carries = partner.bond_state == "active" and (
             active is None or partner.bond_aggregator is None or partner.bond_aggregator == active
         )
-    if active is None or partner.bond_aggregator is None:
+    elif active is None or partner.bond_aggregator is None:
         return None
-    return partner.bond_aggregator == active
+    else:
+        carries = partner.bond_aggregator == active
+    if carries:
+        return True
+    own = port.bond_aggregator
+    if own is None or partner.bond_aggregator is None:
+        return None if own is None else False  # the port's own aggregator unread: whether it is alone is unknown
+    if partner.bond_aggregator == own:
+        return False  # the same aggregator, not carrying: an individual or detached member
+    alone = not any(p.bond_aggregator == own for p in members if p.interface not in (port.interface, partner.interface))
+    return RESELECTED if alone else False
 
 
 def port_redundancy(port: NicPort, ports: list[NicPort], flapping: Collection[str] = ()) -> dict[str, Any]:
@@ -80,23 +112,39 @@ def port_redundancy(port: NicPort, ports: list[NicPort], flapping: Collection[st
     the ports with FLAPPING_DOWNS or more downs in the same day: two flapping members are no backup for each
     other) nor outside the bond's active 802.3ad aggregator (second review, finding 3); a port in no bond by
     any other linked port that is not flapping. `redundant` false: nothing carries this port's traffic while
-    it is down; "unknown": a linked partner whose place in the bond the report does not give (an agent from
-    before `bond_mode`, or a bridge), which the rules that hold the host take as false (not knowing of a
-    backup is not having one)."""
+    it is down, the one answer that holds the host; "unreported": a linked partner under the same master
+    whose place in a bond the report does not give (an agent from before `bond_mode`, or a master that is no
+    bond: a bridge, Open vSwitch's ovs-system, a team), which keeps the host in service as a linked partner
+    did before the bond's state was read (third review, finding 2: holding on not knowing held every bonded
+    host of a rack on a switch reload, uncapped, until their agents were upgraded, and OVS or team members
+    for ever). `backup` says in words what carries the traffic, or why that is not known."""
     others = [p for p in ports if p.interface != port.interface and _linked(p)]
     partners = [p for p in others if port.master and p.master == port.master]
     steady = [p for p in partners if p.interface not in flapping]
-    verdicts = {p.interface: _partner_counts(p, port) for p in steady}
+    verdicts = {p.interface: _partner_counts(p, port, partners) for p in steady}
     redundant: bool | str
-    if port.master:
-        counted = any(v is True for v in verdicts.values())
-        redundant = True if counted else ("unknown" if any(v is None for v in verdicts.values()) else False)
+    counted = [name for name, v in verdicts.items() if v in (True, RESELECTED)]
+    unreported = [name for name, v in verdicts.items() if v is None]
+    reselected = [name for name, v in verdicts.items() if v == RESELECTED]
+    if port.master and counted:
+        redundant, backup = True, f"bond partner {', '.join(counted)}"
+        if reselected:
+            backup += f" ({', '.join(reselected)} in another 802.3ad aggregator: once LACP reselects)"
+    elif port.master and unreported:
+        redundant = "unreported"
+        backup = f"bond partner {', '.join(unreported)} linked; bond state not reported: {_why_unreported(port, ports)}"
+    elif port.master:
+        redundant, backup = False, "none"
     else:
-        redundant = any(p.interface not in flapping for p in others)
+        steady_others = [p.interface for p in others if p.interface not in flapping]
+        redundant = bool(steady_others)
+        backup = f"linked port {', '.join(steady_others)}" if steady_others else "none"
     return {
         "redundant": redundant,
+        "backup": backup,
         "bond_partners_linked": [p.interface for p in partners],
-        "bond_partners_counted": [name for name, v in verdicts.items() if v is True],
+        "bond_partners_counted": counted,
+        "failover": RESELECTED if reselected and len(reselected) == len(counted) else None,
         "flapping_linked": [p.interface for p in others if p.interface in flapping],
         "other_linked": [p.interface for p in others],
     }
@@ -163,16 +211,20 @@ def _where_every(linked: list[NicPort], details: dict[str, dict[str, Any]]) -> s
     return text + (f"; switch {', '.join(switches)}" if switches else "; switch ports unknown")
 
 
-def note_link_redundancy(signals: list[SignalValue], network: NetworkState | None) -> None:
+def note_link_redundancy(
+    signals: list[SignalValue], network: NetworkState | None, flapping_today: Collection[str] = ()
+) -> None:
     """Give the kernel log's link-down counts (device_event_count, kind nic_link_down) the same `redundant`
     the NIC counters' nic_link_flaps carry, so a flapping port beside another linked port leaves the host in
     service whichever source saw the flaps (default_rules.yaml nic-link-flapping / -redundant). Without the
-    network section (an older agent, the collector failed) the answer is "unknown", which the rule that holds
-    the host takes: not knowing of another link is not having one."""
+    network section (an older agent, the collector failed) the answer is "unknown" (no linked partner is known
+    at all), which nic-link-flapping takes, as before the bond's state was read: not knowing of another link
+    is not having one. A partner under the same master whose bond state is missing is "unreported"."""
     ports = list(network.ports) if network is not None else []
     by_name = {p.interface: p for p in ports if p.physical}
-    # a partner with its own day of flaps in this report, by either source, is no backup (second review, 3)
-    flapping = {
+    # a partner with its own day of flaps, by either source, is no backup (second review, 3): the counters'
+    # day (`flapping_today`, as nic_link_flaps judges it: third review, note 9) or a signal of this report
+    flapping = set(flapping_today) | {
         s.subject
         for s in signals
         if s.value >= FLAPPING_DOWNS
@@ -183,6 +235,6 @@ def note_link_redundancy(signals: list[SignalValue], network: NetworkState | Non
             continue
         port = by_name.get(signal.subject)
         if port is None:
-            signal.detail["redundant"] = "unknown"
+            signal.detail.update(redundant="unknown", backup="unknown: the report has no network section for it")
             continue
         signal.detail.update(port_redundancy(port, ports, flapping))

@@ -291,6 +291,7 @@ def memory_signals(
     now: dt.datetime,
     boot: str | None,
     edac_failed: bool = False,
+    rises: EdacSample | None = None,
 ) -> tuple[list[SignalValue], RedfishMemory]:
     """The DIMM signals of an inventory read, and that read to keep. A DIMM the read does not list loses its
     counts (its next read is a first sight): the elapsed time is always between two whole reads."""
@@ -315,9 +316,12 @@ def memory_signals(
                 at=kept.at, counter=held[0], ce=held[1], ue=held[2], edac=kept.edac, boot=kept.boot, serial=serial
             )
         elapsed = (now - before.at).total_seconds() if before is not None else 0.0
-        # EDAC over the BMC's interval: since the last read (same boot), else since boot (edac_counted.py)
+        # EDAC over the BMC's interval: since the last read (same boot), else since boot, or a rise of its count
+        # since then less its poll interval (edac_counted.py; the third review, finding 1)
         edac_of = {
-            kind: counted_detail(edac, kept.edac_sample, dimm=dimm_name(module), kind=kind, start=kept.at, boot=boot)
+            kind: counted_detail(
+                edac, kept.edac_sample, dimm=dimm_name(module), kind=kind, start=kept.at, boot=boot, rises=rises
+            )
             for kind in ("ce", "ue")
         }
         found = _dimm_signals(module, before, read, elapsed, edac_of, edac_failed)
@@ -367,21 +371,39 @@ def name_dimms(
     return named
 
 
+def _when(value: object) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
 def note_edac_silence(
-    signals: Sequence[SignalValue], edac: EdacState | None, before: EdacSample | None = None, *, boot: str | None = None
+    signals: Sequence[SignalValue],
+    edac: EdacState | None,
+    before: EdacSample | None = None,
+    *,
+    boot: str | None = None,
+    rises: EdacSample | None = None,
 ) -> None:
     """The SEL's memory signals say whether the host's EDAC counted any error of theirs (sel-memory-correctable
     asks only where it did not: where EDAC counts, the EDAC rate rules judge the DIMM): on the same DIMM (else
     the host), from `before` (the EDAC sample of the previous report) when the signal's new entries are no
-    older than it, else since boot (remediator/derive/edac_counted.py; the second review, finding 1). The
-    entries are new since the previous listing, so the BMC's clock may lag by the SEL's SKEW_S."""
+    older than it, else since boot (remediator/derive/edac_counted.py; the second review, finding 1); and
+    whether that count rose (`rises`: this report's sample) since the new entries' first time, for a rate
+    since its window's start (the third review, finding 1: EDAC polls, so it counts late). The entries are
+    new since the previous listing, so the BMC's clock may lag by the SEL's SKEW_S."""
     for signal in signals:
         if signal.kind in ("sel_memory_ecc", "sel_memory_ce_rate"):
-            first = signal.detail.get("first_timestamp")
-            start = dt.datetime.fromisoformat(first) if isinstance(first, str) else None
+            start = _when(signal.detail.get("first_timestamp"))
             kind: Literal["ce", "ue"] = "ue" if signal.detail.get("uncorrectable") else "ce"
             found = counted_detail(
-                edac, before, dimm=signal.subject, kind=kind, start=start, boot=boot, slack_s=SEL_SKEW_S
+                edac,
+                before,
+                dimm=signal.subject,
+                kind=kind,
+                start=start,
+                boot=boot,
+                slack_s=SEL_SKEW_S,
+                rises=rises,
+                rise_from=_when(signal.detail.get("window_start")),
             )
             signal.detail.update(found)
 
@@ -432,13 +454,14 @@ def redfish_signals(
     power_explained: bool,
     edac_failed: bool = False,
     sensors: Sequence[SensorReading] | None = None,
+    edac_rises: EdacSample | None = None,
 ) -> tuple[list[SignalValue], RedfishMemory | None]:
     """The section's signals and the memory to keep. `earlier`: this report's signals so far (a PSU failure
     or lost input the log showed explains a lost redundancy); `power_explained`: one within the SEL
     deriver's hour (remediator/derive/sel.py POWER_EXPLAINS_S)."""
     if state is None:
         return [], previous
-    found, kept = memory_signals(state, edac, previous, now=now, boot=boot, edac_failed=edac_failed)
+    found, kept = memory_signals(state, edac, previous, now=now, boot=boot, edac_failed=edac_failed, rises=edac_rises)
     unwell = {psu_name(p.member_id, p.bay, p.name) for p in state.psus if p.present is not False and p.health != "OK"}
     named = [s.subject for s in earlier if s.kind in POWER_EXPLAINS] + list(kept.power_psus)
     # a PSU the log named stays the explanation while the BMC serves it not OK (its feed still down); where

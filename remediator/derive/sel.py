@@ -13,7 +13,13 @@ SKEW_S, the entries that close to it matched by content), and an undated (Pre-In
 the last dated entry that was history. Deasserted entries are recoveries and never fire a failure.
 A host whose log is read by the other protocol this time (SelState.source: both configured, one failing)
 keeps a cursor per protocol: the switch is no clearing, and only entries dated after the newest one
-already seen (one log, one clock) and past that protocol's own cursor are new (`_switched`).
+already seen and past that protocol's own cursor are new (`_switched`). One log, but not one clock: ipmitool
+prints the BMC's local time, which the parser takes as UTC, where Redfish's Created carries its zone (the
+third review of the Redfish rules, finding 5: a BMC on UTC-6 recounted six hours of entries at the switch).
+So each protocol's offset from UTC is learned from its entries new by record id, which were logged between
+its previous read and this one (`clock`, bounds in seconds), and the newest time seen is carried over in
+UTC; where nothing has been learned the offset is taken as 0. Where no time was seen yet, only the last
+FIRST_SIGHT_LOOKBACK_S of the listing is new, as on a first report.
 
 A PSU that lost its input ("AC lost", "input lost or out-of-range") usually sits on a failed
 feed, PDU or whip, not a failed PSU: it is `psu_input_lost`, apart from `psu_failure` (failure
@@ -44,7 +50,7 @@ from typing import Literal
 from checker.schemas import SelEntry, SelState
 from remediator.derive.capacity_sel import sel_kind
 from remediator.derive.kernel import add_to_bucket, live_buckets
-from remediator.derive.memory import Bucket, SelCursor, SelMemory
+from remediator.derive.memory import Bucket, ClockBounds, SelCursor, SelMemory
 from remediator.derive.sel_interrupts import RecentAer, interrupt_detail, is_critical, remember_aers
 from remediator.derive.sel_memory import ce_rate_signals
 from remediator.signals import SignalValue
@@ -156,32 +162,88 @@ def _new_entries(state: SelState, previous: SelMemory | None, now: dt.datetime) 
 Source = Literal["ipmi", "redfish"]
 
 
+def _offset(clock: ClockBounds | None) -> float:
+    """The best guess of a clock's offset from UTC (seconds): the middle of its bounds where they are within
+    2 SKEW_S of each other (reports a minute apart narrow them to about that), else 0 (one clock assumed)."""
+    if clock is None or clock[1] - clock[0] > 2 * SKEW_S:
+        return 0.0
+    return (clock[0] + clock[1]) / 2
+
+
+def _learn_clock(
+    fresh: list[SelEntry], previous: SelMemory, now: dt.datetime, known: ClockBounds | None
+) -> ClockBounds | None:
+    """Narrow the bounds on the source's clock offset with entries new by record id: each was logged after the
+    previous read (previous.read_at) and before this one, so its time less the offset lies between the two. A
+    clock that stepped (bounds that no longer meet) starts again from this report's entries."""
+    if previous.read_at is None:
+        return known
+    dated = [e.timestamp for e in fresh if e.timestamp is not None]
+    if not dated:
+        return known
+    low = max(t - now for t in dated).total_seconds()
+    high = min(t - previous.read_at for t in dated).total_seconds()
+    if low > high:  # entries older than the previous read: a backlog, not news of the clock
+        return known
+    if known is not None and max(low, known[0]) <= min(high, known[1]):
+        return (max(low, known[0]), min(high, known[1]))
+    return (low, high)
+
+
+def _shifted(key: str, seconds: float) -> str:
+    if seconds == 0 or key.startswith("-|"):
+        return key
+    at, _, said = key.partition("|")
+    return f"{(_dated(at) + dt.timedelta(seconds=seconds)).isoformat()}|{said}"
+
+
 def _switched(
-    state: SelState, previous: SelMemory, source: Source, was: Source
+    state: SelState, previous: SelMemory, source: Source, was: Source, now: dt.datetime
 ) -> tuple[list[SelEntry], SelMemory, dict[Source, SelCursor]]:
     """A host whose log is read by the other protocol this time (both configured, Redfish preferred, one of them
-    failing): its record ids and count are another space, so the other protocol's cursor is kept aside and
-    this one's taken up where it was left. Both list the BMC's one log by its one clock, so an entry dated at
-    or before the newest entry already seen (by either) was counted; only later ones, and with this
-    protocol's cursor only ids past it, are new: nothing counted twice across the switch, nothing lost (the
-    second review of the Redfish rules, finding 6). Undated entries are new only past this protocol's cursor."""
+    failing): its record ids and count are another space, so the other protocol's cursor (ids, newest time,
+    clock) is kept aside and this one's taken up where it was left. The newest entry already seen (by the
+    other) is carried into this protocol's clock by the two learned offsets; an entry dated after it, or
+    within SKEW_S of it and not among the entries counted there, and with this protocol's cursor only ids past
+    it, is new (the second review of the Redfish rules, finding 6; the third, finding 5). With no time seen
+    yet, the first-sight lookback. An undated entry is new only past this protocol's cursor and after the
+    last dated entry that was old."""
     cursors = {k: v for k, v in previous.cursors.items() if k != source}
-    cursors[was] = SelCursor(last=previous.last, count=previous.count)
-    own = previous.cursors.get(source)
-    view = previous.model_copy(update={"last": own.last if own else None, "count": own.count if own else None})
+    cursors[was] = SelCursor(
+        last=previous.last, count=previous.count, newest=previous.newest, tail=previous.tail, clock=previous.clock
+    )
+    own = previous.cursors.get(source) or SelCursor()
+    view = previous.model_copy(
+        update={"last": own.last, "count": own.count, "newest": own.newest, "tail": own.tail, "clock": own.clock}
+    )
     reported_max = _reported_max(state)
-    past = own is not None and own.last is not None and (reported_max is None or reported_max >= own.last)
+    past = own.last is not None and (reported_max is None or reported_max >= own.last)
+    into = _offset(own.clock) - _offset(previous.clock)  # the other clock's times into this one's
+    if previous.newest is not None:
+        cut = previous.newest + dt.timedelta(seconds=into)
+        floor, seen = cut - dt.timedelta(seconds=SKEW_S), {_shifted(k, into) for k in previous.tail}
+    else:  # no time seen by either: as a first sight, by this clock
+        cut = floor = now + dt.timedelta(seconds=_offset(own.clock) - FIRST_SIGHT_LOOKBACK_S)
+        seen = set()
 
-    def new(entry: SelEntry) -> bool:
-        if past and own is not None and own.last is not None and entry.record_id <= own.last:
+    def dated_new(entry: SelEntry) -> bool:
+        if entry.timestamp is None:
+            return False
+        return entry.timestamp > cut or (entry.timestamp > floor and _key(entry) not in seen)
+
+    old = [i for i, e in enumerate(state.entries) if e.timestamp is not None and not dated_new(e)]
+    last_old = old[-1] if old else -1
+
+    def new(index: int, entry: SelEntry) -> bool:
+        if past and own.last is not None and entry.record_id <= own.last:
             return False
         if entry.timestamp is None:
-            return past
-        return previous.newest is None or entry.timestamp > previous.newest
+            return past and index > last_old
+        return dated_new(entry)
 
     if not past:  # this protocol's ids start over (never read this way, or its log was cleared): times alone
         view = view.model_copy(update={"last": None, "count": None})
-    return [e for e in state.entries if new(e)], view, cursors
+    return [e for i, e in enumerate(state.entries) if new(i, e)], view, cursors
 
 
 def _key(entry: SelEntry) -> str:
@@ -207,11 +269,14 @@ def _after_history(entries: list[SelEntry], previous: SelMemory, now: dt.datetim
     return [e for i, e in enumerate(entries) if new(e) or (e.timestamp is None and i > last_old)]
 
 
-def _newest(state: SelState, previous: SelMemory | None, now: dt.datetime) -> tuple[dt.datetime | None, list[str]]:
-    """The newest entry time seen (never one in the future: a BMC clock set wrong) and the entries within
-    SKEW_S of it."""
+def _newest(
+    state: SelState, previous: SelMemory | None, now: dt.datetime, clock: ClockBounds | None = None
+) -> tuple[dt.datetime | None, list[str]]:
+    """The newest entry time seen (never one in the future of this source's clock, as learned: a BMC clock
+    set wrong) and the entries within SKEW_S of it."""
     newest = previous.newest if previous is not None else None
-    dated = [e for e in state.entries if e.timestamp is not None and e.timestamp <= now + dt.timedelta(seconds=SKEW_S)]
+    ahead = dt.timedelta(seconds=SKEW_S + _offset(clock))
+    dated = [e for e in state.entries if e.timestamp is not None and e.timestamp <= now + ahead]
     for entry in dated:
         if entry.timestamp is not None and (newest is None or entry.timestamp > newest):
             newest = entry.timestamp
@@ -329,12 +394,18 @@ def sel_signals(
     seen = [[str(x) for x in d if x] for d in aer_devices] + ([[]] if aer_seen and not aer_devices else [])
     aers = remember_aers(kept_aers, seen, now, previous.newest if previous is not None else None)
     was = previous.source if previous is not None else None
+    clock = None
     if previous is not None and was is not None and state.source is not None and state.source != was:
-        fresh, previous, cursors = _switched(state, previous, state.source, was)
+        fresh, previous, cursors = _switched(state, previous, state.source, was, now)
         cleared = None  # the other protocol's record ids are another space: no clearing, no restart
+        clock = previous.clock
     else:
         fresh, cleared = _new_entries(state, previous, now)
         cursors = dict(previous.cursors) if previous is not None else {}
+        if previous is not None:
+            clock = previous.clock
+            if cleared is None and previous.last is not None and not state.truncated:
+                clock = _learn_clock(fresh, previous, now, previous.clock)
     signals: list[SignalValue] = []
     if cleared is not None and previous is not None:
         signals.append(
@@ -391,13 +462,15 @@ def sel_signals(
     count = state.entry_count if state.entry_count is not None else (previous.count if previous else None)
     if cleared is not None:
         watched = {}  # a cleared log starts the flood watch afresh
-    newest, tail = _newest(state, previous, now)
+    newest, tail = _newest(state, previous, now, clock)
     memory = SelMemory(
         source=state.source or (previous.source if previous is not None else None),
         cursors=cursors,
         last=last,
         count=count,
         power_at=power_at,
+        read_at=now,
+        clock=clock,
         sensors=watched,
         newest=newest,
         tail=tail,

@@ -10,8 +10,10 @@ of the Redfish rules, finding 10).
   base is the vendor's: Dell's message registry does not say).
 - `os_saw_aer`: the kernel logged an uncorrected PCIe AER error within AER_WITHIN_S of the entry, before
   or after it (this report's kernel log, or one remembered from an earlier report: RecentAer), and, where
-  the entry names a bus, device and function, on that function (the AER's device or a function that
-  reported it; a bare number is tried as decimal and as hex): pcie-aer-uncorrected then drains and tickets
+  the entry names a bus, device and function, on that function (the AER's device, a function that
+  reported it, or the other end of its link from the report's PCIe section: the BIOS logs the root port whose
+  AER status it read where the kernel names the endpoint below it, third review, finding 4; a bare number is
+  tried as decimal and as hex, so Dell's "bus 59" also matches bus 0x59): pcie-aer-uncorrected then drains and tickets
   the device, and this host-level ticket would be a second one for the same fault. An AER on another
   device, or hours from the entry, explains nothing (second review of the Redfish rules, finding 4: one
   AER silenced every entry for an hour). An AER that names no device (the kernel's host-wide count)
@@ -29,10 +31,11 @@ import re
 from typing import Any
 
 from checker.schemas import SelEntry
+from checker.sections.pcie import PcieState
 
 AER_WITHIN_S = 3600  # ours: the hour the SEL deriver lets a logged PSU event explain a lost redundancy too
 MAX_AERS = 16  # uncorrected AER reports remembered (each up to MAX_AER_DEVICES functions)
-MAX_AER_DEVICES = 4
+MAX_AER_DEVICES = 8  # functions kept per AER: the ones it names first, then their link partners
 RecentAer = tuple[int, list[str]]
 """(epoch seconds of the report that carried it, the PCI functions it names: empty when none)."""
 MAX_CANDIDATES = 4
@@ -92,13 +95,29 @@ def _explains(aer: RecentAer, candidates: list[dict[str, Any]], when: list[dt.da
     return not candidates or not devices or any(_names(c, devices) for c in candidates)
 
 
+def with_link_partners(functions: list[str], pcie: PcieState | None) -> list[str]:
+    """The functions an AER names, then the other end of each one's link from the PCIe section: the port above
+    a device (PcieDevice.parent) and the devices below a port."""
+    named = list(dict.fromkeys(f for f in functions if f))
+    if pcie is None:
+        return named
+    partners: list[str] = []
+    for device in pcie.devices:
+        if device.bdf in named and device.parent:
+            partners.append(device.parent)
+        if device.parent in named:
+            partners.append(device.bdf)
+    return list(dict.fromkeys([*named, *partners]))
+
+
 def remember_aers(
     kept: list[RecentAer], devices_seen: list[list[str]], now: dt.datetime, newest: dt.datetime | None
 ) -> list[RecentAer]:
     """The AERs still able to explain an entry: this report's, and the kept ones within AER_WITHIN_S (and the
-    BMC's clock allowance) of the newest entry seen or of now."""
+    BMC's clock allowance) of the newest entry seen or of now. Of each, the functions in the order given (the
+    ones it names first), only those that read as a PCI function (a longer subject would not fit the memory)."""
     at = int(now.timestamp())
-    fresh = [(at, sorted(set(d))[:MAX_AER_DEVICES]) for d in devices_seen]
+    fresh = [(at, [f for f in dict.fromkeys(d) if _function(f) is not None][:MAX_AER_DEVICES]) for d in devices_seen]
     floor = min(at, int(newest.timestamp()) if newest is not None else at) - AER_WITHIN_S - 300
     return [a for a in [*kept, *fresh] if a[0] >= floor][-MAX_AERS:]
 

@@ -87,6 +87,8 @@ def ce_rate_signals(
             "record_ids": [e.record_id for e in once][-10:],
             # the new entries' first time: EDAC's count is compared from there (derive/edac_counted.py)
             "first_timestamp": min(dated).isoformat() if dated else None,
+            # the rate's window: EDAC counting the DIMM anywhere in it is not silence (the third review, finding 1)
+            "window_start": dt.datetime.fromtimestamp(newest - CE_WINDOW_S, dt.UTC).isoformat(),
         }
         signals.append(SignalValue("sel_memory_ce_rate", dimm, max(rate, CE_FLOOR) if limit else rate, detail))
     newest_first = sorted(kept.items(), key=lambda kv: -max(i for i, _ in kv[1]))

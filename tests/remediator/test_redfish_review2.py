@@ -314,16 +314,19 @@ def test_two_flapping_bond_members_are_no_backup_for_each_other() -> None:
     assert carrier_rule(flaps) == "nic-carrier-flapping-redundant"
 
 
-def test_a_partner_outside_the_active_aggregator_is_no_backup() -> None:
+def test_a_partner_outside_the_active_aggregator_is_no_backup_while_the_ports_aggregator_stays_up() -> None:
+    # p2 keeps aggregator 1 up when p0 goes down, so bonding does not reselect p1's aggregator; p2 flaps itself
+    # (third review, finding 3: a port alone in its aggregator is backed up by the other one, test_redfish_review3)
     states = [
         [
             nic("p0", "0000:3b:00.0", downs=i, **LACP, bond_state="active", bond_aggregator=1),
             nic("p1", "0000:3b:00.1", **LACP, bond_state="backup", bond_aggregator=2),
+            nic("p2", "0000:3c:00.0", downs=i, **LACP, bond_state="active", bond_aggregator=1),
         ]
         for i in range(4)
     ]
-    (flaps,) = flaps_of(states).values()
-    assert (flaps.detail["redundant"], flaps.detail["bond_partners_linked"]) == (False, ["p1"])
+    flaps = flaps_of(states)["p0"]
+    assert (flaps.detail["redundant"], flaps.detail["bond_partners_linked"]) == (False, ["p1", "p2"])
     assert carrier_rule(flaps) == "nic-carrier-flapping"
     # active-backup: the backup member is the backup
     backup = [
@@ -337,18 +340,19 @@ def test_a_partner_outside_the_active_aggregator_is_no_backup() -> None:
     assert flaps.detail["redundant"] is True
 
 
-def test_redundant_unknown_when_the_report_does_not_say_and_the_host_is_held() -> None:
-    """An agent from before bond_mode (or a bridge): a linked partner whose place in the bond is not known."""
+def test_redundant_unreported_when_the_report_does_not_say_and_the_host_stays_in_service() -> None:
+    """An agent from before bond_mode (or a bridge): a linked partner whose place in the bond is not known
+    keeps the in-service ticket it had before the bond state was read (third review, finding 2)."""
     states = [[nic("p0", "0000:3b:00.0", downs=i), nic("p1", "0000:3b:00.1")] for i in range(4)]
     (flaps,) = flaps_of(states).values()
-    assert flaps.detail["redundant"] == "unknown"
-    assert carrier_rule(flaps) == "nic-carrier-flapping"  # held as without a backup
+    assert flaps.detail["redundant"] == "unreported"
+    assert carrier_rule(flaps) == "nic-carrier-flapping-redundant"
     # the kernel log's link downs take the same answer
     down = SignalValue("device_event_count", "p0", 3.0, {"kind": "nic_link_down"})
     note_link_redundancy([down], NetworkState(ports=states[-1]))
-    assert down.detail["redundant"] == "unknown"
-    assert fires("nic-link-flapping", down)
-    assert not fires("nic-link-flapping-redundant", down)
+    assert down.detail["redundant"] == "unreported"
+    assert not fires("nic-link-flapping", down)
+    assert fires("nic-link-flapping-redundant", down)
     # and a flapping partner seen only in this report's signals is no backup on the log's side either
     told = [
         nic("p0", "0000:3b:00.0", **LACP, bond_state="active", bond_aggregator=1),
