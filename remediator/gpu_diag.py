@@ -1,10 +1,11 @@
 """A GPU ticket's `dcgm_diag` evidence: what the site's last `dcgmi diag` run said of this GPU (the report's
 gpu.diag, checker/parsers/dcgmi_diag.py). Evidence only: no rule reads it and no action follows from it.
 
-A test counts for the GPU when it failed or warned for All GPUs or for this GPU's index; its warnings are
-those naming this GPU or none. A failure that could not run (CUDA would not initialise: the fabric manager,
-the driver) is said to be a setup fault, so a technician is not sent to swap a GPU whose memory test never
-started (the corpus's H100 sample)."""
+A test counts for the GPU when it failed or warned for All GPUs or for this GPU's index (a GPU whose index is
+not known: All GPUs' only); its warnings are those naming this GPU or none. A GPU whose board changed at its
+index since the run was first seen (the report's `replaced_gpus`) is credited with none of it. A failure
+that could not run (CUDA would not initialise: the fabric manager, the driver) is said to be a setup fault,
+so a technician is not sent to swap a GPU whose memory test never started (the corpus's H100 sample)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ NOTE = (
 
 
 def _for_gpu(test: dict[str, Any], index: Any) -> bool:
+    """A test of All GPUs, or one naming this GPU's index; a GPU whose index is not known gets only the tests
+    of All GPUs (review r4, finding 6: it was credited with every GPU's failures)."""
     gpus = test.get("gpus")
-    return gpus is None or index is None or index in gpus
+    return gpus is None or (index is not None and index in gpus)
 
 
 def dcgm_diag_of(part: dict[str, Any] | None, observations: dict[str, Any]) -> dict[str, Any] | None:
@@ -29,7 +32,9 @@ def dcgm_diag_of(part: dict[str, Any] | None, observations: dict[str, Any]) -> d
     if not isinstance(diag, dict):
         return None
     index = (part or {}).get("index")
-    tests = [t for t in diag.get("tests") or [] if isinstance(t, dict) and _for_gpu(t, index)]
+    replaced = index is not None and index in (diag.get("replaced_gpus") or [])
+    # a board swapped in since the run: the run's results at its index are another board's
+    tests = [t for t in diag.get("tests") or [] if isinstance(t, dict) and _for_gpu(t, index) and not replaced]
     failed = [
         {
             "name": t.get("name"),
@@ -38,9 +43,7 @@ def dcgm_diag_of(part: dict[str, Any] | None, observations: dict[str, Any]) -> d
             "result": t.get("result_text"),
             "could_not_run": bool(t.get("could_not_run")),
             "warnings": [
-                w.get("text")
-                for w in t.get("warnings") or []
-                if isinstance(w, dict) and (index is None or w.get("gpu") in (None, index))
+                w.get("text") for w in t.get("warnings") or [] if isinstance(w, dict) and w.get("gpu") in (None, index)
             ][:MAX_WARNINGS],
         }
         for t in tests
@@ -50,7 +53,9 @@ def dcgm_diag_of(part: dict[str, Any] | None, observations: dict[str, Any]) -> d
         "dcgm_version": diag.get("dcgm_version"),
         "driver_version": diag.get("driver_version"),
         "first_seen": diag.get("first_seen"),
+        "written_at": diag.get("written_at"),
         "gpu_index": index,
+        "replaced_since_run": replaced,
         "failed": failed[:MAX_TESTS],
         "passed": [t.get("name") for t in tests if t.get("result") == "pass"][: MAX_TESTS * 2],
         "skipped": [t.get("name") for t in tests if t.get("result") == "skip"][:MAX_TESTS],

@@ -26,6 +26,7 @@ from remediator.evidence import part_evidence
 from remediator.models import Host
 from remediator.models import Report as ReportRow
 from ticketing import opening
+from ticketing.schemas import TicketRequest
 
 PCIE_PART_TYPES = frozenset({"pcie_device", "pcie"})
 DISK_PART_TYPE = "disk"
@@ -109,3 +110,35 @@ def heard_of(ticket: Any, linked: Linked) -> bool:
     """Whether the ticket already keeps this name's evidence: its first detection is news (counted even
     within the hour of the ticket's last detection), the later ones are the ticket's usual detections."""
     return linked.key in ((ticket.evidence or {}).get("linked_parts") or {})
+
+
+def onto_linked_ticket(
+    session: Session, host: Host, request: TicketRequest, *, rule: str, actor: str, now: dt.datetime
+) -> Any | None:
+    """A plan's ticket for one name of an NVMe drive whose other name has an open ticket: the request goes on
+    that ticket as a detection with this name's evidence beside it, raising its priority and holding its host
+    when the request asks (review r4, finding 3: the runner and a ticket opened beside a remediation never
+    looked, so the drive's critical warning and its AER counters in one report opened two tickets). Returns
+    the ticket, or None: no such ticket, open_ticket as usual."""
+    linked = open_linked_ticket(session, host, frozenset({request.part_type}), request.part, now)
+    if linked is None:
+        return None
+    ticket, first = linked.ticket, not heard_of(linked.ticket, linked)
+    evidence = None
+    if first or opening.detection_due(ticket, now):
+        evidence = (linked.key, linked_evidence(session, host, linked, rule=rule, reason=request.title))
+    opening.note_detection(
+        session,
+        ticket,
+        actor=actor,
+        note=request.title,
+        detail={"rule": rule, "remediation_id": request.remediation_id, "linked_part": linked.key},
+        now=now,
+        new_source=first,
+        linked=evidence,
+        priority=request.priority,
+        title=request.title,
+    )
+    if request.holds_host and not ticket.holds_host:
+        opening.hold_host(session, ticket, actor=actor, now=now)
+    return ticket

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from checker.schemas import Report
 from core import audit
-from remediator import draining, rack_heat, switch_errors
+from remediator import draining, fan_tickets, linked_parts, rack_heat, switch_errors
 from remediator.actions import ACTIONS
 from remediator.decisions import SYSTEM, finish, record, render_template, template_values
 from remediator.evaluate import Firing
@@ -138,6 +138,11 @@ def ticket_beside(
     )
     request = rack_heat.grouped(session, host, request)  # several hot hosts of a rack: the rack's ticket
     request = switch_errors.grouped(session, host, request, now)  # CRC errors behind one switch: the switch's
+    request = fan_tickets.rekeyed(session, request, evidence["signal"])  # a lost fan redundancy: its fan's ticket
+    if (
+        linked := linked_parts.onto_linked_ticket(session, host, request, rule=rule.id, actor=SYSTEM, now=now)
+    ) is not None:
+        return int(linked.id)  # an NVMe drive's other name has its open ticket (review r4, finding 3)
     ticket, _created = tickets.open_ticket(session, request, actor=SYSTEM, now=now)
     return ticket.id
 

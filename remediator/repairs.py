@@ -37,7 +37,7 @@ from core.db import utcnow
 from core.dispatch import send_after_commit
 from core.errors import Conflict, NotFound
 from core.queue import host_signature
-from remediator import draining, linked_parts, rack_heat, repair_hold, repair_load, switch_errors
+from remediator import draining, fan_tickets, linked_parts, rack_heat, repair_hold, repair_load, switch_errors
 from remediator.decisions import render_template, template_values
 from remediator.evaluate import Firing
 from remediator.evidence import part_evidence
@@ -76,6 +76,19 @@ def named_part(firing: Firing, hostname: str = "") -> str | None:
     values = template_values(hostname, firing.rule.id, signal.subject, signal.value, signal.detail)
     filled = render_template(part, values)
     return filled if filled.strip() and "{" not in filled else None  # a detail the signal lacks: its subject
+
+
+def rule_ticket_title(firing: Firing, hostname: str) -> str | None:
+    """The title the firing's own ticket would have (its rule's first ticket step, filled as planning fills
+    it), or None when the rule names none or the signal lacks a detail it names."""
+    steps = [step for plan in (firing.rule.plan, *(rung.plan for rung in firing.rule.escalation)) for step in plan]
+    title = next((str(s.params["title"]) for s in steps if s.action == "ticket" and s.params.get("title")), None)
+    if title is None:
+        return None
+    signal = firing.signal
+    values = template_values(hostname, firing.rule.id, signal.subject, signal.value, signal.detail)
+    filled = render_template(title, values)
+    return None if "{" in filled else filled
 
 
 def for_owners(rule: Rule) -> bool:
@@ -153,6 +166,8 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
     linked = None  # an NVMe drive's other name (its PCIe function, its disk) has an open ticket: one part, one ticket
     if ticket is None and (linked := linked_parts.open_linked_ticket(session, host, types, part, now)) is not None:
         ticket, new_source = linked.ticket, not linked_parts.heard_of(linked.ticket, linked)
+    if ticket is None:  # a lost fan redundancy whose key moved: the fan ticket it belongs to (review r4, finding 4)
+        ticket = fan_tickets.fan_ticket_for(session, host.hostname, signal)
     if ticket is None:
         return None
     if not ticket.holds_host and not for_owners(firing.rule):
@@ -233,6 +248,8 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
         source=source,
         join=join,
         linked=evidence,
+        priority=firing.rule.priority,  # a more urgent rule raises the ticket's (review r4, finding 2)
+        title=None if group else rule_ticket_title(firing, host.hostname),
     )
     if linked is not None:
         return f"ticket {ticket.id} ({ticket.state.value}) holds the same part as {linked.key}: detection added"
@@ -360,11 +377,11 @@ def _settle(session: Session, ticket_id: int, hostname: str, now: dt.datetime) -
                 + " (on the ticket)"
             )
         if pending := undecided_detections(ticket.events, since, now):
-            reason += (
-                "; closed one verification window after it was due, before "
+            reason += (  # review r4, finding 10: closed with them undecided, not "before they were decided"
+                f"; closed with {len(pending)} detection{'s' * (len(pending) > 1)} undecided, one verification "
+                "window after it was due: "
                 + "; ".join(pending[:3])
                 + (f" and {len(pending) - 3} more" if len(pending) > 3 else "")
-                + " was decided"
             )
         if repair_load.wanted(ticket.part_type):
             load_test = repair_load.verdict_of(ticket.events) or {}

@@ -25,9 +25,12 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.db import service_of
 from remediator.models import Host, Signal
 from remediator.recount import recounted
 from remediator.rules import Rule
+from remediator.runtime import Remediator
+from remediator.settings import RemediatorSettings
 from remediator.signals import SignalValue
 from ticketing import groups, queries
 from ticketing.schemas import TicketRequest
@@ -37,7 +40,6 @@ SWITCH_HOSTS = 3  # our own choice: two hosts can share a bad patch panel; three
 SWITCH_PART_TYPE = "switch"
 NIC_PART_TYPE = "nic"
 KIND = "nic_crc_error_rate"
-MAX_ROWS = 4000  # rows since a repair's resolve (every row is recounted): an hour at most, of one switch
 MAX_HOSTS = 100
 MAX_PORTS = 4  # a host's ports facing one switch: a bond's two, rarely more
 REVERIFY_STATES = ("resolved", "verifying", "closed")  # remediator.repairs': its route reopens such a ticket
@@ -55,9 +57,12 @@ def _rows_of_switch(
     is `switch`, chosen in SQL: the datacenter's CRC rows of every switch, ordered by hostname and cut at
     4000, read a whole large datacenter and dropped the last hosts of this switch (issue 16 leftovers, as
     rack_heat._strongest before it). Each port's newest erring row only (ranked by a window function,
-    PostgreSQL and SQLite alike); `every_row`: every row naming the switch, one-port, erring or not (a recount
-    from a repair's resolve judges each row anew, so no flag of the stored row may be filtered on). The rows
-    come by ix_signals_host_kind_at (host, kind, time) for the datacenter's hosts."""
+    PostgreSQL and SQLite alike); `every_row`: each port's newest row naming the switch, one-port, erring or
+    not (a recount from a repair's resolve judges it anew, so no flag of the stored row may be filtered on;
+    its `counted` holds the port's hour, so an older row adds nothing after the resolve the newest does not
+    count). Every row since the resolve in hostname order, cut at 4000, dropped the last hosts of a switch
+    with more than ~66 erring ports (review r4, finding 8). The rows come by ix_signals_host_kind_at (host,
+    kind, time) for the datacenter's hosts; the switch and scope are JSON filters on those rows, not indexed."""
     names_switch = [
         Host.datacenter == datacenter,
         Signal.kind == KIND,
@@ -66,27 +71,18 @@ def _rows_of_switch(
         Signal.detail["switch"].as_string() == switch,
         Signal.detail["scope"].as_string() == "one-port",
     ]
-    if every_row:
-        query = (
-            select(Host.hostname, Signal.subject, Signal.value, Signal.detail)
-            .join(Signal, Signal.host_id == Host.id)
-            .where(*names_switch)
-            .order_by(Host.hostname, Signal.observed_at)
-            .limit(MAX_ROWS)
-        )
-        return list(session.execute(query).all())
     newest = (
         func.row_number()
         .over(partition_by=(Signal.host_id, Signal.subject), order_by=(Signal.observed_at.desc(), Signal.id.desc()))
         .label("newest")
     )
-    ranked = (
-        select(Host.hostname, Signal.subject, Signal.value, Signal.detail, newest)
-        .join(Signal, Signal.host_id == Host.id)
-        .where(*names_switch)
-        .where(Signal.detail["rising"].as_boolean().is_(True), Signal.detail["over_allowance"].as_boolean().is_(True))
-        .subquery()
-    )
+    rows = select(Host.hostname, Signal.subject, Signal.value, Signal.detail, newest)
+    rows = rows.join(Signal, Signal.host_id == Host.id).where(*names_switch)
+    if not every_row:
+        rows = rows.where(
+            Signal.detail["rising"].as_boolean().is_(True), Signal.detail["over_allowance"].as_boolean().is_(True)
+        )
+    ranked = rows.subquery()
     chosen = (
         select(ranked.c.hostname, ranked.c.subject, ranked.c.value, ranked.c.detail)
         .where(ranked.c.newest == 1)
@@ -203,6 +199,17 @@ def _host_tickets(session: Session, hosts: list[dict[str, Any]]) -> list[dict[st
     return found[:20]
 
 
+def _reopen_window(session: Session) -> dt.timedelta:
+    """The remediator's ticket reopen window (the route's, repairs.route_detection), its default without one."""
+    remediator = service_of(session, Remediator)
+    seconds = (
+        remediator.settings.ticket_reopen_window_s
+        if remediator is not None
+        else RemediatorSettings.model_fields["ticket_reopen_window_s"].default
+    )
+    return dt.timedelta(seconds=seconds)
+
+
 def grouped(session: Session, host: Host, request: TicketRequest, now: dt.datetime | None) -> TicketRequest:
     """The in-service NIC ticket request as the switch's, when enough hosts behind its switch err within
     the window before `now` (the firing's report; the host's last report when the runner opens it); else
@@ -214,8 +221,19 @@ def grouped(session: Session, host: Host, request: TicketRequest, now: dt.dateti
         return request
     now = now or dt.datetime.now(dt.UTC)
     now = now if now.tzinfo else now.replace(tzinfo=dt.UTC)
-    existing = open_switch_ticket(session, host.datacenter, switch)
-    hosts = erring_hosts(session, host.datacenter, switch, now, since=_resolved_at(existing))
+    # counted as the route counts (switch_ticket_for): from the resolve of the switch's ticket, a closed one
+    # within the reopen window too; counting a closed one's hosts from before its repair opened a new switch
+    # ticket listing hosts whose errors came before the fix (review r4, finding 5)
+    last = groups.ticket_of_group(
+        session,
+        datacenter=host.datacenter,
+        part_type=SWITCH_PART_TYPE,
+        part=f"switch {switch}",
+        now=now,
+        reopen_window=_reopen_window(session),
+    )
+    existing = last if last is not None and last.state.value != "closed" else None
+    hosts = erring_hosts(session, host.datacenter, switch, now, since=_resolved_at(last))
     if len(hosts) < SWITCH_HOSTS:
         return request
     names = ", ".join(f"{h['hostname']} ({', '.join(list(h['ports'])[:2])})" for h in hosts[:6])

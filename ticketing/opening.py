@@ -96,6 +96,9 @@ def open_ticket(
     )
     if request.holds_host and not locked.holds_host:
         _hold_host(session, locked, actor=actor, now=now)
+    if request.priority < locked.priority:  # a group's request names the group: its title is the join's
+        title = None if join_of(request) is not None else request.title
+        raise_priority(session, locked, priority=request.priority, title=title, actor=actor, now=now)
     return existing, False
 
 
@@ -120,6 +123,8 @@ def note_detection(
     join: Join | None = None,
     since: dt.datetime | None = None,
     linked: tuple[str, dict[str, Any]] | None = None,
+    priority: int | None = None,
+    title: str | None = None,
 ) -> bool:
     """The fault was seen again on a ticket still open; returns False when it is the same detection
     (within DETECTION_EVERY of the last one), which changes nothing. `since`: only a detection at or after
@@ -130,7 +135,13 @@ def note_detection(
     `source`: the (host, subject) a group's ticket remembers it heard from (ticketing.groups.with_source).
     `join`: the group's hosts now, merged into a group ticket's evidence (ticketing.groups.Join).
     `linked`: (key, evidence) of another name of the same part (an NVMe drive's PCIe function beside its
-    disk: remediator.linked_parts), kept in the evidence's `linked_parts` under its key."""
+    disk: remediator.linked_parts), kept in the evidence's `linked_parts` under its key.
+    `priority`, `title`: the detecting rule's; a more urgent one (a lower number) raises the ticket's priority
+    and gives it this title (raise_priority), even within the hour of the last detection."""
+    if priority is not None and priority < ticket.priority:
+        ticket = lock_ticket(session, ticket.id)
+        if priority < ticket.priority:
+            raise_priority(session, ticket, priority=priority, title=title, actor=actor, now=now)
     if _same_detection(ticket, now, since) and not new_source:
         return False  # the common case while a fault lasts: no lock taken
     ticket = lock_ticket(session, ticket.id)  # the latest count and time: concurrent ingests take turns
@@ -216,6 +227,14 @@ def _add_detection(
         record(session, ticket, actor=actor, kind="comment", note=returned_note(join, quiet), now=now)
 
 
+def hold_host(session: Session, ticket: Ticket, *, actor: str, now: dt.datetime) -> None:
+    """A request that holds its host reached an open ticket another way (a linked name's: remediator.linked_parts):
+    the ticket holds the host from now on, as open_ticket's existing-ticket path does. Locks the ticket."""
+    ticket = lock_ticket(session, ticket.id)
+    if not ticket.holds_host:
+        _hold_host(session, ticket, actor=actor, now=now)
+
+
 def _hold_host(session: Session, ticket: Ticket, *, actor: str, now: dt.datetime) -> None:
     """A request that takes the host out of service landed on an open ticket that did not: from now on the
     ticket holds the host (never the other way: a ticket that holds its host is released only by closing).
@@ -232,6 +251,35 @@ def _hold_host(session: Session, ticket: Ticket, *, actor: str, now: dt.datetime
         kind="comment",
         note="now holds the host out of service: a later request asked for it",
         detail={"holds_host": True},
+        now=now,
+    )
+
+
+def raise_priority(
+    session: Session, ticket: Ticket, *, priority: int, title: str | None, actor: str, now: dt.datetime
+) -> None:
+    """A more urgent rule's detection reached an open ticket (a linked name's, a fan's critical sensor on its
+    slowing ticket): the ticket takes that priority and, when given, that title; the event keeps what it was
+    (review r4, finding 2: a p4 'PCIe corrected errors' ticket held a drive to replace at p4). Never lowered.
+    Written like a detection, without moving the version: a technician's resolve must not turn into a 412."""
+    was_priority, was_title = ticket.priority, ticket.title
+    values: dict[str, Any] = {"priority": priority}
+    if title and title[:512] != ticket.title:
+        values["title"] = title[:512]
+    session.execute(
+        update(Ticket).where(Ticket.id == ticket.id).values(**values),
+        execution_options={"synchronize_session": False},
+    )
+    for key, value in values.items():
+        set_committed_value(ticket, key, value)
+    record(
+        session,
+        ticket,
+        actor=actor,
+        kind="comment",
+        note=f"priority {was_priority} -> {priority}: {ticket.title}"
+        + (f" (was: {was_title})" if "title" in values else ""),
+        detail={"priority": priority, "previous_priority": was_priority, "previous_title": was_title},
         now=now,
     )
 

@@ -43,6 +43,22 @@ class FileSlice:
     inode: int  # a new inode (or a file shorter than the offset) means the log was rotated
 
 
+@dataclass(frozen=True)
+class FileStat:
+    """A file's size and last modification (POSIX st_size, st_mtime): when a tool last wrote it."""
+
+    size: int
+    mtime: float
+
+
+def _stat(path: str) -> FileStat | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return FileStat(found.st_size, found.st_mtime)
+
+
 class HostAccess(Protocol):
     def read_text(self, path: str) -> str | None:
         """The file's text, or None if it does not exist or cannot be read."""
@@ -120,6 +136,10 @@ class LiveHost:
 
     def read_from(self, path: str, offset: int, max_bytes: int) -> FileSlice | None:
         return _read_from(Path(path), offset, max_bytes)
+
+    def stat(self, path: str) -> FileStat | None:
+        """The file's size and mtime, or None (not in HostAccess: a host without it reads whole files)."""
+        return _stat(path)
 
     def list_dir(self, path: str) -> list[str] | None:
         try:
@@ -204,6 +224,10 @@ class SnapshotHost:
 
     def read_from(self, path: str, offset: int, max_bytes: int) -> FileSlice | None:
         return _read_from(Path(self._path(path)), offset, max_bytes)
+
+    def stat(self, path: str) -> FileStat | None:
+        """The recorded file's size and mtime (the snapshot's copy: when it was recorded, or set by a test)."""
+        return _stat(self._path(path))
 
     def list_dir(self, path: str) -> list[str] | None:
         """The recorded entries: files and directories the snapshot holds, and the names of a recorded

@@ -12,8 +12,11 @@ a reboot the driver's fallen-off-the-bus line is gone, and this is what is left 
 The agent runs no DCGM diagnostic (a level-3 run loads every GPU for ~15 minutes: the site's to schedule,
 around its workloads). When the site's own run leaves its table in the agent's state directory
 (`dcgmi diag -r 3 > STATE_DIR/dcgmi-diag.txt`), it is read (one file read) and parsed into the section's
-`diag`, with when this output was first seen (its digest kept in the collector state): evidence on the
-GPU tickets, never a rule's trigger (docs/gpus.md).
+`diag`, with when this output was first seen (its digest kept in the collector state) and when the file
+was written (its mtime, which a lost agent state does not reset): evidence on the GPU tickets, never a
+rule's trigger (docs/gpus.md). Only the file's tail and its last table are read (runs appended with `>>`);
+the board serial at each index when the output was first seen is kept, so a GPU swapped since is said
+(`replaced_gpus`) and the run's results are not credited to the new board.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import contextlib
 import datetime as dt
 import hashlib
 
+from checker.collectors.base import FileStat
 from checker.collectors.context import BudgetExceeded, Context, ParseFailed, Unavailable, command_failure
-from checker.parsers.dcgmi_diag import parse_dcgmi_diag
+from checker.parsers.dcgmi_diag import last_table, parse_dcgmi_diag
 from checker.parsers.nvidia_smi import parse_nvidia_smi_xml
 from checker.sections.gpu import DcgmDiag, MissingGpu
 
@@ -76,30 +80,52 @@ def collect(ctx: Context) -> None:
         state.missing = not_listed(ctx, devices, [gpu.bdf for gpu in state.gpus])
         if state.missing:
             ctx.problem(f"on the PCI bus but not in nvidia-smi: {', '.join(m.bdf for m in state.missing[:8])}")
-    state.diag = read_diag(ctx)
+    state.diag = read_diag(ctx, {gpu.index: gpu.serial for gpu in state.gpus})
     ctx.observations.gpu = state
 
 
-def read_diag(ctx: Context) -> DcgmDiag | None:
+def read_diag(ctx: Context, serials: dict[int, str | None] | None = None) -> DcgmDiag | None:
     """The site's last `dcgmi diag` output left in the state directory, parsed, with when the agent first saw
-    this output; None without one (module docstring)."""
+    this output and when the file was written; None without one (module docstring). Only the file's tail is
+    read where the host can say its size (at most MAX_DIAG_CHARS), and only its last table is parsed: runs
+    appended with `>>` were parsed together (review r4, finding 6). `serials`: nvidia-smi's board serial by
+    index now; an index whose board changed since this output was first seen is in `replaced_gpus`."""
     directory = str(ctx.state.path.parent) if ctx.state.path is not None else DEFAULT_STATE_DIR
-    text = ctx.host.read_text(f"{directory}/{DIAG_NAME}")
+    path = f"{directory}/{DIAG_NAME}"
+    stat = getattr(ctx.host, "stat", None)  # not every host can say (checker.collectors.base.LiveHost can)
+    found: FileStat | None = stat(path) if callable(stat) else None
+    if found is not None:
+        piece = ctx.host.read_from(path, max(0, found.size - MAX_DIAG_CHARS), MAX_DIAG_CHARS)
+        text = piece.text if piece is not None else None
+    else:
+        whole = ctx.host.read_text(path)
+        text = whole[-MAX_DIAG_CHARS:] if whole else whole
     if not text or not text.strip():
         return None
-    parsed = parse_dcgmi_diag(text[:MAX_DIAG_CHARS])
+    parsed = parse_dcgmi_diag(last_table(text))
     for item in parsed.problems[:5]:
         ctx.problem(f"{DIAG_NAME}: {item}")
     if parsed.value is None:
         return None
-    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+    digest = hashlib.sha256(last_table(text).encode("utf-8", "replace")).hexdigest()[:16]
     saved = ctx.state.get(DIAG_STATE)
     seen = dt.datetime.now(dt.UTC)
-    if saved.get("digest") == digest and isinstance(saved.get("first_seen"), str):
+    same = saved.get("digest") == digest
+    if same and isinstance(saved.get("first_seen"), str):
         with contextlib.suppress(ValueError):
             seen = dt.datetime.fromisoformat(saved["first_seen"])
-    ctx.state.stage(DIAG_STATE, {"digest": digest, "first_seen": seen.isoformat()})
+    then = saved.get("serials") if same and isinstance(saved.get("serials"), dict) else None
+    if then is None:
+        then = {str(index): serial for index, serial in (serials or {}).items()}
+    ctx.state.stage(DIAG_STATE, {"digest": digest, "first_seen": seen.isoformat(), "serials": then})
     parsed.value.first_seen = seen if seen.tzinfo else seen.replace(tzinfo=dt.UTC)
+    if found is not None:
+        parsed.value.written_at = dt.datetime.fromtimestamp(found.mtime, dt.UTC)
+    parsed.value.replaced_gpus = sorted(
+        index
+        for index, serial in (serials or {}).items()
+        if serial and then.get(str(index)) and then.get(str(index)) != serial
+    )[:64]
     return parsed.value
 
 

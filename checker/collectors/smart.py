@@ -27,17 +27,34 @@ SCAN_TEXT = ["smartctl", "--scan-open"]
 DEVICE_TIMEOUT_S = 30.0
 SCAN_TIMEOUT_S = 30.0
 MAX_DISKS = 256
-_NVME_DEVICE = re.compile(r"^/dev/(?P<controller>nvme\d+)(?:n\d+)?$")  # a controller, or one of its namespaces
+_NVME_DEVICE = re.compile(r"^/dev/(?P<controller>nvme\d+)(?P<namespace>n\d+)?$")  # a controller, or a namespace
+_CONTROLLER = re.compile(r"^nvme\d+$")
 
 
-def nvme_pci_address(ctx: Context, device: str) -> str | None:
+def nvme_pci_address(ctx: Context, device: str, serial: str | None = None) -> str | None:
     """The NVMe controller's PCIe function: /sys/class/nvme/nvme0/device resolves to the PCI device's own
     directory (.../0000:00:02.1/0000:01:00.0), whose name is its address. None for any other device, a
-    controller over a fabric (its device is no PCI function) or a path sysfs does not have."""
+    controller over a fabric (its device is no PCI function) or a path sysfs does not have.
+
+    A namespace's number is not its controller's (native multipath: nvme0n1 can sit on controller nvme1, its
+    name taken from the subsystem): its controller is where /sys/block/nvmeXnY/device resolves, and a
+    namespace that resolves to a subsystem, not one controller, links nothing. The controller's own serial
+    (/sys/class/nvme/nvmeX/serial) must be the drive's SMART serial where both are known: otherwise a drive
+    and another drive's PCIe function would share one ticket (review r4, finding 9)."""
     m = _NVME_DEVICE.match(device)
     if m is None:
         return None
-    target = ctx.host.resolve(f"/sys/class/nvme/{m.group('controller')}/device")
+    controller = m.group("controller")
+    if m.group("namespace"):
+        owner = ctx.host.resolve(f"/sys/block/{controller}{m.group('namespace')}/device")
+        name = owner.rstrip("/").rsplit("/", 1)[-1] if owner else ""
+        if not _CONTROLLER.match(name):
+            return None  # a multipath subsystem, or sysfs did not say: no one controller
+        controller = name
+    said = (ctx.host.read_text(f"/sys/class/nvme/{controller}/serial") or "").strip()
+    if serial and said and said != serial.strip():
+        return None
+    target = ctx.host.resolve(f"/sys/class/nvme/{controller}/device")
     return normal_bdf(target.rstrip("/").rsplit("/", 1)[-1]) if target else None
 
 
@@ -98,5 +115,5 @@ def collect(ctx: Context) -> None:
             health.exit_status = result.returncode
             health.exit_flags = decode_exit_status(result.returncode)
         if health.protocol == "NVMe":
-            health.pci_address = nvme_pci_address(ctx, device.name)
+            health.pci_address = nvme_pci_address(ctx, device.name, health.serial)
         disks.append(health)

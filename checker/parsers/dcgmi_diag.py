@@ -78,6 +78,25 @@ def _result(text: str) -> tuple[str, list[int] | None]:
     return _RESULTS.get(head, "other"), listed
 
 
+_HEADER = re.compile(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|")
+
+
+def last_table(text: str) -> str:
+    """The last run's table of a file runs were appended to (`dcgmi diag >> FILE`): from the border above its
+    last header row; the whole text without a header. An old Fail and a later Pass parsed together gave each
+    test both results (review r4, finding 6)."""
+    lines = text.splitlines()
+    headers = [i for i, line in enumerate(lines) if _HEADER.match(line)]
+    if not headers:
+        return text
+    start = headers[-1]
+    if start > 0 and lines[start - 1].startswith("+"):
+        start -= 1
+    if start > 0 and lines[start - 1].startswith("Successfully ran diagnostic"):
+        start -= 1
+    return "\n".join(lines[start:]) + "\n"
+
+
 @guarded(lambda: None)
 def parse_dcgmi_diag(text: str) -> Parsed[DcgmDiag | None]:
     """The table of `dcgmi diag -r N` (module docstring); None when the text holds no test row."""

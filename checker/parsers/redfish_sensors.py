@@ -81,6 +81,8 @@ def _status(reading: float | None, thresholds: dict[str, float], health: str | N
             ("lnc", False),
         ):
             limit = thresholds.get(name)
+            if limit is not None and reading == limit and name in ("unc", "lnc") and health == "OK":
+                continue  # exactly at a non-critical threshold, the BMC says OK: its verdict (review r4, 7)
             if limit is not None and (reading >= limit if upper else reading <= limit):
                 return name
     return HEALTH_STATUS.get(health or "", "ns")

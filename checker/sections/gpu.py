@@ -144,6 +144,17 @@ class DcgmDiag(Model):
     tests: list[DcgmTest] = Field(default_factory=list, max_length=MAX_DIAG_TESTS)
     info: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list, max_length=16)
     first_seen: Timestamp | None = Field(None, description="When the agent first read this output: the run's age.")
+    written_at: Timestamp | None = Field(
+        None,
+        description="The file's modification time (null: the host could not say): when the run's table was written, "
+        "which a lost agent state does not reset as it does first_seen.",
+    )
+    replaced_gpus: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="nvidia-smi indices whose board serial differs from the one at that index when the agent first "
+        "read this output: the run tested another board there.",
+    )
 
 
 class GpuState(Model):

@@ -15,6 +15,9 @@ POWER_EXPLAINS = ("psu_failure", "psu_input_lost")
 MAX_LISTED = 8
 LOWER_LIMITS = ("lcr", "lnr")
 UNREAD_STATUSES = ("ns", "na", "")  # IPMI's no reading / not available, as the parsers keep them
+UPPER_STATUSES = ("unc", "ucr", "unr")  # past an upper threshold: a fan the BMC ramped up, turning, not failed
+UPPER_LIMITS = ("unc", "ucr", "unr")
+MAX_FANS_SEEN = 32
 
 
 def _fan_candidate(sensor: SensorReading) -> str | None:
@@ -28,6 +31,13 @@ def _fan_candidate(sensor: SensorReading) -> str | None:
     below = sensor.reading is not None and any(
         sensor.reading < sensor.thresholds[t] for t in LOWER_LIMITS if t in sensor.thresholds
     )
+    # a fan past an UPPER threshold (sdr elist's unc/ucr/unr, or sensor list's nc/cr/nr with the reading above
+    # one) turns fast, as the BMC ramps it up when another fan fails: not the failed one (review r4, finding 4)
+    above = sensor.reading is not None and any(
+        sensor.reading >= sensor.thresholds[t] for t in UPPER_LIMITS if t in sensor.thresholds
+    )
+    if not below and (status in UPPER_STATUSES or above):
+        return None
     if below or status not in ("ok", *UNREAD_STATUSES):
         return "failing"
     return "unreadable" if sensor.reading is None else None
@@ -38,7 +48,8 @@ def _fans(sensors: Sequence[SensorReading] | None, group: str) -> dict[str, Any]
     the candidates (the sensors section, which the same service's Thermal readings fill), else every fan read
     (the review's finding 9: 'Replace fan System Board Fan Redundancy' named the group, not a fan). `fan_part`,
     the part its ticket is keyed by: the one failing fan, so a Critical fan's own ticket (sensor-critical-fan)
-    is the same ticket; else the group."""
+    is the same ticket; else the group. `fans_seen`: every fan the sensors list (remediator.fan_tickets routes a
+    redundancy whose key moved to the fan ticket it belongs to)."""
     fans = [s for s in sensors or [] if s.kind == "fan"]
     why = {s.name: _fan_candidate(s) for s in fans}
     failing = [s for s in fans if why[s.name] == "failing"]
@@ -60,6 +71,7 @@ def _fans(sensors: Sequence[SensorReading] | None, group: str) -> dict[str, Any]
         "fan_candidates": candidates,
         "ambiguous": len(failing) != 1 or bool(unreadable),
         "fan_part": failing[0].name if len(failing) == 1 else group,
+        "fans_seen": [s.name for s in fans][:MAX_FANS_SEEN],  # a fan ticket's fan missing here is being swapped
     }
 
 

@@ -14,11 +14,17 @@ compares by substring). `limits`: the thresholds
 as text for a ticket's title (`ucr 30, unr 90`), or that the listing has none.
 
 `fan_degraded`, subject the fan: a fan turning at or below the lower NON-critical threshold its BMC
-publishes (`ipmitool sensor list`'s lnc column, Redfish's LowerThresholdNonCritical or Thresholds.LowerCaution)
-but above its lower critical one: slowing (a worn bearing, a blocked rotor) before it fails. The BMC's own
-threshold is the judge: a fan without a published lnc gives no such signal (no threshold of ours is guessed),
-and one at or below its critical threshold is a sensor_critical fan, not this. A state, on every report while
-it holds, so a rule can ask that it last (`for`): a BMC's quiet fan mode can dip a fan below it for a while.
+publishes but above its lower critical one: slowing (a worn bearing, a blocked rotor) before it fails. The
+BMC's own threshold is the judge, in whichever form the listing gives it: `ipmitool sdr elist` (what the
+agent runs) prints no thresholds, only the state the BMC's threshold bits give, `lnc` for a fan below its
+lower non-critical threshold (ipmitool lib/ipmi_sdr.c, ipmi_sdr_get_status with sdr_extended: lnr, unr,
+lcr, ucr, lnc, unc in that order); `ipmitool sensor list` (a snapshot's) has the lnc column and prints
+`nc`; Redfish has LowerThresholdNonCritical or Thresholds.LowerCaution (the parser's `lnc` state). A fan
+with neither a published lnc nor the BMC's `lnc` state gives no such signal (no threshold of ours is
+guessed); an lnc of 0 or less is a placeholder, no threshold (a fan stopped by design reads 0 at it); a fan
+the BMC cannot read (`ns`, `na`) is not slowing; one at or below its critical threshold is a
+sensor_critical fan, not this. A state, on every report while it holds, so a rule can ask that it last
+(`for`): a BMC's quiet fan mode can dip a fan below it for a while.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ MAX_SENSORS = 32
 MAX_FANS = 16
 LOWER_CRITICAL = ("lcr", "lnr")
 SHOWN = ("lnr", "lcr", "ucr", "unr")
+UNREAD_STATES = frozenset({"ns", "na", ""})  # IPMI's no reading / not available, as the parsers keep them
 
 
 def _direction(sensor: SensorReading, status: str) -> str | None:
@@ -56,13 +63,21 @@ def _limits(sensor: SensorReading) -> str:
 def _fan_degraded(sensor: SensorReading) -> SignalValue | None:
     """A fan at or below its published lower non-critical threshold and above its lower critical ones
     (module docstring); None otherwise. Strictly below the lnc, or at it when the BMC itself says so (ipmitool's
-    `nc`, the Redfish parser's `lnc`): an `ok` fan exactly at its threshold is the BMC's to judge."""
+    `nc`, the Redfish parser's `lnc`, which it gives at the threshold only when the BMC's Health is not OK):
+    an `ok` fan exactly at its threshold is the BMC's to judge. A listing without thresholds (`sdr elist`):
+    the BMC's `lnc` state is the verdict, and `limits` says the thresholds were not listed."""
     lnc, reading, status = sensor.thresholds.get("lnc"), sensor.reading, sensor.status.strip().lower()
-    if sensor.kind != "fan" or lnc is None or reading is None or status in CRITICAL_STATES:
+    if sensor.kind != "fan" or reading is None or status in CRITICAL_STATES or status in UNREAD_STATES:
         return None
     if any(reading <= sensor.thresholds[k] for k in LOWER_CRITICAL if k in sensor.thresholds):
         return None  # critical: the BMC's cr (sensor_critical) or the SEL's going-low event says so
-    if not (reading < lnc or (reading == lnc and status in ("nc", "lnc"))):
+    if lnc is not None and lnc <= 0:
+        lnc = None  # a placeholder threshold (review r4, finding 7): no threshold, the BMC's state alone
+    if lnc is None and not sensor.thresholds and status == "lnc":
+        limits = "the BMC's lnc state; sdr elist lists no thresholds"
+    elif lnc is not None and (reading < lnc or (reading == lnc and status in ("nc", "lnc"))):
+        limits = ", ".join(f"{k} {sensor.thresholds[k]:g}" for k in ("lnc", *LOWER_CRITICAL) if k in sensor.thresholds)
+    else:
         return None
     detail = {
         "kind": "fan",
@@ -70,9 +85,7 @@ def _fan_degraded(sensor: SensorReading) -> SignalValue | None:
         "reading": reading,
         "unit": sensor.unit,
         "thresholds": dict(sensor.thresholds),
-        "limits": ", ".join(
-            f"{k} {sensor.thresholds[k]:g}" for k in ("lnc", *LOWER_CRITICAL) if k in sensor.thresholds
-        ),
+        "limits": limits,
     }
     return SignalValue("fan_degraded", sensor.name, reading, detail)
 

@@ -5,12 +5,16 @@ initialise (the fabric manager was not running), PCIe skipped, the deployment ch
 
 from __future__ import annotations
 
+import datetime as dt
+import os
+import re
 from pathlib import Path
 
 from sqlalchemy.orm import Session
 
 from bench.samples import sample
 from checker.parsers.dcgmi_diag import diag_kind, parse_dcgmi_diag
+from remediator.gpu_diag import dcgm_diag_of
 from remediator.rules import load_ruleset
 from tests.decisions.cases_gpu import A10G, cycles, field, gpu_host
 from tests.decisions.harness import register, remediations, run, to_ticket
@@ -93,3 +97,62 @@ def test_without_the_file_no_diag(tmp_path: Path) -> None:
     (report,) = cycles(host, sample(A10G), range(0, 1))
     assert report.observations.gpu is not None
     assert report.observations.gpu.diag is None
+
+
+def _diag_path(tmp: Path) -> Path:
+    (found,) = tmp.rglob("dcgmi-diag.txt")
+    return found
+
+
+def test_runs_appended_to_the_file_are_read_as_the_last_one_written_when_the_file_was(tmp_path: Path) -> None:
+    """Review r4, finding 6: with `dcgmi diag >> FILE` an old Fail and a later Pass parsed into one diag whose
+    tests had both results; the run's age reset whenever the agent's state was lost (the file's mtime now)."""
+    host = gpu_host(tmp_path, "0000:00:1e.0")
+    old = table(("GPU Memory", "Fail - GPU: 0"), ("Warning", "GPU 0 DBE errors detected: 2"))
+    later = table(("GPU Memory", "Pass - All"))
+    host.file(
+        DIAG_FILE, f"Successfully ran diagnostic for group.\n{old}\nSuccessfully ran diagnostic for group.\n{later}\n"
+    )
+    written = dt.datetime(2026, 8, 30, 6, 0, tzinfo=dt.UTC)
+    os.utime(_diag_path(tmp_path), (written.timestamp(), written.timestamp()))
+    (report,) = cycles(host, sample(A10G), range(0, 1))
+    assert report.observations.gpu is not None
+    diag = report.observations.gpu.diag
+    assert diag is not None
+    assert [(t.name, t.result) for t in diag.tests] == [("GPU Memory", "pass")]
+    assert diag.written_at == written
+
+
+def test_a_gpu_without_an_index_or_swapped_since_the_run_is_credited_with_no_other_board_s_failure(
+    tmp_path: Path,
+) -> None:
+    """Review r4, finding 6: a GPU whose index was not known got every GPU's failures; after a GPU swap the
+    run's result at its index was another board's."""
+    diag = {
+        "tests": [
+            {"name": "GPU Memory", "result": "fail", "result_text": "Fail - GPU: 3", "gpus": [3], "warnings": []},
+            {"name": "PCIe", "result": "fail", "result_text": "Fail - All", "gpus": None, "warnings": []},
+        ]
+    }
+    unknown = dcgm_diag_of({}, {"gpu": {"diag": diag}})
+    assert unknown is not None
+    assert [t["name"] for t in unknown["failed"]] == ["PCIe"]  # All GPUs' only
+    third = dcgm_diag_of({"index": 3}, {"gpu": {"diag": diag}})
+    assert third is not None
+    assert [t["name"] for t in third["failed"]] == ["GPU Memory", "PCIe"]
+    swapped = dcgm_diag_of({"index": 3}, {"gpu": {"diag": {**diag, "replaced_gpus": [3]}}})
+    assert swapped is not None
+    assert (swapped["failed"], swapped["replaced_since_run"]) == ([], True)
+    # the collector says which: the board serial at index 0 changed after the output was first read
+    host = gpu_host(tmp_path, "0000:00:1e.0")
+    host.file(DIAG_FILE, sample(H100_DIAG))
+    xml = sample(A10G)
+    (before,) = cycles(host, xml, range(0, 1))
+    serial = re.search(r"<serial>([^<]*)</serial>", xml)
+    assert serial is not None
+    (after,) = cycles(host, field(xml, "serial", serial.group(1) + "9"), range(5, 6))
+    assert before.observations.gpu is not None
+    assert before.observations.gpu.diag is not None
+    assert after.observations.gpu is not None
+    assert after.observations.gpu.diag is not None
+    assert (before.observations.gpu.diag.replaced_gpus, after.observations.gpu.diag.replaced_gpus) == ([], [0])

@@ -10,6 +10,8 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from checker.schemas import RedfishRedundancy, RedfishState, Report, SensorReading
+from tests.decisions.cases import supermicro_sensors
+from tests.decisions.cases_fans import sdr_elist
 from tests.decisions.cases_redfish import SERVICE, with_bmc
 from tests.decisions.harness import SnapHost, register, remediations, run, tickets_of, to_ticket
 
@@ -67,3 +69,70 @@ def test_the_lost_redundancy_first_then_the_fan_s_critical_sensor(session: Sessi
     ((part, _state, detections),) = fan_tickets(session, host)
     assert part == "Fan2A"
     assert detections >= 2
+
+
+def test_a_slowing_fan_s_ticket_takes_the_priority_and_title_of_its_critical_sensor(
+    session: Session, tmp_path: Path
+) -> None:
+    """Review r4, finding 2: fan-degraded opened an in-service priority-4 'slowing' ticket; the same fan then
+    read 400 `cr` and sensor-critical-fan's request took the host out of service on that ticket but left it
+    at priority 4 with the 'slowing' title. sdr elist, as the agent sends it."""
+    host = SnapHost(tmp_path)
+    register(session, host)
+    host.sensors(sdr_elist(supermicro_sensors(), FAN1=("lnc", "600 RPM")))
+    run(session, host, [host.cycle(m) for m in (0, 10, 20, 31)])
+    ((part, _state, _),) = fan_tickets(session, host)
+    (slowing,) = tickets_of(session, host.hostname)
+    assert (part, slowing.priority, slowing.holds_host) == ("FAN1", 4, False)
+    host.sensors(sdr_elist(supermicro_sensors(), FAN1=("lcr", "400 RPM")))
+    run(session, host, [host.cycle(40)])
+    fan_tickets(session, host)
+    (ticket,) = tickets_of(session, host.hostname)
+    assert (ticket.id, ticket.holds_host, ticket.priority) == (slowing.id, True, 3)  # sensor-critical-fan: 3
+    assert ticket.title.startswith("Fan FAN1 past its critical threshold")
+
+
+def _with_fans(host: SnapHost, minute: int, fans: list[SensorReading]) -> Report:
+    made = report(host, minute, CRITICAL, lost=True)
+    return made.model_copy(update={"observations": made.observations.model_copy(update={"sensors": fans})})
+
+
+def test_the_lost_redundancy_stays_on_its_fan_s_ticket_while_the_fan_is_unread_or_pulled(
+    session: Session, tmp_path: Path
+) -> None:
+    """Review r4, finding 4: the redundancy's key is its one failing fan; when that fan reads nothing (ns) or is
+    pulled for its swap (the Redfish parser drops an Absent member), no fan is failing, the key fell back to the
+    group and a second ticket opened for the same fan."""
+    host = SnapHost(tmp_path)
+    register(session, host)
+    run(session, host, [report(host, 0, CRITICAL, lost=True)])
+    assert [(p, s) for p, s, _ in fan_tickets(session, host)] == [("Fan2A", "open")]
+    unread = CRITICAL.model_copy(update={"status": "ns", "reading": None})
+    run(session, host, [_with_fans(host, 65, [FAN1A, unread])])
+    run(session, host, [_with_fans(host, 130, [FAN1A])])  # Fan2A pulled: only Fan1A listed, reading ok
+    ((part, _state, detections),) = fan_tickets(session, host)
+    assert part == "Fan2A"
+    assert detections >= 3
+
+
+def test_two_failing_fans_and_the_lost_redundancy_in_one_report_are_the_fans_tickets(
+    session: Session, tmp_path: Path
+) -> None:
+    """Review r4, finding 4: two failing fans gave the group's key, a third ticket beside the fans' own."""
+    host = SnapHost(tmp_path)
+    register(session, host)
+    failing = FAN1A.model_copy(update={"status": "cr", "reading": 200})
+    run(session, host, [_with_fans(host, 0, [failing, CRITICAL])])
+    assert sorted(p for p, _s, _d in fan_tickets(session, host)) == ["Fan1A", "Fan2A"]
+
+
+def test_an_open_ticket_keyed_by_the_group_still_takes_the_lost_redundancy(session: Session, tmp_path: Path) -> None:
+    """Review r4, finding 4: a ticket keyed by the group before the fan key (or with no single failing fan)
+    is found again when the key names a fan."""
+    host = SnapHost(tmp_path)
+    register(session, host)
+    run(session, host, [_with_fans(host, 0, [FAN1A, NOT_YET.model_copy(update={"reading": 9000})])])
+    assert [p for p, _s, _d in fan_tickets(session, host)] == [GROUP.name]  # every fan reads ok: the group's
+    run(session, host, [report(host, 65, NOT_YET, lost=True)])  # now Fan2A below its lcr, the BMC still ok
+    ((part, _state, detections),) = fan_tickets(session, host)
+    assert (part, detections) == (GROUP.name, 2)

@@ -17,6 +17,8 @@ from tests.decisions.cases import SAMSUNG_NVME, nvme_log, smart_json
 from tests.decisions.cases_os import realpaths
 from tests.decisions.cases_pcie import NVME, correctable, pcie_host, set_files
 from tests.decisions.harness import SnapHost, register, remediations, run, tickets_of, to_ticket
+from ticketing import opening
+from ticketing.schemas import TicketRequest
 
 BDF = "0000:01:00.0"
 SERIAL = "S466NX0M776250H"  # the sample's serial_number
@@ -89,3 +91,108 @@ def test_without_the_drive_s_pci_address_each_name_keeps_its_own_ticket(session:
     set_files(host, NVME__aer_dev_correctable=correctable(150, 140))
     run(session, host, [host.cycle(10)])
     assert sorted(open_tickets(session, host)) == [("disk", SERIAL), ("pcie_device", BDF)]
+
+
+def test_the_drive_s_warning_raises_its_function_s_ticket(session: Session, tmp_path: Path) -> None:
+    """Review r4, finding 2: a drive to replace (nvme-critical-warning, priority 2) added to its function's
+    corrected-errors ticket (priority 4) left that ticket at 4 with its 'PCIe corrected errors' title."""
+    host = nvme_host(tmp_path)
+    register(session, host)
+    run(session, host, [host.cycle(0)])
+    set_files(host, NVME__aer_dev_correctable=correctable(150, 140))
+    run(session, host, [host.cycle(10)])
+    assert open_tickets(session, host) == [("pcie_device", BDF)]
+    ((ticket_id, priority),) = [(t.id, t.priority) for t in tickets_of(session, host.hostname)]
+    assert priority == 4
+    drive(host, critical_warning=4)
+    run(session, host, [host.cycle(20)])
+    assert open_tickets(session, host) == [("pcie_device", BDF)]
+    (ticket,) = tickets_of(session, host.hostname)
+    assert (ticket.id, ticket.priority) == (ticket_id, 2)
+    assert ticket.title.startswith(f"Replace NVMe {SERIAL}: critical warning 4")
+    (raised,) = [e for e in ticket.events if e.detail.get("previous_priority") == 4]
+    assert raised.detail["previous_title"].startswith("PCIe corrected errors")  # what it was stays on record
+    # a less urgent detection later never lowers it
+    set_files(host, NVME__aer_dev_correctable=correctable(400, 390))
+    run(session, host, [host.cycle(90)])
+    assert tickets_of(session, host.hostname)[0].priority == 2
+
+
+def test_the_drive_s_warning_and_its_function_s_errors_in_one_report_are_one_ticket(
+    session: Session, tmp_path: Path
+) -> None:
+    """Review r4, finding 3: both names firing in one report opened two tickets (the function's beside the
+    drive's remediation, the drive's by the runner), neither looking for the other; they then stayed split."""
+    host = nvme_host(tmp_path)
+    register(session, host)
+    run(session, host, [host.cycle(0)])
+    set_files(host, NVME__aer_dev_correctable=correctable(150, 140))
+    drive(host, critical_warning=4)
+    run(session, host, [host.cycle(10)])
+    (only,) = open_tickets(session, host)
+    (ticket,) = tickets_of(session, host.hostname)
+    assert (ticket.priority, ticket.holds_host) == (2, True)  # the drive's: replace it, the host held
+    other = f"disk:{SERIAL}" if only == ("pcie_device", BDF) else f"pcie_device:{BDF}"
+    assert other in ticket.evidence["linked_parts"]
+    set_files(host, NVME__aer_dev_correctable=correctable(300, 290))
+    run(session, host, [host.cycle(20)])
+    assert open_tickets(session, host) == [only]  # and stays one
+
+
+def test_an_in_service_function_ticket_takes_the_drive_that_holds_the_host(session: Session, tmp_path: Path) -> None:
+    """Review r4, finding 3: a function's ticket that leaves the host in service (pcie-aer-uncorrected-in-service,
+    pcie-link-downtrained) let a rule that holds the host plan a second ticket of its own. The plan still runs
+    (route_detection leaves it to planning), its ticket step goes to the function's ticket and holds the host."""
+    host = nvme_host(tmp_path)
+    register(session, host)
+    run(session, host, [host.cycle(0)])
+    request = TicketRequest(
+        hostname=host.hostname,
+        part_type="pcie_device",
+        part=BDF,
+        title=f"PCIe link of {BDF} downtrained",
+        priority=4,
+        holds_host=False,
+    )
+    in_service, _created = opening.open_ticket(session, request, actor="test")
+    drive(host, critical_warning=4)
+    run(session, host, [host.cycle(10)])
+    assert open_tickets(session, host) == [("pcie_device", BDF)]
+    session.refresh(in_service)
+    assert (in_service.priority, in_service.holds_host) == (2, True)
+    assert f"disk:{SERIAL}" in in_service.evidence["linked_parts"]
+
+
+def _pci_address(host: SnapHost) -> str | None:
+    report = host.cycle(0)
+    (disk,) = [d for d in report.observations.disks or [] if d.protocol == "NVMe"]
+    return disk.pci_address
+
+
+def test_a_namespace_links_to_the_controller_it_sits_on_and_only_with_the_drive_s_serial(tmp_path: Path) -> None:
+    """Review r4, finding 9: the link took a namespace's number for its controller's (native multipath: nvme0n1
+    can sit on controller nvme1) and never compared serials, so a drive could share a ticket with another
+    drive's PCIe function."""
+    same = nvme_host(tmp_path / "same")
+    same.file("/sys/class/nvme/nvme0/serial", f"{SERIAL}\n")
+    assert _pci_address(same) == BDF  # the controller's serial is the drive's: linked
+    other = nvme_host(tmp_path / "other")
+    other.file("/sys/class/nvme/nvme0/serial", "S4EWNX0R123456\n")  # another drive behind nvme0
+    assert _pci_address(other) is None
+    # a namespace on controller nvme1: nvme1's function, not nvme0's
+    namespace = pcie_host(tmp_path / "namespace")
+    realpaths(
+        namespace,
+        {
+            "/sys/block/nvme0n1/device": "/sys/devices/pci0000:00/0000:00:02.1/0000:01:00.0/nvme/nvme1",
+            "/sys/class/nvme/nvme1/device": f"/sys/devices/{NVME}",
+            "/sys/class/nvme/nvme0/device": "/sys/devices/pci0000:00/0000:00:03.1/0000:02:00.0",
+        },
+    )
+    namespace.disks({"/dev/nvme0n1": ("nvme", "NVMe", smart_json(SAMSUNG_NVME, nvme_log(critical_warning=0)))})
+    assert _pci_address(namespace) == BDF
+    # a namespace of a multipath subsystem: no one controller, no link
+    shared = pcie_host(tmp_path / "shared")
+    realpaths(shared, {"/sys/block/nvme0n1/device": "/sys/devices/virtual/nvme-subsystem/nvme-subsys0"})
+    shared.disks({"/dev/nvme0n1": ("nvme", "NVMe", smart_json(SAMSUNG_NVME, nvme_log(critical_warning=0)))})
+    assert _pci_address(shared) is None

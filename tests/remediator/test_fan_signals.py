@@ -101,3 +101,53 @@ def test_a_fan_the_bmc_cannot_read_is_a_candidate_never_healthy() -> None:
     (every,) = of(power_signals(state, False, dell()), "fan_redundancy_lost")
     assert {c["candidate"] for c in every.detail["fan_candidates"]} == {"read ok"}
     assert (every.detail["ambiguous"], every.detail["fan_part"]) == (True, "System Board Fan Redundancy")
+
+
+def test_sdr_elist_has_no_thresholds_the_bmc_s_lnc_state_is_its_verdict() -> None:
+    """What the agent runs (review r4, finding 1): `sdr elist` prints five columns and no thresholds; a fan
+    below its lower non-critical threshold is ipmitool's `lnc` (lib/ipmi_sdr.c, ipmi_sdr_get_status with
+    sdr_extended). Before, thresholds={} gave no signal, so the rule could never fire on an IPMI host."""
+    listing = (
+        "FAN1             | 41h | lnc | 29.1 | 600 RPM\n"
+        "FAN2             | 42h | ok  | 29.2 | 4300 RPM\n"
+        "FAN3             | 43h | lcr | 29.3 | 400 RPM\n"
+        "FAN4             | 44h | ns  | 29.4 | No Reading\n"
+        "FAN5             | 45h | unc | 29.5 | 25300 RPM\n"
+    )
+    signals = sensor_signals(parse_sdr(listing).value)
+    (degraded,) = of(signals, "fan_degraded")
+    assert (degraded.subject, degraded.value) == ("FAN1", 600.0)
+    assert degraded.detail["limits"] == "the BMC's lnc state; sdr elist lists no thresholds"
+    assert [s.subject for s in of(signals, "sensor_critical")] == ["FAN3"]  # lcr stays critical, not degraded
+    # a slow fan the BMC reads ok: no threshold of ours is guessed
+    assert of(sensor_signals(parse_sdr("FAN1             | 41h | ok  | 29.1 | 600 RPM\n").value), "fan_degraded") == []
+
+
+def test_a_placeholder_threshold_or_an_unread_fan_is_not_slowing() -> None:
+    """Review r4, finding 7: a fan stopped by design (Redfish Reading 0, LowerThresholdNonCritical 0, Health
+    OK) is no slowing fan; at a threshold the BMC calls OK it is not either; ns/na are no readings."""
+    assert (
+        of(sensor_signals(dell(Reading=0, LowerThresholdNonCritical=0, LowerThresholdCritical=None)), "fan_degraded")
+        == []
+    )
+    # exactly at the lnc: Health OK is the BMC's verdict; Warning says it is slowing
+    assert of(sensor_signals(dell(Reading=840)), "fan_degraded") == []
+    warned = dell(Reading=840, Status={"State": "Enabled", "Health": "Warning"})
+    assert [s.subject for s in of(sensor_signals(warned), "fan_degraded")] == ["System Board Fan1A"]
+    unread = SensorReading(name="FAN1", kind="fan", status="ns", reading=600, unit="RPM", thresholds={"lnc": 700})
+    assert of(sensor_signals([unread]), "fan_degraded") == []
+
+
+def test_a_fan_the_bmc_ramped_past_an_upper_threshold_is_no_failing_candidate() -> None:
+    """Review r4, finding 4: a fan past an upper threshold (the BMC ramping the others up when one fails)
+    counted as failing: two failing fans, the group's key, a ticket beside the failed fan's."""
+    state = RedfishState(service="https://bmc.example", redundancy=[LOST])
+    failed = SensorReading(name="Fan2A", kind="fan", status="lcr", reading=240, unit="RPM", thresholds={"lcr": 600})
+    ramped = SensorReading(name="Fan1A", kind="fan", status="ucr", reading=19000, unit="RPM", thresholds={})
+    listed = SensorReading(
+        name="Fan3A", kind="fan", status="nc", reading=16000, unit="RPM", thresholds={"unc": 15000, "lcr": 600}
+    )
+    (group,) = of(power_signals(state, False, [ramped, failed, listed]), "fan_redundancy_lost")
+    assert group.detail["fan_part"] == "Fan2A"
+    assert [c["sensor"] for c in group.detail["fan_candidates"]] == ["Fan2A"]
+    assert group.detail["fans_seen"] == ["Fan1A", "Fan2A", "Fan3A"]

@@ -13,6 +13,7 @@ from remediator.inventory import HostInventory, apply_inventory
 from remediator.models import Host, Signal
 from remediator.rules import load_ruleset
 from ticketing import service as tickets
+from ticketing.models import TicketState
 from ticketing.schemas import TicketRequest
 
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=1)
@@ -85,10 +86,10 @@ def test_a_holding_ticket_or_old_errors_stay_the_hosts(session: Session) -> None
 
 def test_the_switch_s_hosts_are_found_among_a_datacenter_of_other_switches(session: Session, monkeypatch: Any) -> None:
     """The hosts behind one switch are chosen in SQL (a WHERE on the switch, each port's newest erring row),
-    not from the datacenter's CRC rows of every switch cut at MAX_ROWS in hostname order: there, hosts
-    sorting first behind other switches filled the limit and this switch's three were never seen. MAX_ROWS
-    is made small here to stand for a datacenter of more than 4000 such rows."""
-    monkeypatch.setattr(switch_errors, "MAX_ROWS", 10)
+    not from the datacenter's CRC rows of every switch cut at 4000 in hostname order: there, hosts sorting
+    first behind other switches filled the limit and this switch's three were never seen. Since a repair's
+    resolve, each port's newest row too, erring or not (review r4, finding 8: every row since the resolve,
+    cut at 4000 in hostname order, dropped the last hosts of a switch with ~66 erring ports)."""
     for n in range(12):  # hostnames sorting before ours, behind other switches, each erring twice
         erring(session, f"a{n:02}", switch=f"ams1-r{n:02}-tor9")
         erring(session, f"a{n:02}", switch=f"ams1-r{n:02}-tor9", minutes_ago=15)
@@ -108,9 +109,37 @@ def test_the_switch_s_hosts_are_found_among_a_datacenter_of_other_switches(sessi
     assert [h["hostname"] for h in hosts] == ["z1", "z2", "z3"]
     assert hosts[0]["ports"] == {"ens1f0np0": {"last_hour": 400.0, "switch_port": "Ethernet1"}}
     assert read == [3]  # one row per port of this switch: not the datacenter's 30 CRC rows, nor 10 of them
-    fixed = NOW - dt.timedelta(minutes=30)  # since a repair's resolve: every row of this switch, none of others
+    fixed = NOW - dt.timedelta(minutes=30)  # since a repair's resolve: each port's newest row, of this switch only
     assert [h["hostname"] for h in switch_errors.erring_hosts(session, "ams1", "ams1-r07-tor1", NOW, fixed)] == [
         "z1",
         "z2",
         "z3",
     ]
+    assert read == [3, 3]  # not the six rows of this switch since then (the older row of each port is left)
+
+
+def test_after_a_switch_ticket_closed_the_request_counts_from_its_repair_as_the_route(session: Session) -> None:
+    """Review r4, finding 5: resolved 40 minutes ago, closed 5 minutes ago; h1 and h2 erred 50 minutes ago, h3
+    errs now. The route recounted from the resolve (one host: no switch ticket); grouped() found no open switch
+    ticket, counted the whole hour and opened a new switch ticket listing h1 and h2, whose errors came before
+    the repair."""
+    erring(session, "h1", minutes_ago=50)
+    erring(session, "h2", minutes_ago=50)
+    h3 = erring(session, "h3", minutes_ago=50)
+    request = switch_errors.grouped(session, h3, cable_request(h3), NOW - dt.timedelta(minutes=49))
+    ticket, _created = tickets.open_ticket(session, request, actor="test")
+    assert ticket.part_type == "switch"
+    ticket.state = TicketState.closed
+    ticket.resolved_at = NOW - dt.timedelta(minutes=40)
+    ticket.closed_at = NOW - dt.timedelta(minutes=5)
+    session.flush()
+    erring(session, "h3", minutes_ago=1)  # h3 still erring on its own cable after the repair
+    crc = {**cable_request(h3).evidence["part"], "scope": "one-port", "rising": True, "over_allowance": True}
+    window = dt.timedelta(days=30)
+    assert switch_errors.switch_ticket_for(session, h3, RULES["nic-crc-errors"], crc, NOW, window) is None
+    again = switch_errors.grouped(session, h3, cable_request(h3), NOW)
+    assert (again.part_type, again.part) == ("nic", "ens1f0np0")  # h3's cable, as the route judged
+    # three hosts erring after the repair: the switch again
+    erring(session, "h1", minutes_ago=2)
+    erring(session, "h2", minutes_ago=2)
+    assert switch_errors.grouped(session, h3, cable_request(h3), NOW).part_type == "switch"
