@@ -192,10 +192,13 @@ class NoParams(ActionParams):
 
 
 class PowerCycleParams(ActionParams):
-    if_off: Literal["power_on", "refuse"] = Field(
+    if_off: Literal["refuse", "power_on", "cycle_or_power_on"] = Field(
         "refuse",
-        description="A host the BMC says is off: refuse (the default: it may have been switched off on purpose; "
-        "the step fails and nothing is sent) or power_on (turn it on: the host-powered-off rule).",
+        description="By the power state the BMC reads just before acting (cyborg/drivers/bmc.py, IfOff): refuse "
+        "(the default) cycles a host that is on and sends nothing to one that is off (it may have been switched "
+        "off on purpose: the remediation ends and the host goes to the silent-host probe); power_on turns on a "
+        "host that is off and leaves one that is on alone (the host-powered-off rule); cycle_or_power_on cycles "
+        "a host that is on and turns on one that is off.",
     )
 
 

@@ -25,7 +25,9 @@ ACTIONS: dict[str, ActionSpec] = {
     for spec in (
         ActionSpec("ticket", disruptive=False, description="open a repair ticket for a technician"),
         ActionSpec("reboot", disruptive=True, idempotent=False, description="warm (kexec) or cold reboot"),
-        ActionSpec("power_cycle", disruptive=True, idempotent=False, description="IPMI chassis power cycle"),
+        ActionSpec(
+            "power_cycle", disruptive=True, idempotent=False, description="chassis power cycle through the BMC (if_off)"
+        ),
         ActionSpec("reflash_firmware", disruptive=True, description="flash BIOS/BMC/NIC/disk firmware to a version"),
         ActionSpec("install_kernel", disruptive=True, description="install a pinned kernel, boot it, verify"),
         ActionSpec("hard_ppr", disruptive=True, idempotent=False, description="post-package repair via the SMI flow"),

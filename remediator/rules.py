@@ -30,6 +30,8 @@ from pydantic import (
     model_validator,
 )
 
+from cyborg.actions import ACTIONS as CYBORG_ACTIONS
+from cyborg.actions import ActionRefused
 from remediator.actions import ACTIONS
 from remediator.signals import SignalValue
 
@@ -137,6 +139,12 @@ class Step(RuleModel):
             raise ValueError(f"ticket param in_service must be true or false, not {in_service!r}")
         if self.action == "ticket" and "part" in self.params:
             _check_part(self.params["part"])
+        if self.action == "power_cycle" and "if_off" in self.params:
+            # as cyborg will parse it when the step runs: a typo (`power-on`) fails the pack's load, not the step
+            try:
+                CYBORG_ACTIONS["power_cycle"].parse({"if_off": self.params["if_off"]})
+            except ActionRefused as error:
+                raise ValueError(f"power_cycle param if_off: {error}") from None
         return self
 
     @property

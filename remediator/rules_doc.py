@@ -41,6 +41,8 @@ def plan_text(rule: Rule) -> str:
 
 
 def _step_text(step: Step) -> str:
+    if step.action == "power_cycle" and step.params.get("if_off", "refuse") != "refuse":
+        return f"power_cycle (if_off: {step.params['if_off']})"  # what it does to a host found off (review r2 13)
     return "ticket (in service)" if step.leaves_host_in_service else step.action
 
 

@@ -20,13 +20,26 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from celery import current_app
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
+from core.dispatch import send_after_commit
 from core.errors import NotFound
-from cyborg.central import SCHEDULER_ACTIONS, StepFailed
-from remediator import decisions, draining, handoff, planning, rack_heat, repair_load, switch_errors
+from core.queue import REMEDIATE_QUEUE
+from cyborg.central import SCHEDULER_ACTIONS, HostFoundOff, StepFailed
+from remediator import (
+    decisions,
+    draining,
+    fan_tickets,
+    handoff,
+    linked_parts,
+    planning,
+    rack_heat,
+    repair_load,
+    switch_errors,
+)
 from remediator.actions import ACTIONS
 from remediator.evidence import evidence_bundle, ticket_title
 from remediator.gpu_parts import ticket_part
@@ -98,6 +111,13 @@ def advance(
             result: dict[str, Any] | None = draining.run_step(session, host, remediation, step, now)
         else:
             result = handoff.start(session, host, remediation, step)
+    except HostFoundOff as error:
+        step.state = StepState.failed
+        step.finished_at = now
+        step.result = {**error.detail, "error": str(error), "found_off": True}
+        step.started_at = None  # nothing was sent: no work on the host for the next rule's cooldown (safety.cooldown)
+        _found_off(session, host, remediation, step, now)
+        return remediation.state
     except StepFailed as error:
         step.state = StepState.failed
         step.finished_at = now
@@ -107,6 +127,28 @@ def advance(
     if result is not None:
         complete_step(step, result, now)
     return remediation.state
+
+
+def _found_off(session: Session, host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime) -> None:
+    """A power cycle found the host off and was not to turn it on (cyborg's HostFoundOff): there was no power
+    cycle, so the rule's next rung (a GPU part "after a cold power cycle", a hung host "after a power cycle")
+    would tell a technician something false (review r2 finding 6). The remediation ends; the host, which is
+    off, is probed as a silent host now (remediator.unreachable): its `powered_off` verdict is the
+    host-powered-off rule's (turn it on; a person if it stays off), as for any host found off."""
+    why = (
+        f"step {step.index} ({step.action}) found the host off and did not turn it on: handed to the silent-host probe"
+    )
+    for later in remediation.steps:
+        if later.state == StepState.pending:
+            later.state = StepState.skipped
+            later.result = {"skipped": why}
+    # cancelled, not failed: the fix was never tried, so neither a rollout nor a breaker counts it against the rule
+    decisions.finish(session, remediation, RemediationState.cancelled, why, now)
+    draining.undrain(session, host, remediation, now)  # nothing goes on with the host here
+    host.state = HostState.unreachable
+    send_after_commit(
+        session, current_app.signature("remediator.probe_silent_host", args=[host.hostname], queue=REMEDIATE_QUEUE)
+    )
 
 
 def complete_step(step: RemediationStep, result: dict[str, Any], now: dt.datetime) -> None:
@@ -199,5 +241,11 @@ def _open_ticket(session: Session, host: Host, remediation: Remediation, step: R
     )
     request = rack_heat.grouped(session, host, request)  # several hot hosts of a rack: the rack's ticket
     request = switch_errors.grouped(session, host, request, host.last_report_at)  # CRC behind one switch
+    request = fan_tickets.rekeyed(session, request, (remediation.evidence or {}).get("signal"))  # a lost redundancy
+    linked = linked_parts.onto_linked_ticket(
+        session, host, request, rule=remediation.rule_id, actor=decisions.SYSTEM, now=utcnow()
+    )
+    if linked is not None:  # an NVMe drive's other name has its open ticket: one drive, one ticket (review r4, 3)
+        return linked.id, False
     ticket, created = tickets.open_ticket(session, request, actor=decisions.SYSTEM)
     return ticket.id, created

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +61,11 @@ IDS_AT_NEWEST = 32  # Ids kept for the newest Created time (entries logged withi
 KEYS_UNORDERED = 512
 """Id+content keys kept per service for entries with neither a numeric Id nor a Created time (our bound: an
 entry listed again after 512 newer ones of that kind would be reported again)."""
+MUTABLE_FIELDS = ("Hpe.Count", "Hpe.Repaired")
+"""What a BMC changes on an entry already listed, among what the entry's `raw` keeps (checker/parsers/
+redfish_log.py `_raw_line`: HPE's IML counts an event's repeats in Oem.Hpe.Count and marks it Repaired; the
+standard Resolved and Modified are not kept in `raw`): left out of an entry's content hash, or the same entry
+would be new again (review r2 note 11)."""
 STATE_KEY = "redfish"
 
 
@@ -215,11 +221,13 @@ class _Cycle:
         path: str | None = uri
         known_count, pending = cursor.get("count"), bool(cursor.get("pending"))
         oldest_first = newest_first = jumped = reached_end = unchanged = enough = False
+        at_end = failed = False  # the log's last entry was listed (not merely: the walk stopped); a page failed
+        entered = 0  # where a jump entered the log
         limit = self.settings.max_entries
         while path and pages < self.settings.max_pages:
             doc = self.get(path)
             if doc is None:
-                reached_end = True  # (a problem is raised already: not the "longer than max_pages" one)
+                reached_end = failed = True  # (a problem is raised already: not the "longer than max_pages" one)
                 break
             page = self.take(parse_log_entries(doc, uri), uri)
             if pages == 0:
@@ -239,7 +247,7 @@ class _Cycle:
             pages += 1
             next_path = page_info(doc)[1]
             if not page or next_path is None or (count is not None and offset >= count):
-                reached_end = True
+                reached_end = at_end = True
                 break  # (DMTF's own mockup serves a nextLink after its last member)
             path = next_path
             if newest_first:
@@ -249,11 +257,14 @@ class _Cycle:
                 if not cursor and len(listed) >= limit:
                     reached_end = True  # a first read reports the newest only
                     break
-                backlog = _backlog(page, cursor) if pages == 1 and "$skip=" in next_path else None
-                if backlog is not None and backlog - limit > offset:
-                    # More new entries than one cycle takes: enter where the oldest `limit` unread ones are
-                    # ($skip, as the service's own nextLink uses it) and read on to the cursor.
-                    path, offset, jumped = f"{uri}?$skip={backlog - limit}", backlog - limit, True
+                backlog = _backlog(page, cursor, count) if pages == 1 and "$skip=" in next_path else None
+                # no more than the pages left can read: the walk must reach the cursor (review r2 finding 3)
+                reach = min(limit, (self.settings.max_pages - pages) * len(page))
+                if backlog is not None and reach > 0 and backlog - reach > offset:
+                    # More new entries than one cycle takes: enter where the oldest unread ones are ($skip, as the
+                    # service's own nextLink uses it) and read on to the cursor.
+                    path, offset, jumped = f"{uri}?$skip={backlog - reach}", backlog - reach, True
+                    entered = offset
             elif pages == 1:
                 oldest_first = True
                 if count is not None and "$skip=" in next_path:
@@ -277,19 +288,37 @@ class _Cycle:
         position = {id(e): p for e, p in zip(listed, at, strict=True)}
         numbers = [n for e in listed if (n := _number(e)) is not None]
         newest_num = cursor.get("newest_num")
+        # The newest Id went back only if the newest entry was listed: the end of the log was reached, or it
+        # lists newest first. A walk cut at max_pages, or a page GET that failed, saw only older history
+        # (review r2 finding 1).
+        listed_end = at_end or newest_first
         cleared = bool(cursor) and (
             (isinstance(known_count, int) and count is not None and count < known_count)
-            or (isinstance(newest_num, int) and bool(numbers) and max(numbers) < newest_num)
+            or (listed_end and isinstance(newest_num, int) and bool(numbers) and max(numbers) < newest_num)
             or _reused(listed, cursor)
         )
         new = _distinct(listed if (cleared or not cursor) else [e for e in listed if _is_new(e, cursor)])
+        unordered = list(dict.fromkeys(_key(e) for e in listed if _number(e) is None and e.timestamp is None))
+        if cursor and len(unordered) > KEYS_UNORDERED:
+            # Past what the cursor remembers, such entries cannot be told from those reported before: reporting
+            # them would repeat the overflow every cycle (review r2 note 11). None is reported; the centre is told.
+            self.ctx.problem(
+                f"{uri}: {len(unordered)} entries with neither a numeric Id nor a Created time, more than the "
+                f"{KEYS_UNORDERED} remembered: they cannot be told from those reported before, and none is reported"
+            )
+            new = [e for e in new if _number(e) is not None or e.timestamp is not None]
+        if newest_first and jumped and cursor and not cleared:
+            # Only the run that follows the cursor: the first page (the newest) is read when the walk gets there;
+            # kept now, the cursor would pass over every entry between (review r2 finding 3).
+            new = [e for e in new if position[id(e)] >= entered]
         if oldest_first or newest_first:  # the log's own order, oldest first
             new.sort(key=lambda e: position[id(e)], reverse=newest_first)
         else:
             new.sort(key=_chronological)
         keep = new[-limit:] if not cursor else new[:limit]  # a first read: the newest; then: walk forward
         keep.sort(key=_chronological)
-        unread = _lost(cursor, keep, count, len(new), oldest_first) if cursor and not cleared else 0
+        follows = _follows_cursor(keep, listed, at, cursor, newest_first)
+        unread = _lost(cursor, keep, count, len(new), oldest_first) if cursor and not cleared and not follows else 0
         newest = max(keep, key=_chronological, default=None)
         info = RedfishLogService(
             entries_uri=uri,
@@ -302,11 +331,22 @@ class _Cycle:
             cleared=cleared,
             truncated=unread,  # a first read skips history by design
         )
-        seen: dict[str, Any] = {"first_id": first_id, "count": count, "pending": len(new) > len(keep) or enough}
+        # a failed page, or a newest-first jump that left the newest page for later: read on next cycle
+        pending = len(new) > len(keep) or enough or (failed and pages > 0) or (newest_first and jumped)
+        seen: dict[str, Any] = {"first_id": first_id, "count": count, "pending": pending}
+        if unordered or "keys_unordered" in cursor:
+            # every such entry still listed and not waiting to be reported stays remembered, not only those
+            # reported this cycle (an entry reported long ago but still in the log is not forgotten)
+            unkept = [e for e in new if _number(e) is None and e.timestamp is None and e not in keep] if cursor else []
+            waiting = {_key(e) for e in unkept}  # (a first read skips what it does not report: remembered)
+            listed_keys = [k for k in unordered if k not in waiting]
+            older = [k for k in cursor.get("keys_unordered", []) if k not in set(listed_keys)]
+            seen["keys_unordered"] = [*older, *listed_keys][-KEYS_UNORDERED:]
         if unchanged:
             seen["pending"] = False
         elif oldest_first:
-            read_to = [position[id(e)] + 1 for e in keep] or ([max(at) + 1] if at and not new else [])
+            # Nothing new: read to the end of the log, unless the walk stopped short of it (a page failed).
+            read_to = [position[id(e)] + 1 for e in keep] or ([max(at) + 1] if at and not new and at_end else [])
             if read_to:
                 seen["next_skip"] = max(read_to)
             seen["first_num"] = _number(listed[0]) if listed and at[0] == 0 else None
@@ -314,8 +354,14 @@ class _Cycle:
 
     def _oldest_first_start(self, cursor: dict[str, Any], page: list[SelEntry], count: int) -> int:
         """Where an oldest-first log's unread entries begin: the newest `max_entries` at a first read (history
-        is skipped by design); after it, just past the last entry reported, moved back by the entries the BMC
-        dropped from the log's head since (a full log overwrites its oldest); from the start after a clear."""
+        is skipped by design); after it, at the last entry reported (listed again, so that _reused sees a log
+        cleared and refilled past its old count: review r2 finding 2), moved back by the entries the BMC
+        dropped from the log's head since (a full log overwrites its oldest); from the start after a clear.
+
+        The entries dropped are the first entry's Id less the one before: where Ids have gaps (bmcweb's are
+        epoch seconds) that is more than were dropped, which only moves the start back (re-read, filtered)
+        until it would pass the last entry read; beyond that the Ids do not count entries and the head moved
+        by an unknown number (review r2 finding 1)."""
         limit = self.settings.max_entries
         next_skip = cursor.get("next_skip")
         known_count = cursor.get("count")
@@ -326,11 +372,13 @@ class _Cycle:
         first_now, first_before = (_number(page[0]) if page else None), cursor.get("first_num")
         if page and page[0].entry_id == cursor.get("first_id"):
             dropped: int | None = 0
-        elif first_now is not None and isinstance(first_before, int):
-            dropped = max(0, first_now - first_before)
+        elif first_now is not None and isinstance(first_before, int) and 0 <= first_now - first_before < next_skip:
+            dropped = first_now - first_before
+        elif page and _is_new(page[0], cursor):
+            return 0  # the whole log turned over since: every entry in it is new
         else:
             dropped = None  # the head moved by an unknown number: back off one cycle's worth (re-read, filtered)
-        return max(0, min(count, next_skip - (limit if dropped is None else dropped)))
+        return max(0, min(count, next_skip - (limit if dropped is None else dropped + 1)))
 
     # -- sensors --------------------------------------------------------------------------------
 
@@ -403,8 +451,17 @@ def _chronological(entry: SelEntry) -> tuple[dt.datetime, int]:
 
 def _key(entry: SelEntry) -> str:
     """An entry's Id with a hash of its content: what tells apart entries that have neither a numeric Id nor a
-    Created time (the same entry listed twice is one; two entries under one Id are two)."""
-    content = entry.model_dump_json(exclude={"record_id"})
+    Created time (the same entry listed twice is one; two entries under one Id are two). What a BMC changes on
+    a listed entry (MUTABLE_FIELDS) is left out."""
+    raw, leave_out = entry.raw, {"record_id"}
+    if any(f'"{field}"' in raw for field in MUTABLE_FIELDS):
+        try:
+            doc = json.loads(raw)
+            raw = json.dumps({k: v for k, v in doc.items() if k not in MUTABLE_FIELDS}, sort_keys=True)
+            leave_out.add("direction")  # (read from Repaired for HPE's IML)
+        except (ValueError, AttributeError):
+            pass
+    content = entry.model_copy(update={"raw": raw}).model_dump_json(exclude=leave_out)
     return f"{entry.entry_id}#{hashlib.sha256(content.encode()).hexdigest()[:16]}"
 
 
@@ -436,13 +493,18 @@ def _is_new(entry: SelEntry, cursor: dict[str, Any]) -> bool:
     return entry.entry_id not in (cursor.get("ids_at_newest") or [])
 
 
-def _backlog(page: list[SelEntry], cursor: dict[str, Any]) -> int | None:
+def _backlog(page: list[SelEntry], cursor: dict[str, Any], count: int | None) -> int | None:
     """How many entries are newer than the cursor, from a newest-first log's first page: its newest numeric Id
-    less the newest reported (None without numeric Ids: the pages are followed to the cursor instead)."""
+    less the newest reported. None (the pages are followed to the cursor instead) without numeric Ids, and
+    where the page's Ids have gaps or the difference exceeds the log's count: Ids that are epoch seconds
+    (bmcweb) do not count entries (review r2 finding 3)."""
     newest_num, numbers = cursor.get("newest_num"), [n for e in page if (n := _number(e)) is not None]
     if not isinstance(newest_num, int) or not numbers or max(numbers) <= newest_num:
         return None
-    return max(numbers) - newest_num
+    if len(numbers) != len(page) or max(numbers) - min(numbers) != len(set(numbers)) - 1:
+        return None
+    backlog = max(numbers) - newest_num
+    return backlog if count is None or backlog <= count else None
 
 
 def _lost(cursor: dict[str, Any], keep: list[SelEntry], count: int | None, new: int, oldest_first: bool) -> int:
@@ -453,11 +515,31 @@ def _lost(cursor: dict[str, Any], keep: list[SelEntry], count: int | None, new: 
     (more than `max_entries`) are not lost: the next cycle reads on from the cursor."""
     newest_num, numbers = cursor.get("newest_num"), [n for e in keep if (n := _number(e)) is not None]
     if isinstance(newest_num, int) and numbers:
-        return max(0, min(numbers) - newest_num - 1)
+        # every Id between the cursor and the newest kept that was not kept (review r2 finding 3): not only the
+        # gap below the oldest kept
+        lost = max(0, max(numbers) - newest_num - len({n for n in numbers if n > newest_num}))
+        return min(lost, count) if count is not None else lost  # (Ids with gaps are no count: bounded by the log)
     known = cursor.get("count")
     if not oldest_first and isinstance(known, int) and count is not None:
         return max(0, count - known - new)
     return 0
+
+
+def _follows_cursor(
+    keep: list[SelEntry], listed: list[SelEntry], at: list[int], cursor: dict[str, Any], newest_first: bool
+) -> bool:
+    """Whether the entry just older (in the log's order) than the oldest kept one was listed and reported
+    before: then nothing between the cursor and this cycle's entries was skipped, whatever the Ids' gaps
+    (bmcweb's Ids are epoch seconds: their difference counts seconds, not entries; review r2 finding 1)."""
+    if not keep or len(listed) != len(at):
+        return False
+    where = {id(e): p for e, p in zip(listed, at, strict=True)}
+    by_position = {p: e for e, p in zip(listed, at, strict=True)}
+    kept = [where[id(e)] for e in keep if id(e) in where]
+    if not kept:
+        return False
+    before = by_position.get(max(kept) + 1 if newest_first else min(kept) - 1)
+    return before is not None and not _is_new(before, cursor)
 
 
 def _reused(listed: list[SelEntry], cursor: dict[str, Any]) -> bool:

@@ -24,12 +24,21 @@ from celery import Celery, current_app
 from core.queue import host_signature
 from cyborg.actions import ACTIONS, ActionRefused, CyborgAction, PowerCycleParams, timeout_of
 from cyborg.central.bmcs import BmcChoice
-from cyborg.central.interfaces import Done, HandedOver, HostSend, Order, Sighting, StepFailed, Target
+from cyborg.central.interfaces import (
+    Done,
+    HandedOver,
+    HostFoundOff,
+    HostSend,
+    Order,
+    Sighting,
+    StepFailed,
+    Target,
+)
 from cyborg.central.issuing import SigningKeyMissing, issue, message_expires_s, resolve_params, signer_for
 from cyborg.central.settings import CyborgSettings
 from cyborg.commands import ActionContext, ActionFailed, LiveSystem, System
 from cyborg.drivers import hooks
-from cyborg.drivers.bmc import Bmc
+from cyborg.drivers.bmc import Bmc, FoundOff
 from cyborg.drivers.reach import LiveReach, Reach
 from cyborg.drivers.redfish import FirmwareBmc, MediaBmc
 from cyborg.drivers.scheduler import Scheduler
@@ -133,7 +142,7 @@ class CentralCyborg:
         ctx = self._context(order, control.system)
         try:
             # the host went silent after a restarting step the plan ordered: bringing it up is the point
-            done = control.power_cycle(hostname, address, ctx, if_off="power_on")
+            done = control.power_cycle(hostname, address, ctx, if_off="cycle_or_power_on")
         except ActionFailed as error:
             done = {"error": str(error)}
         log.warning(
@@ -286,6 +295,8 @@ class CentralCyborg:
         if_off = params.if_off if isinstance(params, PowerCycleParams) else "refuse"
         try:
             done = control.power_cycle(order.target.hostname, self.bmc_address(order.target), ctx, if_off)
+        except FoundOff as error:
+            raise HostFoundOff(f"power cycle through the BMC: {error}", {"commands": ctx.log.as_json()}) from None
         except ActionFailed as error:
             raise StepFailed(f"power cycle through the BMC: {error}", {"commands": ctx.log.as_json()}) from None
         return Done({"outcome": "succeeded", "changed": done, "commands": ctx.log.as_json()})
@@ -309,7 +320,7 @@ class CentralCyborg:
             else:
                 control.boot_device(hostname, address, "pxe", ctx)
                 # a reinstall (destructive: a person approved it) needs the host running: one found off is turned on
-                control.power_cycle(hostname, address, ctx, if_off="power_on")
+                control.power_cycle(hostname, address, ctx, if_off="cycle_or_power_on")
         except ActionFailed as error:
             raise StepFailed(f"reimage through the BMC: {error}", {"commands": ctx.log.as_json()}) from None
         timeout = timeout_of(ACTIONS["reimage"], dict(order.params))
@@ -353,7 +364,9 @@ class CentralCyborg:
                 f"firmware update through the BMC: the {params['component']} reads back {now!r}, not {wanted!r}",
                 {"changed": done, "commands": ctx.log.as_json()},
             )
-        return Done({"outcome": "succeeded", "changed": done, "commands": ctx.log.as_json()})
+        # a BIOS whose task monitor vanished and reads the version before: staged or never run (review r2 8)
+        outcome = "unverified" if done.get("outcome") == "unverified" else "succeeded"
+        return Done({"outcome": outcome, "changed": done, "commands": ctx.log.as_json()})
 
     def _restart_agent(self, order: Order) -> Done:
         """The agent of a host that still answers went silent: start it again (the cluster's hook). Done when

@@ -84,6 +84,12 @@ class StepFailed(Exception):
         self.detail = detail or {}
 
 
+class HostFoundOff(StepFailed):
+    """A power cycle found the host off and was not to turn it on (its `if_off` is refuse): nothing was sent.
+    Not the fix failing: the remediator ends the remediation and has the host probed as a silent one, whose
+    `powered_off` verdict is the host-powered-off rule's (review r2 finding 6)."""
+
+
 @dataclass(frozen=True)
 class Sighting:
     """A silent host seen from outside: what its BMC says of the chassis power, and whether it answers a ping."""

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from core.settings import Settings
+from cyborg.drivers.image_url import not_content_addressed
 
 BmcProtocol = Literal["ipmi", "redfish", "both"]
 
@@ -132,6 +133,12 @@ class CyborgSettings(Settings):
             raise ValueError("reimage_image_url: an https URL (the operator's repository)")
         if digest and not re.fullmatch(r"[0-9a-f]{64}", digest):
             raise ValueError("reimage_image_digest: 64 lower-case hexadecimal characters")
+        # Refused here, at start-up, rather than at every approved reinstall after its drain (review r2 finding 4)
+        if url and self.redfish_require_content_addressed and (why := not_content_addressed(url, digest)) is not None:
+            raise ValueError(
+                f"reimage_image_url is not content-addressed ({why}); a reinstall would refuse it: use the "
+                "repository's content-addressed URL, or set FLEETFIX_REDFISH_REQUIRE_CONTENT_ADDRESSED=false"
+            )
         return self
 
     @property

@@ -14,15 +14,25 @@ from typing import Any, Literal, Protocol
 
 from cyborg.commands import ActionContext, ActionFailed, LiveSystem, System
 
-IfOff = Literal["power_on", "refuse"]
-"""What a power cycle does with a host it finds off. `refuse` (the power_cycle action's default): an operator may
-have switched it off, and a power cycle is no licence to turn it on; `power_on`: the caller means to bring the host
-up (the host-powered-off rule, a silent host's revive, a reinstall). The same in every BMC driver."""
+IfOff = Literal["refuse", "power_on", "cycle_or_power_on"]
+"""What a power cycle does, by the power state the BMC reads just before it. The same in every BMC driver; each
+caller names its mode (review r2 finding 9):
+- `refuse` (the power_cycle action's default): on, it is cycled; off, nothing is sent and the step fails with
+  FoundOff: an operator may have switched it off, and a power cycle is no licence to turn it on;
+- `power_on` (the host-powered-off rule): off, it is turned on; on, nothing is sent: it came on since the probe
+  that chose the rule (a technician, the BMC restoring power), and a cycle would cut its boot short;
+- `cycle_or_power_on` (a reinstall, a silent host's revive): on, it is cycled; off, it is turned on: the caller
+  needs it to boot again either way."""
 
 
-def refuse_off(hostname: str, address: str | None, said: str) -> ActionFailed:
+class FoundOff(ActionFailed):
+    """A power cycle found the host off and may not turn it on (`if_off: refuse`): nothing was sent. Not a failed
+    fix: the remediation ends and the host goes to the silent-host probe (remediator/runner.py)."""
+
+
+def refuse_off(hostname: str, address: str | None, said: str) -> FoundOff:
     """The step's failure when a power cycle finds the host off and may not turn it on."""
-    return ActionFailed(
+    return FoundOff(
         f"{hostname} is off ({said}): a power cycle does not turn on a host that may have been switched off on "
         "purpose (the step's if_off is refuse; if_off: power_on turns it on)"
     )
@@ -42,8 +52,9 @@ class Bmc(Protocol):
     def power_cycle(
         self, hostname: str, address: str | None, ctx: ActionContext, if_off: IfOff = "refuse"
     ) -> dict[str, Any]:
-        """Off and on again; a host found off is turned on only with `if_off="power_on"`, else ActionFailed
-        before anything is sent."""
+        """Off and on again, as `if_off` says for the power state found (IfOff): a host found off is turned on
+        only with `power_on` or `cycle_or_power_on`, else FoundOff before anything is sent; a host found on is
+        left alone with `power_on`."""
 
     def power_state(self, hostname: str, address: str | None, ctx: ActionContext) -> str:
         """'on' or 'off', as the BMC sees the chassis; raises ActionFailed when the BMC does not answer."""
@@ -87,8 +98,10 @@ class IpmitoolBmc:
         status = ctx.must([*base, "chassis", "power", "status"], timeout_s=30, changes=False).strip()
         # A host that is off does not power-cycle (ipmitool(1), `chassis power cycle`: no action should occur in
         # S4/S5): it is turned on, when the caller says so.
-        if status.endswith("off") and if_off != "power_on":
+        if status.endswith("off") and if_off == "refuse":
             raise refuse_off(hostname, address, status)
+        if not status.endswith("off") and if_off == "power_on":
+            return {"bmc": address, "power": "none", "was": status}  # came on since the probe: left to boot
         verb = "on" if status.endswith("off") else "cycle"
         ctx.must([*base, "chassis", "power", verb], timeout_s=60)
         return {"bmc": address, "power": verb, "was": status}
@@ -138,9 +151,12 @@ class SimulatedBmc:
     ) -> dict[str, Any]:
         host = self._host(hostname)
         protocol = self.protocol(host)
-        if host.powered_off and if_off != "power_on":
+        if host.powered_off and if_off == "refuse":
             ctx.note(f"simulated BMC ({protocol}): chassis power status", "off", kind="simulated")
             raise refuse_off(hostname, address, "the simulated BMC says off")
+        if not host.powered_off and if_off == "power_on":
+            ctx.note(f"simulated BMC ({protocol}): chassis power status", "on", kind="simulated")
+            return {"bmc": "simulated", "protocol": protocol, "power": "none", "was": "on"}
         action = "reimage" if hostname in self.pxe else "power_cycle"
         with self.lock:
             if action == "reimage":

@@ -12,8 +12,10 @@ run and each change is logged as `dry_run` and not sent.
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from sushy import BootSource, BootSourceOverrideEnabled, PowerState, ResetType
 
@@ -25,6 +27,25 @@ from cyborg.drivers.redfish_client import RedfishClient, RedfishClients, Redfish
 BOOT_TARGETS = {"pxe": BootSource.PXE, "disk": BootSource.HDD, "cd": BootSource.CD}
 """The Bmc Protocol's devices (ipmitool's `chassis bootdev` names) as Redfish BootSourceOverrideTarget values."""
 SETTLING = {PowerState.POWERING_ON, PowerState.POWERING_OFF}
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def holding(
+    method: Callable[Concatenate[RedfishBmc, str, str | None, P], R],
+) -> Callable[Concatenate[RedfishBmc, str, str | None, P], R]:
+    """The BMC's client held for the whole of `method` (RedfishClients.using): a power wait or a task's polls are
+    many calls on one session, which the clients' cap must not evict between two of them (review r2 finding 7)."""
+
+    @functools.wraps(method)
+    def held(self: RedfishBmc, hostname: str, address: str | None, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if not address:
+            return method(self, hostname, address, *args, **kwargs)  # (self.client refuses it, saying why)
+        with self.clients.using(address):
+            return method(self, hostname, address, *args, **kwargs)
+
+    return held
 
 
 @runtime_checkable
@@ -89,6 +110,7 @@ class RedfishBmc:
 
     # -- the Bmc Protocol -----------------------------------------------------------------------
 
+    @holding
     def power_state(self, hostname: str, address: str | None, ctx: ActionContext) -> str:
         client = self.client(address)
         word = client.call(ctx, "power state", lambda root: power_word(client.system(root).power_state))
@@ -96,17 +118,21 @@ class RedfishBmc:
             raise ActionFailed(f"the BMC says the system's power is {word}")
         return word
 
+    @holding
     def power_cycle(
         self, hostname: str, address: str | None, ctx: ActionContext, if_off: IfOff = "refuse"
     ) -> dict[str, Any]:
         """Off and on again, each state read back: PowerCycle where the System's allowed ResetType values offer
         it, else ForceOff, wait for Off, On; then wait for On. A host that is off is only turned on, and only
-        with `if_off="power_on"`; otherwise nothing is sent and the step fails (IfOff, cyborg/drivers/bmc.py)."""
+        with `if_off` power_on or cycle_or_power_on; otherwise nothing is sent and the step fails (FoundOff); a
+        host that is on is left alone with power_on (IfOff, cyborg/drivers/bmc.py)."""
         client = self.client(address)
         before = self._settled_state(client, ctx)
         done: dict[str, Any] = {"bmc": address, "protocol": "redfish", "was": before}
-        if before == "off" and if_off != "power_on":
+        if before == "off" and if_off == "refuse":
             raise refuse_off(hostname, address, "the BMC says PowerState Off")
+        if before == "on" and if_off == "power_on":
+            return {**done, "power": "none"}  # came on since the probe: left to boot, not cut short
         if before == "off":
             self._reset(client, ctx, ResetType.ON)
             done["power"] = "on"
@@ -135,6 +161,7 @@ class RedfishBmc:
         done["now"] = self._wait_for(client, ctx, "on")
         return done
 
+    @holding
     def boot_device(self, hostname: str, address: str | None, device: str, ctx: ActionContext) -> dict[str, Any]:
         """A one-time BootSourceOverrideTarget (Pxe, Hdd, Cd) for the next boot, read back."""
         target = BOOT_TARGETS.get(device)
@@ -159,6 +186,7 @@ class RedfishBmc:
 
     # -- beyond the Protocol: firmware and virtual media ----------------------------------------
 
+    @holding
     def update_firmware(
         self,
         hostname: str,
@@ -175,15 +203,17 @@ class RedfishBmc:
         compares (cyborg/central/executor.py); it also judges a BIOS update whose task monitor vanished."""
         return redfish_media.update_firmware(self.client(address), component, image, sha256, ctx, version)
 
+    @holding
     def reimage_from_media(
         self, hostname: str, address: str | None, image: str, sha256: str, ctx: ActionContext
     ) -> dict[str, Any]:
         """Reinstall from an ISO: checked, inserted as virtual CD, one-time boot from Cd, power cycle."""
         inserted = redfish_media.insert_media(self.client(address), image, sha256, ctx)
         booted = self.boot_device(hostname, address, "cd", ctx)
-        cycled = self.power_cycle(hostname, address, ctx, if_off="power_on")  # an approved reinstall boots it
+        cycled = self.power_cycle(hostname, address, ctx, if_off="cycle_or_power_on")  # an approved reinstall boots it
         return {**cycled, "media": inserted, "bootdev": booted["bootdev"], "reimage": "virtual_media"}
 
+    @holding
     def finish_media(self, hostname: str, address: str | None, image: str, ctx: ActionContext) -> dict[str, Any]:
         """After the reinstall: eject our ISO (`image`; only it) and boot from disk again."""
         ejected = redfish_media.eject_media(self.client(address), image, ctx)
@@ -324,7 +354,7 @@ class FallbackBmc:
         except RedfishUnreachable as error:
             self._fell_back(ctx, error, address, before)
             self.ipmi.boot_device(hostname, address, "pxe", ctx)
-            cycled = self.ipmi.power_cycle(hostname, address, ctx, if_off="power_on")
+            cycled = self.ipmi.power_cycle(hostname, address, ctx, if_off="cycle_or_power_on")
             return {**cycled, "protocol": "ipmi", "reimage": "pxe", "redfish_error": str(error)}
 
     def update_firmware(

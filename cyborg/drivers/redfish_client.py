@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -109,6 +110,10 @@ class RedfishConfig:
     task_wait_s: float = 1800.0
     content_addressed: bool = True  # an image URL must name its SHA-256 in its path (redfish_media.check_image)
     poll_s: float = 1.0
+    vanish_settle_s: float = 120.0
+    """After a BIOS update's task monitor vanished: how long TaskService must list no running task and the BIOS
+    version read the same before the update is called unverified (redfish_media._settle_vanished). Our choice:
+    two minutes of nothing moving; wrong for a BMC that flashes longer than that and lists no task for it."""
 
     @property
     def verify(self) -> bool | str:
@@ -182,6 +187,7 @@ class RedfishClient:
         self._retries = config.retries
         self._system_path: str | None = None
         self.retired = False  # evicted from its RedfishClients: a call still running closes it when done
+        self.users = 0  # actions holding it (RedfishClients.using): never evicted while one does
 
     # -- the command log ------------------------------------------------------------------------
 
@@ -263,13 +269,16 @@ class RedfishClient:
     def root(self) -> Any:
         return self._root if self._root is not None else self._open()
 
-    def close(self) -> None:
-        """Log out (DELETE the session, where one was opened) and drop the connection pool."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Log out (DELETE the session, where one was opened; within `timeout_s` when given) and drop the
+        connection pool."""
         with self.lock:
             auth, connector = self._auth, self._connector
             self._root = self._auth = self._connector = self._system_path = None
             try:
                 if auth is not None:
+                    if connector is not None and timeout_s is not None:
+                        connector._default_request_timeout = timeout_s
                     auth.close()
             except sushy_errors.SushyError:
                 pass  # the BMC forgot the session already: nothing more to close there
@@ -304,7 +313,7 @@ class RedfishClient:
             finally:
                 self._ctx = None
                 if self.retired:  # evicted from RedfishClients while this call ran: its session ends now
-                    self.close()
+                    self.close(LOGOUT_TIMEOUT_S)
 
     def _forget(self) -> None:
         """A BMC that did not answer, or refused the login, gets a new session next time. The old session is
@@ -342,15 +351,24 @@ class RedfishClient:
         return root.get_system(self._system_path)
 
 
-def _retire(client: RedfishClient) -> None:
-    """Close an evicted client now, or, when a call is running on it (its lock is held), when that call ends."""
+def _retire(client: RedfishClient) -> threading.Thread | None:
+    """Log an evicted client out: on a thread of its own (one DELETE within LOGOUT_TIMEOUT_S), so the caller
+    that caused the eviction does not wait on another BMC, which may be hung (review r2 finding 7); or, when a
+    call is running on it (its lock is held), when that call ends."""
     client.retired = True
-    if client.lock.acquire(blocking=False):  # (re-entrant: this very thread may be inside one of its calls)
-        try:
-            if client._ctx is None:
-                client.close()
-        finally:
-            client.lock.release()
+    if not client.lock.acquire(blocking=False):  # (re-entrant: this very thread may be inside one of its calls)
+        return None
+    try:
+        idle = client._ctx is None
+    finally:
+        client.lock.release()
+    if not idle:
+        return None
+    logout = threading.Thread(
+        target=client.close, args=(LOGOUT_TIMEOUT_S,), name=f"redfish-logout-{client.address}", daemon=True
+    )
+    logout.start()
+    return logout
 
 
 def _cause(error: Exception) -> str:
@@ -370,26 +388,65 @@ session slots (and a client here) until the BMC timed it out; 64 covers the BMCs
 
 class RedfishClients:
     """The clients of one process, one per BMC address, the `max_clients` most recently used kept until
-    `close()`; a client evicted is closed (its session DELETEd) once no call is running on it."""
+    `close()`; a client evicted is logged out (its session DELETEd) once no call is running on it. A client an
+    action holds (`using`: a power wait, a task's polls) is never evicted: evicted between two of its calls, it
+    logged in and out for each, and a second action on that BMC got a second client, whose lock no longer
+    serialised the two (review r2 finding 7). While every client beyond the cap is held, the cap is exceeded;
+    the least recently used are evicted as soon as they are let go."""
 
     def __init__(self, config: RedfishConfig, max_clients: int = MAX_CLIENTS) -> None:
         self.config = config
         self.max_clients = max(1, max_clients)
         self._clients: OrderedDict[str, RedfishClient] = OrderedDict()
         self._lock = threading.Lock()
+        self._logouts: list[threading.Thread] = []
 
     def get(self, address: str) -> RedfishClient:
+        return self._checkout(address, 0)
+
+    @contextmanager
+    def using(self, address: str) -> Iterator[RedfishClient]:
+        """The address's client, held (not evicted) until the block ends: one action's calls on one session."""
+        client = self._checkout(address, 1)
+        try:
+            yield client
+        finally:
+            with self._lock:
+                client.users -= 1
+                evicted = self._evict(None)
+            self._retire(evicted)
+
+    def _checkout(self, address: str, hold: int) -> RedfishClient:
         with self._lock:
             client = self._clients.get(address)
             if client is None:
                 client = self._clients[address] = RedfishClient(address, self.config)
+            client.users += hold
             self._clients.move_to_end(address)
-            evicted = []
-            while len(self._clients) > self.max_clients:
-                evicted.append(self._clients.popitem(last=False)[1])
-        for old in evicted:
-            _retire(old)
+            evicted = self._evict(client)
+        self._retire(evicted)
         return client
+
+    def _evict(self, keep: RedfishClient | None) -> list[RedfishClient]:
+        """The least recently used clients beyond the cap that no action holds (`keep`: the one being handed out)."""
+        evicted = []
+        for address, client in list(self._clients.items()):
+            if len(self._clients) <= self.max_clients:
+                break
+            if client.users == 0 and client is not keep:
+                evicted.append(self._clients.pop(address))
+        return evicted
+
+    def _retire(self, evicted: list[RedfishClient]) -> None:
+        for old in evicted:
+            if (logout := _retire(old)) is not None:
+                self._logouts.append(logout)
+        self._logouts = [t for t in self._logouts if t.is_alive()]
+
+    def join_logouts(self, timeout_s: float = LOGOUT_TIMEOUT_S + 1) -> None:
+        """Wait for evicted clients' logouts under way (at close(), and in tests)."""
+        for logout in list(self._logouts):
+            logout.join(timeout_s)
 
     def __len__(self) -> int:
         return len(self._clients)
@@ -399,3 +456,4 @@ class RedfishClients:
             clients, self._clients = list(self._clients.values()), OrderedDict()
         for client in clients:
             client.close()
+        self.join_logouts()

@@ -18,16 +18,18 @@ failure.
 from __future__ import annotations
 
 import hashlib
+import re
 import ssl
 import time
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 from sushy import UpdateTransferProtocolType
 from sushy import exceptions as sushy_errors
 
 from cyborg.commands import ActionContext, ActionFailed, CommandRecord, excerpt
+from cyborg.drivers.image_url import not_content_addressed
 from cyborg.drivers.redfish_client import RedfishClient, RedfishConfig, not_sent, shown
 
 FIRMWARE_MAX_BYTES = 1 << 30
@@ -59,13 +61,17 @@ def check_image(url: str, sha256: str, max_bytes: int, config: RedfishConfig, ct
         # the BMC would be handed the credential and every log would show it (review r5 finding 15b)
         raise ActionFailed("the image URL must not carry credentials (user:password@): the BMC fetches it as given")
     shown_url = shown(url)
-    if config.content_addressed and sha256.lower() not in parts.path.lower():
-        # The BMC fetches the URL again after this check, and nothing hashes what it gets then (sushy 5.14 has no
-        # MultipartHttpPushUri upload to hand it the checked bytes): a URL naming its content's hash is one a
-        # content-addressed repository never serves other bytes at (issue 19 item 8).
+    # The BMC fetches the URL again after this check, and nothing hashes what it gets then (sushy 5.14 has no
+    # MultipartHttpPushUri upload to hand it the checked bytes): a URL naming its content's hash is one a
+    # content-addressed repository never serves other bytes at (issue 19 item 8), if nothing in it resolves to
+    # another file (review r2 finding 4; httpx itself drops `..` segments before it sends: raw_path).
+    why = not_content_addressed(url, sha256) if config.content_addressed else None
+    if why is None and config.content_addressed and httpx.URL(url).raw_path.decode().split("?")[0] != parts.path:
+        why = "httpx would send another path than the one given"
+    if why is not None:
         raise ActionFailed(
-            f"the image URL {shown_url} does not name its SHA-256 {sha256.lower()} in its path: use the repository's "
-            "content-addressed URL (FLEETFIX_REDFISH_REQUIRE_CONTENT_ADDRESSED=false allows others)"
+            f"the image URL {shown_url} is not content-addressed: {why}. Use the repository's content-addressed URL "
+            "(FLEETFIX_REDFISH_REQUIRE_CONTENT_ADDRESSED=false allows others)"
         )
     verify: ssl.SSLContext | bool = False
     if config.verify_tls or config.ca_file:  # as the BMC connection (RedfishConfig.verify): a CA bundle wins
@@ -200,6 +206,9 @@ def update_firmware(
     done["task"] = client.call(ctx, "UpdateService.SimpleUpdate", simple_update)
     if done["task"] == RESTARTED:
         _back_after_restart(client, ctx, waited_from + min(client.config.task_wait_s, max(0.0, ctx.remaining())))
+    if done["task"] == VANISHED:
+        deadline = waited_from + min(client.config.task_wait_s, max(0.0, ctx.remaining()))
+        done["settled"] = _settle_vanished(client, ctx, component, deadline)
     _, after = client.call(ctx, "firmware inventory", lambda root: inventory(client, root))
     done["after"] = after
     done["version_after"] = component_version(component, after)
@@ -230,6 +239,41 @@ def _judged_by_inventory(done: dict[str, Any], version: str | None) -> dict[str,
         f"the BMC's update task vanished and the firmware inventory reads {after!r}, neither the version before "
         f"({done['version_before']!r}) nor the target ({version!r})"
     )
+
+
+def _running_tasks(root: Any) -> list[str]:
+    """The TaskService's tasks not yet ended (their ids); none where the service has no TaskService."""
+    try:
+        tasks = root.get_task_service().tasks.get_members()
+    except (sushy_errors.MissingAttributeError, sushy_errors.ResourceNotFoundError):
+        return []
+    return [t.identity for t in tasks if t.task_state is not None and t.task_state.value in RUNNING]
+
+
+def _settle_vanished(client: RedfishClient, ctx: ActionContext, component: str, deadline: float) -> dict[str, Any]:
+    """A task monitor that vanished (404) may be a bad Location header or a BMC web service restarted mid-flash,
+    not a finished task (review r2 finding 8): before the inventory judges, the TaskService must list no running
+    task and the component's version read the same for `vanish_settle_s`. Past the task budget with a task
+    still running, or the version still moving, the step fails (a person), as a lost task did before: the plan's
+    next step may be a power cycle, which must not cut power while the BMC writes the BIOS."""
+    settle, started = client.config.vanish_settle_s, time.monotonic()
+    stable_since, last, polls = started, None, 0
+    while True:
+        running = client.call(ctx, "TaskService (a task still running?)", _running_tasks)
+        _, found = client.call(ctx, "firmware inventory", lambda root: inventory(client, root))
+        version, now, polls = component_version(component, found), time.monotonic(), polls + 1
+        if running or polls == 1 or version != last:
+            stable_since, last = now, version
+        elif now - stable_since >= settle:
+            ctx.note("update task gone", f"no task running and {component} {version!r} for {settle:g} s", kind="wait")
+            return {"waited_s": round(now - started, 1), "polls": polls}
+        if now >= deadline:
+            moving = f"task(s) {', '.join(running[:4])} still running" if running else "the version still moving"
+            raise ActionFailed(
+                f"the BMC's update task monitor vanished and, after {now - started:.0f} s, {moving}: the update "
+                "may still be writing; not judged (a person)"
+            )
+        ctx.sleep(max(client.config.poll_s * 5, 0.1))
 
 
 def _back_after_restart(client: RedfishClient, ctx: ActionContext, deadline: float) -> None:
@@ -265,17 +309,42 @@ def _cd(devices: list[Any]) -> Any:
     raise ActionFailed("the BMC offers no virtual CD/DVD device")
 
 
+SIGNING_PARAMETERS = re.compile(
+    r"x-amz-.*|x-goog-.*|signature|sig|se|sp|sr|sv|st|spr|skoid|sktid|expires|key-pair-id|policy|token", re.IGNORECASE
+)
+"""A pre-signed URL's own query parameters (AWS SigV4 X-Amz-*, Google X-Goog-*, Azure SAS sv/se/sp/sr/st/sig,
+CloudFront Expires/Signature/Key-Pair-Id/Policy): they grant access to the path, they do not choose the file."""
+
+
 def same_image(held: object, ours: str) -> bool:
     """Whether a virtual device's Image is our URL: the same, or the same but for its query string (a BMC may
-    drop a pre-signed URL's token when it reads the URL back)."""
-    return isinstance(held, str) and bool(held) and (held == ours or held.partition("?")[0] == ours.partition("?")[0])
+    drop a pre-signed URL's token when it reads the URL back) when that query only signs: one that chooses
+    the file (`?file=rescue.iso`) is part of what the image is (review r2 note 12)."""
+    if not isinstance(held, str) or not held:
+        return False
+    if held == ours:
+        return True
+    path, _, query = ours.partition("?")
+    signing_only = all(SIGNING_PARAMETERS.fullmatch(key) for key, _ in parse_qsl(query, keep_blank_values=True))
+    return signing_only and held.partition("?")[0] == path
+
+
+def _connected_otherwise(device: Any) -> str | None:
+    """How a device is in use other than by an image URL (ConnectedVia Applet or Oem: the operator's console
+    mounted a local CD or file), or None."""
+    via = getattr(device.connected_via, "value", device.connected_via)
+    return None if via in (None, "URI", "NotConnected") else str(via)
 
 
 def _other_image(device: Any, image: str) -> str | None:
-    """The image another party left in `device` (an operator's ISO, a vendor tool's), shown; None when it is empty
-    or holds ours."""
-    if (device.inserted or device.image) and device.image and not same_image(device.image, image):
+    """The image another party left in `device` (an operator's ISO, a vendor tool's, a console's local CD: it
+    reads `Inserted` with no `Image`, or is connected via an Applet), shown; None when it is empty or holds ours."""
+    if (via := _connected_otherwise(device)) is not None:
+        return f"media connected via {via}" + (f" ({shown(str(device.image))})" if device.image else "")
+    if device.image and not same_image(device.image, image):
         return shown(str(device.image))
+    if device.inserted and not device.image:
+        return "media with no Image URL (inserted from the console?)"
     return None
 
 
@@ -323,8 +392,8 @@ def eject_media(client: RedfishClient, image: str, ctx: ActionContext) -> list[s
         for device in _media_devices(client, root):
             if not (device.inserted or device.image):
                 continue
-            if not same_image(device.image, image):
-                said = f"holds {shown(str(device.image))}: not ours"
+            if _other_image(device, image) is not None or not same_image(device.image, image):
+                said = f"holds {_other_image(device, image) or shown(str(device.image))}: not ours"
                 ctx.note(f"virtual media {device.identity} left inserted", said)
                 continue
             if ctx.dry_run:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from checker.collectors.context import CollectorState
+from checker.collectors.redfish import KEYS_UNORDERED
 from tests.checker.redfish_server import RedfishService, collection, skeleton
 from tests.checker.test_redfish_collector import SMC_LOG, collector_for, cycle, generated
 
@@ -27,8 +28,8 @@ def members(n: int) -> list[dict[str, Any]]:
 def test_a_burst_beyond_max_entries_oldest_first_is_walked_over_several_cycles(
     service: RedfishService, password_file: Path
 ) -> None:
-    """Issue 19 item 2: 180 new entries, 40 a cycle: each cycle reports the oldest unread 40, from just past the
-    last one reported ($skip), until the log is caught up; nothing is lost, so nothing is truncated."""
+    """Issue 19 item 2: 180 new entries, 40 a cycle: each cycle reports the oldest unread 40, from the last one
+    reported ($skip, listed again and filtered), until the log is caught up; nothing is lost, nothing truncated."""
     skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
     log = members(300)
     service.paged[SMC_LOG] = (log[:120], 50)
@@ -44,7 +45,7 @@ def test_a_burst_beyond_max_entries_oldest_first_is_walked_over_several_cycles(
         assert sel.source == "redfish"  # its record ids are the collector's own (review r5 finding 12)
         got += [e.entry_id or "" for e in sel.entries]
     assert got == [str(i) for i in range(121, 301)]
-    assert f"{SMC_LOG}?$skip=120" in service.gets(SMC_LOG)
+    assert f"{SMC_LOG}?$skip=119" in service.gets(SMC_LOG)  # at the last one reported (review r2 finding 2)
     again = cycle(collector, state).observations.sel
     assert again is not None
     assert (again.entries, again.truncated) == ([], 0)  # caught up: nothing twice
@@ -267,3 +268,133 @@ def test_entries_without_a_clock_or_numeric_id_are_told_apart_by_id_and_content(
     later = cycle(collector, state).observations.sel
     assert later is not None
     assert [e.event for e in later.entries] == [disk[1]]  # same Id, other content: new
+
+
+EPOCH_IDS = [1_700_000_000 + 3600 * i for i in range(700)]  # bmcweb's EventLog: Ids are epoch seconds
+
+
+def epoch_log(lo: int, hi: int) -> list[dict[str, Any]]:
+    return generated([str(EPOCH_IDS[i]) for i in range(lo, hi)], stamps(hi)[lo:hi])
+
+
+def test_a_full_rotating_log_whose_ids_have_gaps_reports_only_the_new(
+    service: RedfishService, password_file: Path
+) -> None:
+    """Review r2 finding 1: an OpenBMC EventLog (Ids are epoch seconds, oldest first) full at 600, pages of 50;
+    5 entries arrive a cycle and the 5 oldest go. The first Id moving by 18000 is not 18000 entries dropped:
+    each cycle reports exactly its 5 new entries, nothing lost, no clear, no history as new."""
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    service.paged[SMC_LOG] = (epoch_log(0, 600), 50)
+    collector, state = collector_for(service, password_file, max_entries=40), CollectorState()
+    cycle(collector, state)
+    for n in range(1, 4):
+        service.paged[SMC_LOG] = (epoch_log(5 * n, 600 + 5 * n), 50)
+        report = cycle(collector, state)
+        sel = report.observations.sel
+        assert sel is not None
+        got = [EPOCH_IDS.index(int(e.entry_id or 0)) for e in sel.entries]
+        assert (got, sel.truncated, sel.cleared) == (list(range(595 + 5 * n, 600 + 5 * n)), 0, False)
+        assert not any("not reached" in p for p in report.collectors["redfish"].problems)
+
+
+def test_a_page_that_fails_is_not_a_clear(service: RedfishService, password_file: Path) -> None:
+    """Review r2 finding 1: the $skip page past the cursor fails once: only older history was listed, which is
+    neither a clear nor new; the next cycle reads on from the cursor."""
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    log = members(130)
+    service.paged[SMC_LOG] = (log[:120], 50)
+    collector, state = collector_for(service, password_file, max_entries=40), CollectorState()
+    cycle(collector, state)
+    service.paged[SMC_LOG] = (log, 50)
+    broken = {f"{SMC_LOG}?$skip={n}": b"{not json" for n in (119, 120)}  # (120: where e8c1a3c entered)
+    service.resources.update(broken)
+    sel = cycle(collector, state).observations.sel
+    assert sel is not None
+    assert (sel.entries, sel.cleared, sel.truncated) == ([], False, 0)
+    for path in broken:
+        del service.resources[path]
+    sel = cycle(collector, state).observations.sel
+    assert sel is not None
+    assert ([e.entry_id for e in sel.entries], sel.cleared, sel.truncated) == (
+        [str(i) for i in range(121, 131)],
+        False,
+        0,
+    )
+
+
+def test_a_clear_and_a_refill_past_the_old_count_is_a_clear_on_a_paged_log(
+    service: RedfishService, password_file: Path
+) -> None:
+    """Review r2 finding 2: 120 entries read ($skip pages of 50); the log is cleared and refilled to 130 with
+    new Created times. The walk lists the last entry reported again (Id 120, now with another Created time):
+    a clear, and the refilled log is walked from its first entry."""
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    service.paged[SMC_LOG] = (members(120), 50)
+    collector, state = collector_for(service, password_file, max_entries=40), CollectorState()
+    cycle(collector, state)
+    later = generated([str(i) for i in range(1, 131)], [s.replace("2024-01-01", "2024-02-01") for s in stamps(130)])
+    service.paged[SMC_LOG] = (later, 50)
+    got: list[str] = []
+    for n in range(4):
+        sel = cycle(collector, state).observations.sel
+        assert sel is not None
+        assert (sel.cleared, sel.truncated) == (n == 0, 0)
+        got += [e.entry_id or "" for e in sel.entries]
+    assert got == [str(i) for i in range(1, 131)]
+
+
+def test_a_newest_first_backlog_in_small_pages_is_walked_without_losing_any(
+    service: RedfishService, password_file: Path
+) -> None:
+    """Review r2 finding 3: 1000 new entries, newest first, pages of 20, 200 a cycle, 10 pages: the jump enters
+    only as far back as the pages left can read to the cursor, and the newest page waits for its turn. Every
+    entry is reported once, oldest first, and none counted lost."""
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    log = members(1300)[::-1]
+    service.paged[SMC_LOG] = (log[1000:], 20)  # 300..1
+    collector, state = collector_for(service, password_file, max_entries=200), CollectorState()
+    cycle(collector, state)
+    service.paged[SMC_LOG] = (log, 20)  # 1300..1: 1000 new
+    got: list[int] = []
+    for _ in range(8):
+        sel = cycle(collector, state).observations.sel
+        assert sel is not None
+        assert sel.truncated == 0
+        got += [int(e.entry_id or 0) for e in sel.entries]
+    assert got == list(range(301, 1301))
+
+
+def test_an_unclocked_entry_the_bmc_marks_resolved_is_not_new_again(
+    service: RedfishService, password_file: Path
+) -> None:
+    """Review r2 note 11: the content hash leaves out what a BMC changes on a listed entry (HPE's IML counts an
+    event's repeats and marks it repaired; the standard Resolved and Modified are not in `raw` at all)."""
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    [fan] = unclocked([("evt", "Fan 3 below lower critical")])
+    service.add({"@odata.id": SMC_LOG, "Members": [{**fan, "Oem": {"Hpe": {"Count": 1, "Repaired": False}}}]})
+    collector, state = collector_for(service, password_file), CollectorState()
+    first = cycle(collector, state).observations.sel
+    assert first is not None
+    assert len(first.entries) == 1
+    repeated = {**fan, "Oem": {"Hpe": {"Count": 3, "Repaired": True}}, "Resolved": True, "Modified": "2024-01-02"}
+    service.add({"@odata.id": SMC_LOG, "Members": [repeated]})
+    again = cycle(collector, state).observations.sel
+    assert again is not None
+    assert again.entries == []
+
+
+def test_more_unclocked_entries_than_remembered_are_a_problem_not_reported_every_cycle(
+    service: RedfishService, password_file: Path
+) -> None:
+    """Review r2 note 11: past KEYS_UNORDERED such entries, the overflow used to be reported again each cycle."""
+    skeleton(service, systems={"1": {"logs": [SMC_LOG]}})
+    many = unclocked([(f"e{n}", f"event {n}") for n in range(KEYS_UNORDERED + 40)])
+    service.add({"@odata.id": SMC_LOG, "Members": many})  # no count: listed every cycle
+    collector, state = collector_for(service, password_file, max_entries=50), CollectorState()
+    cycle(collector, state)
+    for _ in range(2):
+        report = cycle(collector, state)
+        sel = report.observations.sel
+        assert sel is not None
+        assert sel.entries == []
+        assert any("more than the 512 remembered" in p for p in report.collectors["redfish"].problems)

@@ -11,7 +11,17 @@ from typing import Any
 import pytest
 from celery import Signature
 
-from cyborg.central import SCHEDULER_ACTIONS, CentralCyborg, Done, HandedOver, Order, StepFailed, Target, signer_for
+from cyborg.central import (
+    SCHEDULER_ACTIONS,
+    CentralCyborg,
+    Done,
+    HandedOver,
+    HostFoundOff,
+    Order,
+    StepFailed,
+    Target,
+    signer_for,
+)
 from cyborg.central.settings import CyborgSettings
 from cyborg.commands import ActionContext, ActionFailed
 from cyborg.drivers.bmc import IpmitoolBmc, SimulatedBmc
@@ -126,6 +136,47 @@ def test_a_power_cycle_step_does_not_turn_on_a_host_found_off(settings: CyborgSe
     assert [argv[-3:] for argv in ran.ran][-1] == ["chassis", "power", "cycle"]
 
 
+def test_power_on_leaves_a_running_host_alone_and_a_refusal_is_its_own_failure(settings: CyborgSettings) -> None:
+    """Review r2 findings 9 and 6: `if_off: power_on` (host-powered-off) on a host that came on since the probe
+    sends nothing but the status read; cycle_or_power_on cycles a running host and turns on one that is off;
+    a refused cycle is HostFoundOff, which the remediator tells from a failed fix."""
+    running, ran = ipmitool("on")
+    done = CentralCyborg(settings, bmc=running).execute(order("power_cycle", if_off="power_on"))
+    assert isinstance(done, Done)
+    assert done.result["changed"] == {"bmc": "h1-ipmi", "power": "none", "was": "Chassis Power is on"}
+    assert [argv[-3:] for argv in ran.ran] == [["chassis", "power", "status"]]
+    for power, verb in (("on", "cycle"), ("off", "on")):
+        bmc, system = ipmitool(power)
+        either = CentralCyborg(settings, bmc=bmc).execute(order("power_cycle", if_off="cycle_or_power_on"))
+        assert either.result["changed"]["power"] == verb
+        assert [argv[-3:] for argv in system.ran][-1] == ["chassis", "power", verb]
+    off, _ = ipmitool("off")
+    with pytest.raises(HostFoundOff, match="h1 is off"):
+        CentralCyborg(settings, bmc=off).execute(order("power_cycle"))
+
+
+class StagedBiosBmc:
+    """A BMC whose BIOS update's task monitor vanished and whose inventory reads the old version (redfish_media)."""
+
+    name, system = "fake", None
+
+    def can_reach(self, hostname: str, address: str | None) -> bool:
+        return True
+
+    def update_firmware(self, *args: Any) -> dict[str, Any]:
+        return {"outcome": "unverified", "pending_reboot": True, "version_before": "2.1", "version_after": "2.1"}
+
+
+def test_a_bios_update_the_inventory_could_not_verify_is_no_plain_success(settings: CyborgSettings) -> None:
+    """Review r2 finding 8: the step's outcome says `unverified` (it was `succeeded`, with the word nested)."""
+    digest = "a" * 64
+    done = CentralCyborg(settings, bmc=StagedBiosBmc()).execute(  # type: ignore[arg-type]
+        order("update_bmc_firmware", component="bios", image=f"https://repo/{digest}.bin", sha256=digest, version="2.2")
+    )
+    assert isinstance(done, Done)
+    assert done.result["outcome"] == "unverified"
+
+
 def test_only_the_host_powered_off_rule_turns_a_host_on() -> None:
     """The default pack's power_cycle steps: host-powered-off says power_on, the others (a hung host, a GPU off
     the bus) keep the refusing default; every one parses as cyborg will parse it."""
@@ -143,12 +194,26 @@ def test_only_the_host_powered_off_rule_turns_a_host_on() -> None:
     assert {rule for rule, if_off in said.items() if if_off == "power_on"} == {"host-powered-off"}
 
 
+def test_a_pack_with_a_misspelt_if_off_is_refused_on_load() -> None:
+    """Review r2 finding 5: `if_off: power-on` used to load and fail only when the step ran."""
+    from pydantic import ValidationError
+
+    from remediator.rules import Step
+
+    assert Step(action="power_cycle", params={"if_off": "power_on"}).params == {"if_off": "power_on"}
+    with pytest.raises(ValidationError, match="power_cycle param if_off"):
+        Step(action="power_cycle", params={"if_off": "power-on"})
+
+
 def test_a_silent_host_found_off_is_turned_on_by_the_deadlines_power_cycle(settings: CyborgSettings) -> None:
     bmc, system = ipmitool("off")
     cycled = CentralCyborg(settings, bmc=bmc).revive(order("reboot"))
     assert cycled is not None
     assert "error" not in cycled
     assert [argv[-3:] for argv in system.ran] == [["chassis", "power", "status"], ["chassis", "power", "on"]]
+    running, ran = ipmitool("on")  # still on (hung): cycled, as before the if_off modes
+    assert CentralCyborg(settings, bmc=running).revive(order("reboot")) is not None
+    assert [argv[-3:] for argv in ran.ran][-1] == ["chassis", "power", "cycle"]
 
 
 def test_the_simulated_bmc_refuses_a_host_found_off_unless_told_to_power_it_on() -> None:
@@ -163,6 +228,8 @@ def test_the_simulated_bmc_refuses_a_host_found_off_unless_told_to_power_it_on()
     assert host.powered_off
     bmc.power_cycle(name, None, ActionContext(None, timeout_s=60), if_off="power_on")
     assert not host.powered_off
+    left = bmc.power_cycle(name, None, ActionContext(None, timeout_s=60), if_off="power_on")  # on: left alone
+    assert left["power"] == "none"
 
 
 def test_the_simulated_fleets_bmc_reaches_every_host_without_an_address(settings: CyborgSettings) -> None:

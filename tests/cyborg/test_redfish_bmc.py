@@ -121,6 +121,20 @@ def test_a_host_that_is_off_is_turned_on_and_its_state_read_before_and_after(
     bmc.close()
 
 
+def test_power_on_leaves_a_host_that_is_on_alone_and_cycle_or_power_on_cycles_it(
+    lab: dict[str, Any], bmc_on: RedfishEmulator
+) -> None:
+    """Review r2 finding 9: host-powered-off's `if_off: power_on` finds the host on (it came on since the probe):
+    nothing is sent, its boot is not cut short. A reinstall's cycle_or_power_on cycles it."""
+    bmc, ctx = driver(lab), context()
+    done = bmc.power_cycle("h1", bmc_on.address, ctx, if_off="power_on")
+    assert done == {"bmc": bmc_on.address, "protocol": "redfish", "was": "on", "power": "none"}
+    assert not [r for r in ctx.log.records if r.argv[-1].endswith("ComputerSystem.Reset")]  # nothing sent
+    cycled = bmc.power_cycle("h1", bmc_on.address, context(), if_off="cycle_or_power_on")
+    assert cycled["power"] in ("cycle", "off_on")
+    bmc.close()
+
+
 def test_a_host_that_is_off_is_not_turned_on_by_a_plain_power_cycle(
     lab: dict[str, Any], bmc_off: RedfishEmulator
 ) -> None:
@@ -312,6 +326,13 @@ def test_which_protocol_a_host_gets(lab: dict[str, Any], tmp_path: Path) -> None
         choice.for_target(Target("a", labels={"bmc_protocol": "snmp"}))
     with pytest.raises(ValidationError, match="go together"):
         settings_for(lab, tmp_path, reimage_image_url="https://repo/x.iso")
+    # review r2 finding 4: refused at start-up, not at each approved reinstall after its drain
+    digest = "ef" * 32
+    with pytest.raises(ValidationError, match="reimage_image_url is not content-addressed"):
+        settings_for(lab, tmp_path, reimage_image_url="https://repo/installer.iso", reimage_image_digest=digest)
+    settings_for(lab, tmp_path, reimage_image_url=f"https://repo/installer-{digest}.iso", reimage_image_digest=digest)
+    lax = {"redfish_require_content_addressed": False}
+    settings_for(lab, tmp_path, reimage_image_url="https://repo/installer.iso", reimage_image_digest=digest, **lax)
     with pytest.raises(ValidationError, match="bmc_protocol"):
         settings_for(lab, tmp_path, bmc_protocol="snmp")
 
@@ -397,6 +418,31 @@ def test_media_someone_else_inserted_is_neither_replaced_nor_ejected(
     assert bmc_on.get(f"{SYSTEM}/VirtualMedia/Cd")["Image"] == theirs
     assert bmc.finish_media("h1", bmc_on.address, theirs, context())["ejected"] == ["Cd"]  # the owner's finish
     bmc.close()
+
+
+def test_a_console_mounted_cd_and_an_iso_chosen_by_its_query_are_not_ours() -> None:
+    """Review r2 note 12: a CD mounted from the operator's console (Inserted, no Image, ConnectedVia Applet) is
+    someone else's; with content addressing off, another ISO from the same endpoint (`?file=rescue.iso`) is not
+    ours, while a pre-signed URL read back without its token still is."""
+    from types import SimpleNamespace
+
+    from sushy.resources.manager.constants import ConnectedVia
+
+    from cyborg.drivers.redfish_media import _other_image, same_image
+
+    ours = "https://repo/get?file=installer.iso"
+    console = SimpleNamespace(inserted=True, image=None, connected_via=ConnectedVia.APPLET)
+    assert _other_image(console, ours) == "media connected via Applet"
+    unnamed = SimpleNamespace(inserted=True, image="", connected_via=None)
+    assert _other_image(unnamed, ours) is not None
+    empty = SimpleNamespace(inserted=False, image=None, connected_via=ConnectedVia.NOT_CONNECTED)
+    assert _other_image(empty, ours) is None
+    assert not same_image("https://repo/get?file=rescue.iso", ours)
+    assert not same_image("https://repo/get", ours)  # its query chose the file: without it, not known to be ours
+    signed = f"https://repo/installer-{'ab' * 32}.iso?X-Amz-Signature=abc&X-Amz-Expires=600"
+    assert same_image(signed.partition("?")[0], signed)
+    theirs = SimpleNamespace(inserted=True, image=signed.partition("?")[0], connected_via=ConnectedVia.URI)
+    assert _other_image(theirs, signed) is None
 
 
 def test_without_an_image_a_redfish_reinstall_boots_from_pxe(

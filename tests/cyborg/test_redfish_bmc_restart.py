@@ -81,8 +81,9 @@ def serve(service: RedfishService) -> None:
     service.accepted[SIMPLE_UPDATE] = MONITOR  # and no resource at MONITOR: 404
 
 
-def driver(service: RedfishService, password_file: Path, ca: LabCa) -> RedfishBmc:
-    config = RedfishConfig(username=USER, password_file=password_file, ca_file=ca.ca_file, poll_s=0.1, task_wait_s=10)
+def driver(service: RedfishService, password_file: Path, ca: LabCa, **overrides: Any) -> RedfishBmc:
+    values: dict[str, Any] = {"poll_s": 0.1, "task_wait_s": 10, "vanish_settle_s": 0.5, **overrides}
+    config = RedfishConfig(username=USER, password_file=password_file, ca_file=ca.ca_file, **values)
     bmc = RedfishBmc(config)
     bmc.clients.get(ADDRESS).url = service.url  # our test service speaks http; the driver refuses it elsewhere
     return bmc
@@ -152,4 +153,56 @@ def test_a_bios_update_whose_monitor_vanished_reading_a_third_version_fails(
     image, digest = f"{images.url}/{BMC_FILE}", hashlib.sha256(IMAGE).hexdigest()
     with pytest.raises(ActionFailed, match="neither the version before"):
         bmc.update_firmware("h1", ADDRESS, "bios", image, digest, ActionContext(None, timeout_s=60), "2.3")
+    bmc.close()
+
+
+TASKS = "/redfish/v1/TaskService/Tasks"
+
+
+def serve_tasks(service: RedfishService, running_for: int) -> None:
+    """A TaskService listing the update's task JID_1: Running for its first `running_for` reads, then Completed
+    (the BMC goes on flashing after its task monitor answered 404)."""
+    service.resources["/redfish/v1"]["Tasks"] = {"@odata.id": "/redfish/v1/TaskService"}
+    service.add(
+        {"@odata.id": "/redfish/v1/TaskService", "Id": "TaskService", "Name": "Tasks", "Tasks": {"@odata.id": TASKS}},
+        collection(TASKS, [f"{TASKS}/JID_1"]),
+    )
+
+    def task() -> dict[str, Any]:
+        reads = sum(1 for r in service.requests if r.method == "GET" and r.path == f"{TASKS}/JID_1")
+        state = "Running" if reads <= running_for else "Completed"
+        return {"@odata.id": f"{TASKS}/JID_1", "Id": "JID_1", "Name": "BIOS update", "TaskState": state}
+
+    service.resources[f"{TASKS}/JID_1"] = task
+
+
+def test_a_vanished_bios_monitor_waits_for_the_task_service_and_a_stable_inventory(
+    service: RedfishService, password_file: Path, repository: tuple[ImageServer, LabCa]
+) -> None:
+    """Review r2 finding 8: the monitor 404s at once while the BMC's TaskService still lists the update running.
+    Nothing is judged until the task ended and the BIOS version read the same for vanish_settle_s; the
+    executor's step outcome then says `unverified`, not `succeeded`."""
+    serve_bios(service, applies=False)
+    serve_tasks(service, running_for=3)
+    images, ca = repository
+    bmc = driver(service, password_file, ca)
+    image, digest = f"{images.url}/{BMC_FILE}", hashlib.sha256(IMAGE).hexdigest()
+    done = bmc.update_firmware("h1", ADDRESS, "bios", image, digest, ActionContext(None, timeout_s=60), "2.2")
+    assert (done["outcome"], done["pending_reboot"]) == ("unverified", True)
+    task_reads = [r for r in service.requests if r.path == f"{TASKS}/JID_1"]
+    assert len(task_reads) > 3  # asked until it ended
+    assert done["settled"]["waited_s"] >= 0.5
+    bmc.close()
+
+
+def test_a_vanished_bios_monitor_whose_task_runs_past_the_budget_fails(
+    service: RedfishService, password_file: Path, repository: tuple[ImageServer, LabCa]
+) -> None:
+    serve_bios(service, applies=False)
+    serve_tasks(service, running_for=10_000)
+    images, ca = repository
+    bmc = driver(service, password_file, ca, task_wait_s=1.5)
+    image, digest = f"{images.url}/{BMC_FILE}", hashlib.sha256(IMAGE).hexdigest()
+    with pytest.raises(ActionFailed, match=r"task\(s\) JID_1 still running"):
+        bmc.update_firmware("h1", ADDRESS, "bios", image, digest, ActionContext(None, timeout_s=60), "2.2")
     bmc.close()

@@ -63,6 +63,22 @@ def test_an_image_url_that_does_not_name_its_digest_is_refused_before_any_fetch(
     with pytest.raises(ActionFailed, match="does not name its SHA-256"):
         check_image(url, "cd" * 32, 1 << 20, config, ctx)
     assert ctx.log.records == []  # refused before any request
+    # Review r2 finding 4: naming the digest somewhere is not enough when the path resolves to another file
+    base, digest = f"https://127.0.0.1:{free_port()}", "cd" * 32
+    for bypass in (
+        f"{base}/{digest}/../latest.bin",  # httpx itself sends /latest.bin
+        f"{base}/{digest}/%2e%2e/latest.bin",  # the server resolves it to /latest.bin
+        f"{base}/latest.bin;{digest}",  # a servlet container drops the ;parameter
+        f"{base}/{digest}%2flatest.bin",
+        f"{base}/latest.bin?{digest}",  # a query is not the path
+        f"{base}/x{digest}.bin",  # not a token of its own
+    ):
+        with pytest.raises(ActionFailed, match="not content-addressed"):
+            check_image(bypass, digest, 1 << 20, config, ctx)
+    assert ctx.log.records == []
+    for good in (f"{base}/bmc-7.10-{digest}.bin", f"{base}/sha256/{digest}", f"{base}/{digest.upper()}.iso"):
+        with pytest.raises(ActionFailed, match="cannot fetch the image"):  # taken: fetched (nobody listens)
+            check_image(good, digest, 1 << 20, config.__class__(**{**config.__dict__, "connect_timeout_s": 1}), ctx)
     lax = RedfishConfig(username=USER, password_file=None, content_addressed=False, connect_timeout_s=1)
     with pytest.raises(ActionFailed, match="cannot fetch the image"):
         check_image(url, "cd" * 32, 1 << 20, lax, ctx)
