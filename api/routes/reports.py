@@ -79,9 +79,9 @@ def submit_delta(
     """One report as a delta against a stored report of its host (docs/report-schema.md, "Delta reports").
 
     Rebuilt into the full report and ingested as one. A 409 `send_full` answers a delta the centre cannot
-    rebuild exactly (its base is not stored, a section's digest differs): nothing is stored, and the
-    agent sends the report in full. A changed section that does not validate is a 422 naming
-    `changed.<section>.<field>`."""
+    rebuild exactly (its base is not stored, a digest differs): nothing is stored, and the agent sends
+    the report in full. A patch that does not fit its base, or a changed or patched section that does
+    not validate, is a 422 naming `patched.<section>.<path>` or `changed.<section>.<field>`."""
     refusal = _not_its_own(principal, delta.host.hostname)
     if refusal is not None:
         raise Forbidden(refusal, detail={"credential": principal.hostname, "report": delta.host.hostname})

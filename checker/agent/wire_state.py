@@ -8,10 +8,11 @@ delivery then resends the same report whole). After `REFUSALS_BEFORE_BACKOFF` re
 (a centre whose schema digests differently, a proxy without the route) the agent sends whole for
 `BACKOFF_S`, so a lasting refusal costs one extra POST per hour, not one per cycle.
 
-Of a report sent, only its id, capture time and per-section digests are kept (checker.wire.SentState,
-a few KB), and only for reports that went over HTTP (the only answers read). The base is kept in
-STATE_DIR/wire_base.json, so after a restart the centre's answer to the first (full) report can name
-it again.
+Of a report sent, its id, capture time, per-section digests and section values are kept
+(checker.wire.SentState: the values are what a section's patch is relative to, about the report's
+JSON size), for the last KEEP_SENT reports that went over HTTP (the only answers read). The base is
+kept in STATE_DIR/wire_base.json, so after a restart the centre's answer to the first (full) report
+can name it again (a base stored without values, by stage 1, sends its moved sections whole).
 """
 
 from __future__ import annotations

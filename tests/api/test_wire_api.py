@@ -29,7 +29,7 @@ from remediator.models import Report as ReportRow
 from tests.builders.people import bearer
 from tests.builders.reports import T0, edac_report, payload
 from tests.builders.runtime import runtime_of
-from tests.remediator.test_wire import redigest
+from tests.remediator.test_wire import as_whole, redigest
 
 DEAD_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1: delivery falls back to HTTP
 
@@ -53,8 +53,8 @@ def test_a_delta_is_rebuilt_stored_and_evaluated_as_the_full_report(client: Test
     ]
     report = edac_report(ce=65, at=T0 + dt.timedelta(minutes=1))
     delta = encode_delta(report, base)
-    assert "edac" in delta["changed"]
-    assert "identity" in delta["unchanged"]
+    assert "edac" in delta["patched"]  # its counters moved: sent as a patch of the base's
+    assert "identity" not in delta["changed"]  # the same as the base's
     response = client.post("/api/v1/reports/delta", json=delta)
     assert response.status_code == 200, response.text
     assert response.json()["accepted"] == [str(report.report_id)]
@@ -82,7 +82,7 @@ def test_a_malformed_delta_gets_422_naming_section_and_field(client: TestClient)
     base = edac_report(ce=5, at=T0)
     client.post("/api/v1/reports", json=payload(base))
     delta = encode_delta(edac_report(ce=65, at=T0 + dt.timedelta(minutes=1)), base)
-    delta["unchanged"]["bogus"] = "0" * 64
+    delta["changed"]["bogus"] = {}
     response = client.post("/api/v1/reports/delta", json=delta)
     assert response.status_code == 422
     assert "unknown sections ['bogus']" in response.json()["error"]["message"]
@@ -91,7 +91,8 @@ def test_a_malformed_delta_gets_422_naming_section_and_field(client: TestClient)
 def test_a_changed_section_that_does_not_validate_gets_422_naming_it(client: TestClient, db: Database) -> None:
     base = edac_report(ce=5, at=T0)
     client.post("/api/v1/reports", json=payload(base))
-    delta = encode_delta(edac_report(ce=65, at=T0 + dt.timedelta(minutes=1)), base)
+    report = edac_report(ce=65, at=T0 + dt.timedelta(minutes=1))
+    delta = as_whole(encode_delta(report, base), report, "edac")
     delta["changed"]["edac"]["controllers"][0]["ce_count"] = -1
     delta["digest"] = redigest(delta, base)  # only the value is wrong, not the digests
     response = client.post("/api/v1/reports/delta", json=delta)
@@ -99,6 +100,20 @@ def test_a_changed_section_that_does_not_validate_gets_422_naming_it(client: Tes
     error = response.json()["error"]
     assert error["message"].startswith("changed.edac.controllers.0.ce_count: Input should be greater than or equal")
     assert error["detail"][0]["field"] == "changed.edac.controllers.0.ce_count"
+    assert stored_ids(db) == [base.report_id]
+
+
+def test_a_patch_that_does_not_fit_its_base_gets_422_naming_where(client: TestClient, db: Database) -> None:
+    base = edac_report(ce=100000, at=T0)
+    client.post("/api/v1/reports", json=payload(base))
+    delta = encode_delta(edac_report(ce=100005, at=T0 + dt.timedelta(minutes=1)), base)
+    assert "edac" in delta["patched"]
+    delta["patched"]["edac"] = {"a": {"controllers/0/dimms/5/ce_count": 5}}
+    response = client.post("/api/v1/reports/delta", json=delta)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["message"] == "patched.edac.controllers.0.dimms: index 5 is beyond the array's 2 items"
+    assert error["detail"][0]["field"] == "patched.edac.controllers.0.dimms"
     assert stored_ids(db) == [base.report_id]
 
 

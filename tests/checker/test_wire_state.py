@@ -90,15 +90,17 @@ def test_after_a_restart_the_first_report_is_whole_and_the_kept_base_serves_agai
     assert restarted.prepare(at(2)) is not None
 
 
-def test_only_the_bases_id_time_and_digests_are_kept_and_stored(tmp_path: Path) -> None:
+def test_the_bases_digests_and_values_are_kept_and_stored(tmp_path: Path) -> None:
+    """A patch is relative to the base's values, so the agent keeps them (stage 1 kept digests only): the stored
+    base is about the report's JSON, written only when the centre names another base."""
     path = tmp_path / "wire_base.json"
     agent = WireState("web-001", path=path)
     base = at(0)
     cycle(agent, base, named(base))
     stored = orjson.loads(path.read_bytes())
-    assert set(stored) == {"report_id", "captured_at", "digests"}
-    assert set(stored["digests"]) == set(SECTIONS)
-    assert path.stat().st_size < 4096
+    assert set(stored) == {"report_id", "captured_at", "digests", "values", "host"}
+    assert set(stored["digests"]) == set(stored["values"]) == set(SECTIONS)
+    assert path.stat().st_size < 2 * len(orjson.dumps(base.model_dump(mode="json")))
     assert all(isinstance(kept, SentState) for kept in agent.known.values())
     written = path.stat().st_mtime_ns
     path.touch()
@@ -157,3 +159,21 @@ def test_three_refusals_in_a_row_back_off_deltas_for_an_hour() -> None:
     now[0] = agent.backoff_until or 0.0
     assert refused_cycle()  # then a delta again
     assert REFUSALS_BEFORE_BACKOFF == 3
+
+
+def test_a_base_stored_without_values_sends_moved_sections_whole(tmp_path: Path) -> None:
+    """A base kept by stage 1 (id, time and digests only) still serves: what moved goes whole, not patched."""
+    path = tmp_path / "wire_base.json"
+    base = at(0)
+    path.write_bytes(
+        orjson.dumps(sent_state(base).model_dump(mode="json", include={"report_id", "captured_at", "digests"}))
+    )
+    agent = WireState("web-001", path=path)
+    cycle(agent, at(1), named(base))
+    report = at(2, ce=9)
+    delta = agent.prepare(report)
+    assert delta is not None
+    assert list(delta["changed"]) == ["edac"]
+    assert delta["patched"] == {}
+    assert delta["host"] == base.host.model_dump(mode="json")  # whole: the base's host is not known either
+    assert rebuild(ReportDelta.model_validate(delta), base.model_dump(mode="json")) == report

@@ -6,6 +6,7 @@ the stored rows: reports, signals, host memory, decisions, remediations and tick
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import math
 import uuid
@@ -19,19 +20,21 @@ from sqlalchemy import delete, select, text
 from sqlalchemy.orm import Session
 
 from checker.agent.wire_state import WireState
-from checker.schemas import DiskHealth, Observations, Report
+from checker.schemas import DiskHealth, HostIdentity, Observations, Report
 from checker.sim import SimulatedFleet
 from checker.wire import (
     SECTIONS,
+    DeltaHost,
     MalformedDelta,
     ReportDelta,
     SendFull,
     encode_delta,
     rebuild,
     section_digest,
-    sent_state,
+    section_values,
     state_digest,
 )
+from checker.wire_patch import apply_patch
 from core.db import Base, Database
 from remediator import capacity_class, wire
 from remediator import ingest as remediator_ingest
@@ -179,9 +182,15 @@ def test_delta_rebuilds_the_report_and_is_smaller() -> None:
     before, now = fleet.reports(at(0)), fleet.reports(at(1))
     for base, report in zip(before, now, strict=True):
         delta = encode_delta(report, base)
-        assert set(delta["changed"]) | set(delta["unchanged"]) == set(SECTIONS)
+        assert set(delta["changed"]) | set(delta["patched"]) <= set(SECTIONS)
         assert rebuild(ReportDelta.model_validate(delta), base.model_dump(mode="json")) == report
         assert len(orjson.dumps(delta)) < len(orjson.dumps(report.model_dump(mode="json")))
+
+
+def test_a_delta_names_every_field_of_the_host_identity() -> None:
+    """DeltaHost repeats HostIdentity's fields, each optional (a field not sent is the base's): a field added to
+    HostIdentity and not to DeltaHost would make every delta of an agent that moves it a 422."""
+    assert set(DeltaHost.model_fields) == set(HostIdentity.model_fields)
 
 
 def stored_base(session: Session, ce: int = 5, hostname: str = "web-001") -> Report:
@@ -204,16 +213,26 @@ def test_a_section_that_differs_from_the_base_answers_send_full_and_stores_nothi
     believed = edac_report(ce=7).model_copy(update={"report_id": base.report_id})
     report = edac_report(ce=7, at=T0 + dt.timedelta(minutes=1))
     delta = ReportDelta.model_validate(encode_delta(report, believed))
-    assert "edac" in delta.unchanged
-    with pytest.raises(SendFull, match="section edac differs from the base report"):
+    assert "edac" not in delta.changed
+    assert "edac" not in delta.patched
+    with pytest.raises(SendFull, match="the unchanged sections differ from the base report"):
         wire.resolve(session, delta)
     assert [r.id for r in session.scalars(select(ReportRow))] == [base.report_id]
+
+
+def as_whole(document: dict[str, Any], report: Report, section: str) -> dict[str, Any]:
+    """The delta with `section` sent whole rather than patched (the agent sends whichever is shorter)."""
+    assert section in document["patched"]
+    del document["patched"][section]
+    document["changed"][section] = section_values(report, [section])[section]
+    return document
 
 
 def test_a_tampered_changed_section_fails_the_whole_digest(session: Session) -> None:
     base = stored_base(session)
     report = edac_report(ce=9, at=T0 + dt.timedelta(minutes=1))
-    document = encode_delta(report, base)
+    document = as_whole(encode_delta(report, base), report, "edac")
+    assert centre(session, copy.deepcopy(document)) == report
     document["changed"]["edac"]["controllers"][0]["ce_count"] = 8  # not what the agent digested
     with pytest.raises(SendFull, match="does not match the delta's digest"):
         wire.resolve(session, ReportDelta.model_validate(document))
@@ -276,9 +295,64 @@ def test_full_reports_of_old_agents_are_taken_as_before_and_name_the_base(sessio
     assert (named.hostname, named.report_id, named.captured_at) == ("web-001", reports[0].report_id, T0)
 
 
+def patched_edac(session: Session) -> tuple[Report, dict[str, Any]]:
+    """A stored base with 100000 CEs and the delta of the next report (100005): edac goes as a patch."""
+    base = stored_base(session, ce=100000)
+    report = edac_report(ce=100005, at=T0 + dt.timedelta(minutes=1))
+    document = encode_delta(report, base)
+    assert document["patched"]["edac"] == {"p": {"controllers": {"a": {"0/ce_count": 5, "0/dimms/0/ce_count": 5}}}}
+    return report, document
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"s": {"controllers/0/dimms/1/ce_count": 1}},
+        {"a": {"controllers/0/dimms/1/ue_count": 1}},
+        {"d": ["controllers/0/dimms/1/label"]},
+        {"p": {"controllers/0/dimms": {"n": 1}}},
+    ],
+    ids=["set", "add", "delete", "length"],
+)
+def test_a_patch_that_does_not_give_the_agents_section_answers_send_full(
+    session: Session, extra: dict[str, Any]
+) -> None:
+    """Each operation applied where the base has the value, the section valid, but not what the agent had: the
+    whole digest refuses it, and nothing is stored."""
+    report, document = patched_edac(session)
+    assert centre(session, copy.deepcopy(document)) == report
+    for op, members in extra.items():
+        if isinstance(members, list):
+            document["patched"]["edac"].setdefault(op, []).extend(members)
+        else:
+            document["patched"]["edac"].setdefault(op, {}).update(members)
+    refused = centre(session, document)
+    assert refused == "the rebuilt report does not match the delta's digest (the host, or patched or changed ['edac'])"
+    assert len(session.scalars(select(ReportRow.id)).all()) == 1  # the base only
+
+
+@pytest.mark.parametrize(
+    ("patch", "error"),
+    [
+        ({"s": {"controllers/7/ce_count": 1}}, "patched.edac.controllers: index 7 is beyond the array's 1 items"),
+        ({"a": {"controllers/0/mc_name": 1}}, "patched.edac.controllers.0.mc_name: adds an integer to an integer"),
+        ({"q": {}}, "patched.edac: unknown patch operations ['q']"),
+        ({"s": {"controllers/0/ce_count": -1}}, "patched.edac.controllers.0.ce_count: Input should be greater than"),
+    ],
+    ids=["beyond", "not-a-counter", "unknown-op", "invalid-value"],
+)
+def test_a_malformed_patch_is_refused_naming_where(session: Session, patch: dict[str, Any], error: str) -> None:
+    _, document = patched_edac(session)
+    document["patched"]["edac"] = patch
+    with pytest.raises(MalformedDelta) as raised:
+        wire.resolve(session, ReportDelta.model_validate(document))
+    assert raised.value.errors[0].startswith(error)
+
+
 def test_a_malformed_changed_section_is_refused_naming_section_and_field(session: Session) -> None:
     base = stored_base(session)
-    document = encode_delta(edac_report(ce=9, at=T0 + dt.timedelta(minutes=1)), base)
+    report = edac_report(ce=9, at=T0 + dt.timedelta(minutes=1))
+    document = as_whole(encode_delta(report, base), report, "edac")
     document["changed"]["edac"]["controllers"][0]["ce_count"] = -1
     document["digest"] = redigest(document, base)
     with pytest.raises(MalformedDelta) as raised:
@@ -288,7 +362,8 @@ def test_a_malformed_changed_section_is_refused_naming_section_and_field(session
 
 def test_a_deeply_nested_changed_section_is_refused_as_malformed_before_it_is_digested(session: Session) -> None:
     base = stored_base(session)
-    document = encode_delta(edac_report(ce=9, at=T0 + dt.timedelta(minutes=1)), base)
+    report = edac_report(ce=9, at=T0 + dt.timedelta(minutes=1))
+    document = as_whole(encode_delta(report, base), report, "edac")
     document["changed"]["edac"] = nested(300)
     with pytest.raises(MalformedDelta) as raised:  # was orjson's TypeError (recursion limit) out of the digest
         wire.resolve(session, ReportDelta.model_validate(document))
@@ -303,22 +378,28 @@ def nested(depth: int) -> Any:
 
 
 def redigest(document: dict[str, Any], base: Report) -> str:
-    """The whole digest of a hand-edited delta (so that only the edited value is wrong)."""
-    held = sent_state(base).digests
-    named = [*document["changed"], *document["unchanged"]]
-    digests = {s: section_digest(document["changed"][s]) if s in document["changed"] else held[s] for s in named}
-    return state_digest(digests)
+    """The whole digest of a hand-edited delta (so that only the edited value is wrong): its values rebuilt from
+    the base's as the centre does, without validating them."""
+    values = section_values(base)
+    for name, patch in document["patched"].items():
+        values[name] = apply_patch(copy.deepcopy(values[name]), patch, name)
+    values.update(document["changed"])
+    digests = {name: section_digest(value) for name, value in values.items()}
+    host = HostIdentity.model_validate({**base.host.model_dump(mode="json"), **document["host"]})
+    held = host.model_dump(mode="json", exclude_defaults=True)
+    return state_digest({**digests, "host": section_digest(held)}, {**values, "host": held})
 
 
 @pytest.mark.parametrize(
     ("edit", "named"),
     [
-        (lambda d: d["unchanged"].update(bogus="0" * 64), "unknown sections ['bogus']"),
-        (lambda d: d["unchanged"].update(edac="0" * 64), "sections both changed and unchanged ['edac']"),
-        (lambda d: d["unchanged"].update(identity="xyz"), "unchanged.identity\n  String should match"),
+        (lambda d: d["changed"].update(bogus=1), "unknown sections ['bogus']"),
+        (lambda d: d["changed"].update(edac=None), "sections both changed and patched ['edac']"),
+        (lambda d: d.update(unchanged_digest="0" * 64), "unchanged_digest\n  String should match"),
         (lambda d: d.pop("base"), "base\n  Field required"),
+        (lambda d: d.update(unchanged={"edac": "0" * 64}), "unchanged\n  Extra inputs are not permitted"),
     ],
-    ids=["unknown", "both", "bad-digest", "no-base"],
+    ids=["unknown", "both", "bad-digest", "no-base", "stage-1"],
 )
 def test_a_malformed_envelope_is_refused_naming_what_and_where(edit: Any, named: str) -> None:
     base = edac_report(ce=1)
@@ -329,20 +410,32 @@ def test_a_malformed_envelope_is_refused_naming_what_and_where(edit: Any, named:
     assert named in str(raised.value)
 
 
-def test_a_section_the_delta_does_not_name_is_taken_at_its_default(session: Session) -> None:
-    """An agent whose schema lacks a section sends neither its value nor its digest: its full report would have
-    carried the section's default (absent), and so does the rebuilt one, whatever the base held."""
-    base = stored_base(session)
-    report = edac_report(ce=5, at=T0 + dt.timedelta(minutes=1))
+def without_edac(report: Report) -> Report:
+    return report.model_copy(update={"observations": report.observations.model_copy(update={"edac": None})})
+
+
+def test_a_section_the_delta_does_not_name_is_the_bases_and_must_digest_so(session: Session) -> None:
+    """A section named in neither `changed` nor `patched` is the base's. An agent whose schema lacks the section
+    sent it absent (null) in its base too, as its full report would: the rebuilt report has it absent. Before, the
+    delta listed each unchanged section by name and digest, and one named nowhere was taken at its default."""
+    base = without_edac(edac_report(ce=5, at=T0))
+    ingest(session, [base], ruleset=RULES)
+    report = without_edac(edac_report(ce=5, at=T0 + dt.timedelta(minutes=1)))
     document = encode_delta(report, base)
-    assert document["unchanged"].pop("edac")  # as an agent without an edac section would send it
-    document["digest"] = state_digest(
-        document["unchanged"] | {s: section_digest(v) for s, v in document["changed"].items()}
-    )
-    rebuilt = centre(session, document)
-    assert isinstance(rebuilt, Report)
-    assert rebuilt.observations.edac is None
-    assert rebuilt == report.model_copy(update={"observations": report.observations.model_copy(update={"edac": None})})
+    assert "edac" not in document["changed"]
+    assert "edac" not in document["patched"]
+    assert centre(session, document) == report
+
+
+def test_an_agent_that_does_not_send_a_section_its_base_holds_is_answered_send_full(session: Session) -> None:
+    """The base holds edac (the agent sent it then) but this agent's delta says nothing of it, as one downgraded
+    to a schema without the section would: the centre does not take the base's edac on a guess."""
+    base = stored_base(session)
+    report = without_edac(edac_report(ce=5, at=T0 + dt.timedelta(minutes=1)))
+    document = encode_delta(report, without_edac(base))  # the agent's view: neither has edac
+    assert "edac" not in document["changed"]
+    refused = centre(session, document)
+    assert refused == f"the unchanged sections differ from the base report {base.report_id}"
 
 
 def test_the_stream_refuses_every_delta_and_a_deeply_nested_one_loses_nothing_else(db: Database) -> None:
@@ -354,7 +447,7 @@ def test_the_stream_refuses_every_delta_and_a_deeply_nested_one_loses_nothing_el
     good = edac_report(ce=65, at=T0 + dt.timedelta(minutes=1))
     deep = encode_delta(edac_report(ce=66, at=T0 + dt.timedelta(minutes=2)), base)
     deep["changed"]["edac"] = "@@"
-    deep["unchanged"].pop("edac", None)
+    deep["patched"].pop("edac", None)
     deep_text = orjson.dumps(deep).decode().replace('"@@"', "[" * 1000 + "1" + "]" * 1000)
     valid = encode_delta(edac_report(ce=67, at=T0 + dt.timedelta(minutes=3)), base)
     other = edac_report("web-002", ce=1, at=T0 + dt.timedelta(minutes=1))
@@ -426,8 +519,9 @@ def test_an_agent_on_an_older_schema_has_its_deltas_taken_without_ping_pong(sess
                 received: Report | str = as_whole
             else:
                 assert "redfish" not in delta["changed"]
-                assert "redfish" not in delta["unchanged"]
-                assert "disks" in delta["unchanged"]  # the disks did not change
+                assert "redfish" not in delta["patched"]
+                assert "disks" not in delta["changed"]  # the disks did not change
+                assert "disks" not in delta["patched"]
                 received = centre(session, delta)
                 assert received == as_whole, received  # before: "section disks differs from the base report …"
                 agent.taken()
