@@ -110,6 +110,7 @@ def with_rack(seen: Probe, rack: str | None, peers: list[str]) -> Probe:
 
 _PING_SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received")
 NETWORK_KINDS = ("nic_link_flaps", "nic_crc_error_rate")
+UNSHOWN_BACKUP = ("unreported", "unknown")  # port_redundancy's answers where no backup was shown to carry
 
 
 def ping_counts(commands: list[dict[str, Any]]) -> tuple[int | None, int | None]:
@@ -123,7 +124,10 @@ def ping_counts(commands: list[dict[str, Any]]) -> tuple[int | None, int | None]
 
 def network_suspect(session: Session, host: Host) -> str | None:
     """Why the host's own network may be what silenced it: an open NIC ticket, or its last report's link
-    flaps or CRC errors on a port that was its only linked one. None when nothing says so."""
+    flaps or CRC errors on a port that was its only linked one, or whose backup the report could not show
+    (`redundant` "unreported" or "unknown": an Open vSwitch port beside another linked one, a bond member whose
+    bond state an older agent did not read; the fourth review of the Redfish rules, finding 5: a power cycle
+    must not follow a "hung" verdict on a backup nobody saw). None when nothing says so."""
     nic = [t for t in queries.open_tickets_of_host(session, host.hostname) if t.part_type == "nic"]
     if nic:
         return f"NIC ticket {nic[0].id} is open ({nic[0].part}): its network may be what failed"
@@ -137,8 +141,11 @@ def network_suspect(session: Session, host: Host) -> str | None:
         )
     ).all()
     for row in rows:
-        if (row.detail or {}).get("redundant") is False:
+        redundant = (row.detail or {}).get("redundant")
+        if redundant is False:
             return f"its last report showed {row.kind} on {row.subject}, its only linked port"
+        if redundant in UNSHOWN_BACKUP:
+            return f"its last report showed {row.kind} on {row.subject}, and no port shown to carry its traffic"
     return None
 
 

@@ -154,7 +154,7 @@ def derive(
     # one per report: the functions its new AER lines or counts name with their link partners (none: unknown)
     found, sel = sel_signals(obs.sel, previous.sel, now=now, aer_devices=aer_devices)
     edac_now = sample(obs.edac, now=now, boot=boot_id, previous=previous.edac)  # with when its counts last rose
-    rises = edac_now or previous.edac
+    rises = edac_now  # none without this report's EDAC section: a kept sample's rises are stale (fourth review, 7)
     note_edac_silence(found, obs.edac, previous.edac, boot=boot_id, rises=rises)  # EDAC over the entries' interval
     signals += name_dimms(name_psus(found, obs.sensors), obs.redfish, previous.redfish)
     power_at = sel.power_at if sel is not None else None

@@ -13,12 +13,15 @@ for the rest of the boot. So the count is:
   count of the part before it unknown, and the count covers less; a sample newer than the start covers
   more, as the old rule did). `edac_since` says which.
 EDAC polls (seed 000): an error the BMC logged just before the interval's end may be counted by EDAC just
-after it, in the next interval. So `edac_silent` also asks whether EDAC's count of the same key last rose
-(`EdacSample.rose`, the report that saw it rise) at or after the interval's start less EDAC's poll interval
-and the caller's clock allowance (the third review, finding 1: a DIMM's bursts logged by the BMC seconds
-before each report were in the SEL but not yet in EDAC, and sel-memory-correctable held a host whose DIMM
-EDAC's own rate rules judged). An error EDAC counts only after the last signal of its interval can still
-give both the BMC's and EDAC's rules a ticket (two tickets, never none).
+after it, in the next interval (the third review, finding 1). And EDAC may count only a share of what the BMC
+logs (firmware-first passes few errors to the OS), or count another DIMM's where the scope is the host (the
+fourth review, finding 1: one CE on another DIMM every 20 minutes silenced a DIMM the BMC logged at 0.1/s).
+So `edac_silent` is false only where EDAC counted enough for its own rules to judge the DIMM: its count of the same
+key (EdacSample.marks: the counts at the first report of each MARK_EVERY_S, kept MARKS_KEPT_S) since the
+interval's start less EDAC's poll interval and the caller's clock allowance is at least half the BMC's entries
+over the interval, and at least 1. For the log's rate at DIMM scope the interval is the rate's 30-minute
+window; at host scope never (any error anywhere on the host in 30 minutes would silence the DIMM): the new
+entries' own interval.
 Pure: stdlib, pydantic and the report's types.
 """
 
@@ -33,6 +36,14 @@ from checker.schemas import EdacState
 
 MAX_SAMPLED_DIMMS = 64  # labelled EDAC DIMMs with errors kept per sample (2 sockets x 24 DIMMs is 48)
 MAX_RISES = 2 * (MAX_SAMPLED_DIMMS + 1)  # ce and ue, per kept DIMM and the host: the newest kept
+# ours: the counts kept to judge EDAC over the BMC's interval, one per 5 minutes (a mark is up to that much
+# older than the interval's start: EDAC's count then covers more, never less); 90 minutes cover the log's
+# 30-minute window and the Redfish inventory's hourly read (redfish_client.py inventory_every_s), each less
+# the poll interval (37 s by the pack's edac-poll rule) and the 300 s clock allowance, with a mark's 5 minutes
+MARK_EVERY_S = 300
+MARKS_KEPT_S = 5400
+MAX_MARKS = MARKS_KEPT_S // MARK_EVERY_S + 1
+EDAC_JUDGES_SHARE = 0.5  # ours: EDAC counting half the BMC's entries is enough for its rules to judge the DIMM
 EDAC_POLL_DEFAULT_S = 1.0  # edac_core's edac_mc_poll_msec default (1000 ms) where the report does not say
 Kind = Literal["ce", "ue"]
 HOST_KEY = ""  # a rise key's part for the whole host (a DIMM's key has letters or digits)
@@ -42,7 +53,7 @@ def letters_digits(text: str) -> str:
     return "".join(ch for ch in text.casefold() if ch.isalnum())
 
 
-class EdacSample(BaseModel):
+class EdacCounts(BaseModel):
     """The host's EDAC counts at one report: its totals, and the labelled DIMMs that counted any error."""
 
     model_config = ConfigDict(extra="ignore")
@@ -58,11 +69,22 @@ class EdacSample(BaseModel):
         "counted 0 unless `full` is false.",
     )
     full: bool = Field(True, description="False: more DIMMs had errors than were kept (an absent one is unknown).")
+
+
+class EdacSample(EdacCounts):
+    """The counts at one report, when each last rose, and the counts at earlier reports of the same boot."""
+
     rose: dict[str, AwareDatetime] = Field(
         default_factory=dict,
         max_length=MAX_RISES,
         description="'ce:' or 'ue:' + EDAC dimm_label on letters and digits (nothing after the colon: the host's "
         "total) -> the report at which that count was last seen above the previous sample of the same boot.",
+    )
+    marks: list[EdacCounts] = Field(
+        default_factory=list,
+        max_length=MAX_MARKS,
+        description="The counts at the first report of each MARK_EVERY_S of this boot, the last MARKS_KEPT_S: "
+        "`edac_silent` judges EDAC's count over the BMC's interval from them (the fourth review, finding 1).",
     )
 
 
@@ -91,11 +113,11 @@ def _rises(
 ) -> dict[str, dt.datetime]:
     """The kept rise times with this report's: a count above (or, after a counter reset, below) the previous
     sample's of the same boot rose now. A first sample or the first of a boot dates nothing (its counts are
-    since boot: `counted` compares since boot then); a DIMM a sample that was not `full` dropped rose now if it
-    has errors (at worst EDAC is taken as counting it for one window)."""
-    rose: dict[str, dt.datetime] = dict(previous.rose) if previous is not None else {}
-    if previous is None or previous.boot != boot:
-        return rose
+    since boot: `counted` compares since boot then, and the previous boot's rises are dropped); a DIMM a sample
+    that was not `full` dropped rose now if it has errors."""
+    if previous is None or previous.boot != boot:  # another boot's rises are no count of this one's (note 7)
+        return {}
+    rose: dict[str, dt.datetime] = dict(previous.rose)
     for key, pair in counts.items():
         kinds: tuple[Kind, Kind] = ("ce", "ue")
         for index, kind in enumerate(kinds):
@@ -123,15 +145,19 @@ def sample(
     with_errors = {k: v[0] for k, v in _labelled(edac).items() if len(v) == 1 and (v[0][0] or v[0][1])}
     kept = dict(list(with_errors.items())[:MAX_SAMPLED_DIMMS])
     totals = (host_total(edac, "ce"), host_total(edac, "ue"))
-    return EdacSample(
-        at=now,
-        boot=boot,
-        ce=totals[0],
-        ue=totals[1],
-        dimms=kept,
-        full=len(kept) == len(with_errors),
-        rose=_rises({HOST_KEY: totals, **kept}, previous, now=now, boot=boot),
-    )
+    counts = EdacCounts(at=now, boot=boot, ce=totals[0], ue=totals[1], dimms=kept, full=len(kept) == len(with_errors))
+    rose = _rises({HOST_KEY: totals, **kept}, previous, now=now, boot=boot)
+    return EdacSample(**counts.model_dump(), rose=rose, marks=_marks(counts, previous, now=now))
+
+
+def _marks(counts: EdacCounts, previous: EdacSample | None, *, now: dt.datetime) -> list[EdacCounts]:
+    """The kept marks of this boot within MARKS_KEPT_S, with this report's counts where it is the first of its
+    MARK_EVERY_S."""
+    since = now - dt.timedelta(seconds=MARKS_KEPT_S)
+    kept = [m for m in (previous.marks if previous is not None else []) if m.boot == counts.boot and m.at >= since]
+    if not kept or int(kept[-1].at.timestamp()) // MARK_EVERY_S != int(now.timestamp()) // MARK_EVERY_S:
+        kept.append(counts)
+    return kept[-MAX_MARKS:]
 
 
 def poll_s(edac: EdacState | None) -> float:
@@ -151,7 +177,7 @@ class EdacCounted(BaseModel):
 
 def counted(
     edac: EdacState | None,
-    before: EdacSample | None,
+    before: EdacCounts | None,
     *,
     dimm: str,
     kind: Kind,
@@ -188,6 +214,28 @@ def counted(
     return EdacCounted(count=now_count - then, scope=scope, since=before.at.isoformat())
 
 
+def judged(
+    edac: EdacState | None,
+    marks: list[EdacCounts],
+    *,
+    dimm: str,
+    kind: Kind,
+    since: dt.datetime | None,
+    start: dt.datetime | None,
+    boot: str | None,
+) -> EdacCounted:
+    """EDAC's count of `kind` on the DIMM (else the host) from the newest of `marks` (oldest first, all older than
+    this report) of this boot at or before `since` (it covers the interval and up to MARK_EVERY_S more), else
+    from the oldest at or before `start` (the interval's own start, `since` being that less the allowances: it
+    covers the interval and as much of the allowances as is kept), else since boot (EDAC's counters start at
+    boot: the entries are older than any count kept)."""
+    same = [m for m in marks if m.boot == boot]
+    mark = next((m for m in reversed(same) if since is not None and m.at <= since), None)
+    if mark is None:
+        mark = next((m for m in same if start is not None and m.at <= start), None)
+    return counted(edac, mark, dimm=dimm, kind=kind, start=mark.at if mark else None, boot=boot)
+
+
 def counted_detail(
     edac: EdacState | None,
     before: EdacSample | None,
@@ -199,22 +247,30 @@ def counted_detail(
     slack_s: float = 0.0,
     rises: EdacSample | None = None,
     rise_from: dt.datetime | None = None,
+    entries: int | None = None,
+    window_entries: int | None = None,
 ) -> dict[str, object]:
-    """A signal's `edac_counted` (null: no EDAC section), `edac_rose_at` (when the same key's count last rose,
-    from `rises`: this report's sample), `edac_silent` (the count is 0 or null and the count did not rise at
-    or after `rise_from` (default `start`) less EDAC's poll interval and `slack_s`), `edac_scope` and
-    `edac_since`."""
+    """A signal's `edac_counted` (EDAC's count from `before`, the previous sample; null: no EDAC section),
+    `edac_rose_at` (when the same key's count last rose, from `rises`: this report's sample), `edac_judged`
+    (EDAC's count from its mark at or before the interval's start less EDAC's poll interval and `slack_s`:
+    `rise_from`, the log's rate window, at DIMM scope, else `start`), `edac_silent` (`edac_judged` is null
+    or under max(1, half the BMC's entries over that interval: `window_entries` from `rise_from`, else
+    `entries`; none given: 1)), `edac_scope` and `edac_since`."""
     found = counted(edac, before, dimm=dimm, kind=kind, start=start, boot=boot, slack_s=slack_s)
     key = rise_key(kind, letters_digits(dimm) if found.scope == "dimm" else HOST_KEY)
     rose_at = rises.rose.get(key) if rises is not None else None
-    since = rise_from or start
-    lately = (
-        rose_at is not None and since is not None and rose_at >= since - dt.timedelta(seconds=poll_s(edac) + slack_s)
-    )
+    windowed = found.scope == "dimm" and rise_from is not None  # host scope: never the 30-minute window
+    since = rise_from if windowed else start
+    bmc = (window_entries if windowed else entries) or 0
+    early = since - dt.timedelta(seconds=poll_s(edac) + slack_s) if since is not None else None
+    marks = sorted([*(rises.marks if rises is not None else []), *([before] if before else [])], key=lambda m: m.at)
+    marks = [m for m in marks if rises is None or m.at < rises.at]  # this report's own counts cover nothing
+    edac_count = judged(edac, marks, dimm=dimm, kind=kind, since=early, start=since, boot=boot).count
     return {
         "edac_counted": found.count,
         "edac_rose_at": rose_at.isoformat() if rose_at is not None else None,
-        "edac_silent": not found.count and not lately,
+        "edac_judged": edac_count,
+        "edac_silent": edac_count is None or edac_count < max(1.0, EDAC_JUDGES_SHARE * bmc),
         "edac_scope": found.scope,
         "edac_since": found.since,
     }

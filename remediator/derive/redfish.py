@@ -383,17 +383,22 @@ def note_edac_silence(
     boot: str | None = None,
     rises: EdacSample | None = None,
 ) -> None:
-    """The SEL's memory signals say whether the host's EDAC counted any error of theirs (sel-memory-correctable
-    asks only where it did not: where EDAC counts, the EDAC rate rules judge the DIMM): on the same DIMM (else
-    the host), from `before` (the EDAC sample of the previous report) when the signal's new entries are no
+    """The SEL's memory signals say whether the host's EDAC counted enough of their errors for its own rules to
+    judge the DIMM (sel-memory-correctable asks only where it did not): on the same DIMM (else the host),
+    `edac_counted` from `before` (the EDAC sample of the previous report) when the signal's new entries are no
     older than it, else since boot (remediator/derive/edac_counted.py; the second review, finding 1); and
-    whether that count rose (`rises`: this report's sample) since the new entries' first time, for a rate
-    since its window's start (the third review, finding 1: EDAC polls, so it counts late). The entries are
-    new since the previous listing, so the BMC's clock may lag by the SEL's SKEW_S."""
+    `edac_silent` unless EDAC's count (`rises`: this report's sample, with its marks) since the new entries'
+    first time, for a rate at DIMM scope since its window's start (the third review, finding 1: EDAC polls, so
+    it counts late), less EDAC's poll interval, is at least half the BMC's entries over that interval (the
+    fourth review, finding 1: not one error in 20 minutes on another DIMM). The entries are new since the
+    previous listing, so the BMC's clock may lag by the SEL's SKEW_S."""
     for signal in signals:
         if signal.kind in ("sel_memory_ecc", "sel_memory_ce_rate"):
             start = _when(signal.detail.get("first_timestamp"))
             kind: Literal["ce", "ue"] = "ue" if signal.detail.get("uncorrectable") else "ce"
+            entries = signal.detail.get(
+                "new_entries", signal.detail.get(f"{'un' if kind == 'ue' else ''}correctable_count")
+            )
             found = counted_detail(
                 edac,
                 before,
@@ -404,6 +409,8 @@ def note_edac_silence(
                 slack_s=SEL_SKEW_S,
                 rises=rises,
                 rise_from=_when(signal.detail.get("window_start")),
+                entries=entries if isinstance(entries, int) else None,
+                window_entries=window if isinstance(window := signal.detail.get("entries"), int) else None,
             )
             signal.detail.update(found)
 

@@ -13,13 +13,17 @@ SKEW_S, the entries that close to it matched by content), and an undated (Pre-In
 the last dated entry that was history. Deasserted entries are recoveries and never fire a failure.
 A host whose log is read by the other protocol this time (SelState.source: both configured, one failing)
 keeps a cursor per protocol: the switch is no clearing, and only entries dated after the newest one
-already seen and past that protocol's own cursor are new (`_switched`). One log, but not one clock: ipmitool
+already seen and past that protocol's own cursor are new (`_switched`), by time alone (the two protocols word
+one entry differently). One log, but not one clock: ipmitool
 prints the BMC's local time, which the parser takes as UTC, where Redfish's Created carries its zone (the
 third review of the Redfish rules, finding 5: a BMC on UTC-6 recounted six hours of entries at the switch).
-So each protocol's offset from UTC is learned from its entries new by record id, which were logged between
-its previous read and this one (`clock`, bounds in seconds), and the newest time seen is carried over in
-UTC; where nothing has been learned the offset is taken as 0. Where no time was seen yet, only the last
-FIRST_SIGHT_LOOKBACK_S of the listing is new, as on a first report.
+So each protocol's offset from UTC is bounded by its entries new by record id, which were logged between
+its previous read and this one (`clock`, bounds in seconds), and the newest time seen is carried over by the
+one zone offset (a multiple of 15 minutes) inside those bounds; where the bounds hold none or several, the
+offset is taken as 0 (the fourth review, finding 2). Where no time was seen yet, only the last
+FIRST_SIGHT_LOOKBACK_S of the listing is new, as on a first report. The memory entries' times are taken into
+UTC by the same offset before their rate's buckets and EDAC's windows (the fourth review, finding 6: a BMC
+on local time west of UTC put its entries hours out of the hour's buckets).
 
 A PSU that lost its input ("AC lost", "input lost or out-of-range") usually sits on a failed
 feed, PDU or whip, not a failed PSU: it is `psu_input_lost`, apart from `psu_failure` (failure
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -162,12 +167,18 @@ def _new_entries(state: SelState, previous: SelMemory | None, now: dt.datetime) 
 Source = Literal["ipmi", "redfish"]
 
 
+ZONE_STEP_S = 900  # every UTC offset in the tz database is a multiple of 15 minutes (Nepal +5:45, Chatham +12:45)
+
+
 def _offset(clock: ClockBounds | None) -> float:
-    """The best guess of a clock's offset from UTC (seconds): the middle of its bounds where they are within
-    2 SKEW_S of each other (reports a minute apart narrow them to about that), else 0 (one clock assumed)."""
-    if clock is None or clock[1] - clock[0] > 2 * SKEW_S:
+    """A clock's offset from UTC (seconds): the one multiple of ZONE_STEP_S inside its learned bounds, else 0
+    (one clock assumed). Never the bounds' middle: entries logged near a read leave the bounds tens of seconds
+    off the zone (the fourth review, finding 2: 18 s off recounted 6 entries), and an offset off by a little
+    counts the entries around the newest one again or loses them."""
+    if clock is None:
         return 0.0
-    return (clock[0] + clock[1]) / 2
+    low, high = math.ceil(clock[0] / ZONE_STEP_S), math.floor(clock[1] / ZONE_STEP_S)
+    return float(low * ZONE_STEP_S) if low == high else 0.0
 
 
 def _learn_clock(
@@ -190,24 +201,20 @@ def _learn_clock(
     return (low, high)
 
 
-def _shifted(key: str, seconds: float) -> str:
-    if seconds == 0 or key.startswith("-|"):
-        return key
-    at, _, said = key.partition("|")
-    return f"{(_dated(at) + dt.timedelta(seconds=seconds)).isoformat()}|{said}"
-
-
 def _switched(
     state: SelState, previous: SelMemory, source: Source, was: Source, now: dt.datetime
 ) -> tuple[list[SelEntry], SelMemory, dict[Source, SelCursor]]:
     """A host whose log is read by the other protocol this time (both configured, Redfish preferred, one of them
     failing): its record ids and count are another space, so the other protocol's cursor (ids, newest time,
     clock) is kept aside and this one's taken up where it was left. The newest entry already seen (by the
-    other) is carried into this protocol's clock by the two learned offsets; an entry dated after it, or
-    within SKEW_S of it and not among the entries counted there, and with this protocol's cursor only ids past
-    it, is new (the second review of the Redfish rules, finding 6; the third, finding 5). With no time seen
-    yet, the first-sight lookback. An undated entry is new only past this protocol's cursor and after the
-    last dated entry that was old."""
+    other) is carried into this protocol's clock by the two clocks' zone offsets (`_offset`); only an entry
+    dated strictly after it, and with this protocol's cursor only ids past it, is new (the second review of the
+    Redfish rules, finding 6; the third, finding 5). Never by what the entries say: ipmitool's 'PS1 Status'
+    'Failure detected' is Redfish's '#0x60' 'Power supply PS1 failure detected.', so the same entry never
+    matches across protocols and any window of content matching counts it again (the fourth review, finding
+    2: a repaired PSU ticketed again). An entry logged in the same second as the newest one seen, after the
+    other protocol's last listing, is lost. With no time seen yet, the first-sight lookback. An undated entry
+    is new only past this protocol's cursor and after the last dated entry that was old."""
     cursors = {k: v for k, v in previous.cursors.items() if k != source}
     cursors[was] = SelCursor(
         last=previous.last, count=previous.count, newest=previous.newest, tail=previous.tail, clock=previous.clock
@@ -221,15 +228,11 @@ def _switched(
     into = _offset(own.clock) - _offset(previous.clock)  # the other clock's times into this one's
     if previous.newest is not None:
         cut = previous.newest + dt.timedelta(seconds=into)
-        floor, seen = cut - dt.timedelta(seconds=SKEW_S), {_shifted(k, into) for k in previous.tail}
     else:  # no time seen by either: as a first sight, by this clock
-        cut = floor = now + dt.timedelta(seconds=_offset(own.clock) - FIRST_SIGHT_LOOKBACK_S)
-        seen = set()
+        cut = now + dt.timedelta(seconds=_offset(own.clock) - FIRST_SIGHT_LOOKBACK_S)
 
     def dated_new(entry: SelEntry) -> bool:
-        if entry.timestamp is None:
-            return False
-        return entry.timestamp > cut or (entry.timestamp > floor and _key(entry) not in seen)
+        return entry.timestamp is not None and entry.timestamp > cut
 
     old = [i for i, e in enumerate(state.entries) if e.timestamp is not None and not dated_new(e)]
     last_old = old[-1] if old else -1
@@ -417,8 +420,13 @@ def sel_signals(
             )
         )
     grouped: dict[tuple[str, str], list[SelEntry]] = defaultdict(list)
+    behind = dt.timedelta(seconds=_offset(clock))
     for entry in fresh:
         if (kind := classify(entry)) is not None:
+            if kind == "sel_memory_ecc" and behind and entry.timestamp is not None:
+                # the rate's buckets and EDAC's windows are in UTC: a BMC on local time west of UTC would put its
+                # entries hours in the past, out of the hour's buckets (the fourth review, finding 6)
+                entry = entry.model_copy(update={"timestamp": entry.timestamp - behind})
             grouped[(kind, _subject(entry))].append(entry)
     power_at = previous.power_at if previous is not None else None
     if any(kind in ("psu_failure", "psu_input_lost") for kind, _ in grouped):

@@ -87,8 +87,11 @@ def ce_rate_signals(
             "record_ids": [e.record_id for e in once][-10:],
             # the new entries' first time: EDAC's count is compared from there (derive/edac_counted.py)
             "first_timestamp": min(dated).isoformat() if dated else None,
-            # the rate's window: EDAC counting the DIMM anywhere in it is not silence (the third review, finding 1)
+            # the rate's window: EDAC counting half as many of the DIMM's in it is not silence (third review, finding 1;
+            # fourth, finding 1: a small share of them is)
             "window_start": dt.datetime.fromtimestamp(newest - CE_WINDOW_S, dt.UTC).isoformat(),
+            # the new entries: EDAC at host scope is judged against these, never the window (fourth review, 1)
+            "new_entries": len(once),
         }
         signals.append(SignalValue("sel_memory_ce_rate", dimm, max(rate, CE_FLOOR) if limit else rate, detail))
     newest_first = sorted(kept.items(), key=lambda kv: -max(i for i, _ in kv[1]))

@@ -217,11 +217,30 @@ def supermicro_sel_ce_brief(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
     return host, reports, Expect(None, never=frozenset({"sel-memory-correctable"}))
 
 
-@case("the same X10SDV log where EDAC counts correctable errors: the EDAC rules judge, nothing here", None)
+@case("the same X10SDV log where EDAC counts as many correctable errors: the EDAC rules judge, nothing here", None)
 def supermicro_sel_ce_edac(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
-    host = SnapHost(tmp).real_edac(I10NM)
+    host = SnapHost(tmp).real_edac(I10NM, mc7__dimm0__dimm_ce_count=400)  # ours: the log's 192 and more
     reports = log_after_empty(host, supermicro_log_for(3), redfish=inventory(supermicro_dimm()))
     return host, reports, Expect(None, never=frozenset({"sel-memory-correctable"}))
+
+
+@case(
+    "the same X10SDV log where EDAC's 4 correctable errors stand still: no count of the log's 192, a ticket "
+    "(fourth review of the Redfish rules, finding 1)",
+    "sel-memory-correctable",
+)
+def supermicro_sel_ce_edac_few(tmp: Path) -> tuple[SnapHost, list[Report], Expect]:
+    host = SnapHost(tmp).real_edac(I10NM)
+    reports = log_after_empty(host, supermicro_log_for(3), redfish=inventory(supermicro_dimm()))
+    expect = Expect(
+        "sel-memory-correctable",
+        "ticket",
+        title="DIMM DIMMB1: 1[0-9]{2} correctable-ECC entries in the BMC's log within 30 minutes",
+        part_type="dimm",
+        part="DIMMB1",
+        serial="16E1FD2E",
+    )
+    return host, reports, expect
 
 
 def serr_candidates(_session: Session, remediation: Remediation | None, _ticket: Ticket | None) -> None:

@@ -201,14 +201,20 @@ def test_edac_counting_the_same_dimm_in_the_interval_silences_the_log() -> None:
         run(report(at(31), sel=sel_state(*ce_stream(10, at(31)), count=200), edac=counting)), "sel_memory_ce_rate"
     )
     assert (rate.detail["edac_silent"], rate.detail["edac_counted"], rate.detail["edac_scope"]) == (False, 3995, "dimm")
-    # unlabelled EDAC: the host's count over the interval
-    host = Deriver()
-    host(report(at(0), sel=sel_state(count=0), edac=edac(host=(5, 0))))
-    rate = one(
-        host(report(at(31), sel=sel_state(*ce_stream(10, at(31)), count=200), edac=edac(host=(6, 0)))),
-        "sel_memory_ce_rate",
-    )
-    assert (rate.detail["edac_silent"], rate.detail["edac_counted"], rate.detail["edac_scope"]) == (False, 1, "host")
+    # unlabelled EDAC: the host's count over the interval, judged against the BMC's entries (fourth review,
+    # finding 1: one error EDAC counted anywhere on the host is no count of the 200 the BMC logged)
+    for host_now, silent in ((6, True), (4000, False)):
+        host = Deriver()
+        host(report(at(0), sel=sel_state(count=0), edac=edac(host=(5, 0))))
+        rate = one(
+            host(report(at(31), sel=sel_state(*ce_stream(10, at(31)), count=200), edac=edac(host=(host_now, 0)))),
+            "sel_memory_ce_rate",
+        )
+        assert (rate.detail["edac_silent"], rate.detail["edac_counted"], rate.detail["edac_scope"]) == (
+            silent,
+            host_now - 5,
+            "host",
+        )
 
 
 # -- finding 2: a failed IPMI read does not switch the firmware source to Redfish ------------------------
@@ -314,9 +320,9 @@ def test_two_flapping_bond_members_are_no_backup_for_each_other() -> None:
     assert carrier_rule(flaps) == "nic-carrier-flapping-redundant"
 
 
-def test_a_partner_outside_the_active_aggregator_is_no_backup_while_the_ports_aggregator_stays_up() -> None:
-    # p2 keeps aggregator 1 up when p0 goes down, so bonding does not reselect p1's aggregator; p2 flaps itself
-    # (third review, finding 3: a port alone in its aggregator is backed up by the other one, test_redfish_review3)
+def test_a_partner_outside_the_active_aggregator_backs_up_only_a_port_whose_aggregator_goes_down() -> None:
+    # p2 flaps with p0 (one switch reloading): aggregator 1 goes down whole and bonding reselects p1's (fourth
+    # review, finding 3; 26e21c2 held the host here: p2 was counted as keeping aggregator 1 up)
     states = [
         [
             nic("p0", "0000:3b:00.0", downs=i, **LACP, bond_state="active", bond_aggregator=1),
@@ -326,6 +332,20 @@ def test_a_partner_outside_the_active_aggregator_is_no_backup_while_the_ports_ag
         for i in range(4)
     ]
     flaps = flaps_of(states)["p0"]
+    assert (flaps.detail["redundant"], flaps.detail["bond_partners_linked"]) == (True, ["p1", "p2"])
+    assert flaps.detail["failover"] == "aggregator_reselection"
+    assert carrier_rule(flaps) == "nic-carrier-flapping-redundant"
+    # p2 steady in aggregator 1 but not carrying (LACP-individual): it keeps aggregator 1 selected, so bonding
+    # does not reselect p1's, and nothing carries p0's traffic
+    individual = [
+        [
+            nic("p0", "0000:3b:00.0", downs=i, **LACP, bond_state="active", bond_aggregator=1),
+            nic("p1", "0000:3b:00.1", **LACP, bond_state="backup", bond_aggregator=2),
+            nic("p2", "0000:3c:00.0", **LACP, bond_state="backup", bond_aggregator=1),
+        ]
+        for i in range(4)
+    ]
+    flaps = flaps_of(individual)["p0"]
     assert (flaps.detail["redundant"], flaps.detail["bond_partners_linked"]) == (False, ["p1", "p2"])
     assert carrier_rule(flaps) == "nic-carrier-flapping"
     # active-backup: the backup member is the backup
