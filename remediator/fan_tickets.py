@@ -21,25 +21,49 @@ from ticketing import queries
 from ticketing.schemas import TicketRequest
 
 FAN_PART_TYPE = "fan"
+SETTLING_STATES = ("resolved", "verifying")  # repaired, waiting for the fan to be proven: not a new failure's
 
 
 def fan_ticket_for(session: Session, hostname: str, signal: SignalValue) -> Any | None:
     """The open fan ticket a lost fan redundancy belongs to (module docstring), or None. One read of the
-    host's open tickets, only for a fan_redundancy_lost signal."""
+    host's open tickets, only for a fan_redundancy_lost signal. Review r7, finding 1: the oldest ticket of any
+    candidate won, so a slowing fan's in-service ticket took the redundancy (and the host) while another fan
+    read 240 cr; now a failing candidate's ticket, in candidate order, comes first, and a failing fan with no
+    ticket of its own opens one (the rule's key is that fan) rather than joining another fan's; an unreadable
+    candidate's ticket next; a slowing or read-ok candidate's only when it is the host's only fan ticket, and a
+    read-ok one only when that ticket holds the host (a fan being repaired, not one merely flagged slowing); a
+    fan missing from the sensors only when the report lists fans (none listed says nothing of any fan); and a
+    resolved or verifying ticket only for a fan that is failing again (the BMC's redundancy lags a swap)."""
     if signal.kind != "fan_redundancy_lost":
         return None
     detail = signal.detail
-    candidates = [str(c.get("sensor")) for c in detail.get("fan_candidates") or [] if isinstance(c, dict)]
+    candidates = [
+        (str(c.get("sensor")), str(c.get("candidate")))
+        for c in detail.get("fan_candidates") or []
+        if isinstance(c, dict)
+    ]
     seen = detail.get("fans_seen")
     fans = [t for t in queries.open_tickets_of_host(session, hostname) if t.part_type == FAN_PART_TYPE]
-    for ticket in fans:  # oldest first: the fan's first ticket
-        if ticket.part in candidates:
+    live = [t for t in fans if t.state.value not in SETTLING_STATES]
+    of_fan = {t.part: t for t in reversed(live)}  # oldest first wins: the fan's first ticket
+    failing = [sensor for sensor, why in candidates if why == "failing"]
+    for sensor in failing:
+        ticket = next((t for t in fans if t.part == sensor), None)  # a failing fan's ticket, settling or not
+        if ticket is not None:
             return ticket
-    if isinstance(seen, list):
-        for ticket in fans:
-            if ticket.part and ticket.part != signal.subject and ticket.part not in seen:
-                return ticket  # a fan gone from the sensors: pulled for its swap, or no longer listed
-    return next((t for t in fans if t.part == signal.subject), None)
+    if not failing:
+        for sensor, why in candidates:
+            ticket = of_fan.get(sensor)
+            if ticket is None or (why != "unreadable" and len(fans) != 1):
+                continue
+            if why == "read ok" and not ticket.holds_host:
+                continue  # an in-service ticket (a slowing fan's) of a fan that now reads ok: not the failed one
+            return ticket
+        if isinstance(seen, list) and seen:
+            for ticket in live:
+                if ticket.part and ticket.part != signal.subject and ticket.part not in seen:
+                    return ticket  # a fan gone from the sensors: pulled for its swap, or no longer listed
+    return next((t for t in live if t.part == signal.subject), None)
 
 
 def rekeyed(session: Session, request: TicketRequest, signal: dict[str, Any] | None) -> TicketRequest:

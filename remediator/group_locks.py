@@ -29,7 +29,7 @@ from remediator.models import Host
 from remediator.repairs import REVERIFY_STATES
 from ticketing import opening, queries
 
-Source = tuple[str, str, dt.datetime]  # a host of the batch, its signal's subject, and when it is decided
+Source = tuple[str, str, dt.datetime, int]  # a host of the batch, its signal's subject, when, its rule's priority
 
 
 def lock_group_tickets(session: Session, fired: Iterable[tuple[Host, Firing, dt.datetime]]) -> list[int]:
@@ -37,7 +37,7 @@ def lock_group_tickets(session: Session, fired: Iterable[tuple[Host, Firing, dt.
     racks: dict[tuple[str, str], set[Source]] = {}
     switches: dict[tuple[str, str], set[Source]] = {}
     for host, firing, at in fired:
-        source = (host.hostname, firing.signal.subject, at)
+        source = (host.hostname, firing.signal.subject, at, firing.rule.priority)
         if host.rack and rack_heat.airflow_in_service(firing.rule):
             racks.setdefault((host.datacenter, host.rack), set()).add(source)
         switch = firing.signal.detail.get("switch")
@@ -61,9 +61,10 @@ def lock_group_tickets(session: Session, fired: Iterable[tuple[Host, Firing, dt.
 
 
 def _writes(ticket: Any, rack: bool, source: Source) -> bool:  # a Ticket (ticketing.queries')
-    """Whether this detection would change the ticket (note_detection, a reopen), not repeat a detection."""
-    hostname, subject, at = source
-    if ticket.state.value in REVERIFY_STATES or opening.detection_due(ticket, at):
+    """Whether this detection would change the ticket (note_detection, a reopen, a more urgent rule raising its
+    priority: review r7, finding 6), not repeat a detection."""
+    hostname, subject, at, priority = source
+    if ticket.state.value in REVERIFY_STATES or opening.detection_due(ticket, at) or priority < ticket.priority:
         return True
     if rack:
         return not rack_heat.has_heard_from(ticket.evidence, hostname, subject)

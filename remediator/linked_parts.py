@@ -25,7 +25,7 @@ from checker.parsers.pcie import normal_bdf
 from remediator.evidence import part_evidence
 from remediator.models import Host
 from remediator.models import Report as ReportRow
-from ticketing import opening
+from ticketing import opening, queries
 from ticketing.schemas import TicketRequest
 
 PCIE_PART_TYPES = frozenset({"pcie_device", "pcie"})
@@ -119,7 +119,11 @@ def onto_linked_ticket(
     that ticket as a detection with this name's evidence beside it, raising its priority and holding its host
     when the request asks (review r4, finding 3: the runner and a ticket opened beside a remediation never
     looked, so the drive's critical warning and its AER counters in one report opened two tickets). Returns
-    the ticket, or None: no such ticket, open_ticket as usual."""
+    the ticket, or None: no such ticket, open_ticket as usual. A request whose own key has its open ticket
+    goes there (review r7, finding 8: an in-service PCIe ticket and a disk ticket both open, the function's
+    pcie-aer-uncorrected went to the disk's and its own ticket never held the host)."""
+    if queries.find_open(session, request.dedup_key) is not None:
+        return None
     linked = open_linked_ticket(session, host, frozenset({request.part_type}), request.part, now)
     if linked is None:
         return None
@@ -137,7 +141,8 @@ def onto_linked_ticket(
         new_source=first,
         linked=evidence,
         priority=request.priority,
-        title=request.title,
+        title=None,  # another name's title (a PCIe function's on its disk's ticket) is added, not put in its place
+        also=f"{rule}: {request.title}",
     )
     if request.holds_host and not ticket.holds_host:
         opening.hold_host(session, ticket, actor=actor, now=now)

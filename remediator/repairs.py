@@ -78,11 +78,16 @@ def named_part(firing: Firing, hostname: str = "") -> str | None:
     return filled if filled.strip() and "{" not in filled else None  # a detail the signal lacks: its subject
 
 
-def rule_ticket_title(firing: Firing, hostname: str) -> str | None:
-    """The title the firing's own ticket would have (its rule's first ticket step, filled as planning fills
-    it), or None when the rule names none or the signal lacks a detail it names."""
-    steps = [step for plan in (firing.rule.plan, *(rung.plan for rung in firing.rule.escalation)) for step in plan]
-    title = next((str(s.params["title"]) for s in steps if s.action == "ticket" and s.params.get("title")), None)
+def rule_ticket_title(firing: Firing, hostname: str, part_type: str | None = None) -> str | None:
+    """The title the firing's own ticket would have for a ticket of `part_type`, any when None (its rule's
+    first plan's ticket step of that part type, filled as planning fills it), or None when the first plan
+    opens no such ticket or the signal lacks a detail it names. An escalation rung's title says what the
+    ladder tried before it (review r7, finding 2: gpu-xid-dbe's "... and the reset failed or was refused"
+    where no reset ran), and another part type's names another part (a PCIe function's title on its disk's
+    ticket): neither is the ticket's title."""
+    steps = [s for s in firing.rule.plan if s.action == "ticket" and s.params.get("title")]
+    step = next((s for s in steps if part_type in (None, str(s.params.get("part_type", "host")))), None)
+    title = str(step.params["title"]) if step is not None else None
     if title is None:
         return None
     signal = firing.signal
@@ -237,6 +242,10 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
     if linked is not None and (new_source or opening.detection_due(ticket, now)):
         detail["linked_part"] = linked.key
         evidence = (linked.key, linked_parts.linked_evidence(session, host, linked, rule=firing.rule.id, reason=what))
+    # a more urgent rule's own title for this part type retitles the ticket; else the ticket keeps its title and
+    # this rule's title for another part, or what it saw, is added (review r7, finding 2)
+    own = None if group else rule_ticket_title(firing, host.hostname, ticket.part_type)
+    other = None if group or own else rule_ticket_title(firing, host.hostname)
     opening.note_detection(
         session,
         ticket,
@@ -249,7 +258,8 @@ def route_detection(session: Session, host: Host, firing: Firing, now: dt.dateti
         join=join,
         linked=evidence,
         priority=firing.rule.priority,  # a more urgent rule raises the ticket's (review r4, finding 2)
-        title=None if group else rule_ticket_title(firing, host.hostname),
+        title=own,
+        also=None if group or own else (f"{firing.rule.id}: {other}" if other else what),
     )
     if linked is not None:
         return f"ticket {ticket.id} ({ticket.state.value}) holds the same part as {linked.key}: detection added"

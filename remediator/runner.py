@@ -91,7 +91,7 @@ def advance(
     step.started_at = step.started_at or now
     session.flush()
     if step.action == "ticket":
-        ticket_id, created = _open_ticket(session, host, remediation, step)
+        ticket_id, created = _open_ticket(session, host, remediation, step, now)
         step.state = StepState.succeeded
         step.finished_at = now
         step.result = {"ticket_id": ticket_id, "created": created}
@@ -222,7 +222,9 @@ def _release(session: Session, host: Host, remediation: Remediation, now: dt.dat
     draining.undrain(session, host, remediation, now)
 
 
-def _open_ticket(session: Session, host: Host, remediation: Remediation, step: RemediationStep) -> tuple[int, bool]:
+def _open_ticket(
+    session: Session, host: Host, remediation: Remediation, step: RemediationStep, now: dt.datetime
+) -> tuple[int, bool]:
     params = step.params
     evidence = evidence_bundle(session, host, remediation)
     named = str(params.get("part") or "")  # filled at planning; a detail the signal lacked: the subject
@@ -243,9 +245,10 @@ def _open_ticket(session: Session, host: Host, remediation: Remediation, step: R
     request = switch_errors.grouped(session, host, request, host.last_report_at)  # CRC behind one switch
     request = fan_tickets.rekeyed(session, request, (remediation.evidence or {}).get("signal"))  # a lost redundancy
     linked = linked_parts.onto_linked_ticket(
-        session, host, request, rule=remediation.rule_id, actor=decisions.SYSTEM, now=utcnow()
+        session, host, request, rule=remediation.rule_id, actor=decisions.SYSTEM, now=now
     )
     if linked is not None:  # an NVMe drive's other name has its open ticket: one drive, one ticket (review r4, 3)
         return linked.id, False
-    ticket, created = tickets.open_ticket(session, request, actor=decisions.SYSTEM)
+    # rung 0's title is the rule's own, no fix tried before it: it may retitle the part's ticket (review r7, 2)
+    ticket, created = tickets.open_ticket(session, request, actor=decisions.SYSTEM, own_title=remediation.rung == 0)
     return ticket.id, created

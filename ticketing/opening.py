@@ -31,10 +31,16 @@ finds the open ticket of the old (its dedup key has the old name), rather than o
 DETECTION_EVERY = dt.timedelta(hours=1)
 """Detections of the same fault closer together than this are one detection (rules fire every report)."""
 MAX_DETECTIONS_KEPT = 50
+MAX_TITLE = 512  # the tickets.title column's length
 
 
 def open_ticket(
-    session: Session, request: TicketRequest, *, actor: str, now: dt.datetime | None = None
+    session: Session,
+    request: TicketRequest,
+    *,
+    actor: str,
+    now: dt.datetime | None = None,
+    own_title: bool = False,
 ) -> tuple[Ticket, bool]:
     """Open a ticket, or add this detection to the open one for the same host and part.
 
@@ -42,6 +48,10 @@ def open_ticket(
     unique open_key decides, and the loser adds to the winner's ticket. An open
     ticket of the part under its old type's name (LEGACY_PART_TYPES) is the same
     part's: the detection goes to it, as ticket_for_detection's would.
+
+    `own_title`: the request's title is its rule's first plan's (no fix was tried before it, the runner's
+    rung 0): a more urgent request of the same part type then retitles the open ticket it lands on; any other
+    title is added to the ticket's (raise_priority).
     """
     now = now or utcnow()
     key = request.dedup_key
@@ -97,8 +107,13 @@ def open_ticket(
     if request.holds_host and not locked.holds_host:
         _hold_host(session, locked, actor=actor, now=now)
     if request.priority < locked.priority:  # a group's request names the group: its title is the join's
-        title = None if join_of(request) is not None else request.title
-        raise_priority(session, locked, priority=request.priority, title=title, actor=actor, now=now)
+        # the request's title may be a ladder's end (a beside ticket, a lost event's) or another part type's:
+        # it never replaces the ticket's, it is added to it (review r7, finding 2)
+        rule = str(request.evidence.get("rule") or "")
+        group = join_of(request) is not None
+        title = request.title if own_title and not group and request.part_type == locked.part_type else None
+        also = None if group or title else (f"{rule}: {request.title}" if rule else request.title)
+        raise_priority(session, locked, priority=request.priority, title=title, also=also, actor=actor, now=now)
     return existing, False
 
 
@@ -125,6 +140,7 @@ def note_detection(
     linked: tuple[str, dict[str, Any]] | None = None,
     priority: int | None = None,
     title: str | None = None,
+    also: str | None = None,
 ) -> bool:
     """The fault was seen again on a ticket still open; returns False when it is the same detection
     (within DETECTION_EVERY of the last one), which changes nothing. `since`: only a detection at or after
@@ -136,12 +152,13 @@ def note_detection(
     `join`: the group's hosts now, merged into a group ticket's evidence (ticketing.groups.Join).
     `linked`: (key, evidence) of another name of the same part (an NVMe drive's PCIe function beside its
     disk: remediator.linked_parts), kept in the evidence's `linked_parts` under its key.
-    `priority`, `title`: the detecting rule's; a more urgent one (a lower number) raises the ticket's priority
-    and gives it this title (raise_priority), even within the hour of the last detection."""
+    `priority`, `title`, `also`: the detecting rule's; a more urgent one (a lower number) raises the ticket's
+    priority, even within the hour of the last detection, and gives it `title` or adds `also` to its own
+    (raise_priority)."""
     if priority is not None and priority < ticket.priority:
         ticket = lock_ticket(session, ticket.id)
         if priority < ticket.priority:
-            raise_priority(session, ticket, priority=priority, title=title, actor=actor, now=now)
+            raise_priority(session, ticket, priority=priority, title=title, also=also, actor=actor, now=now)
     if _same_detection(ticket, now, since) and not new_source:
         return False  # the common case while a fault lasts: no lock taken
     ticket = lock_ticket(session, ticket.id)  # the latest count and time: concurrent ingests take turns
@@ -255,17 +272,39 @@ def _hold_host(session: Session, ticket: Ticket, *, actor: str, now: dt.datetime
     )
 
 
+def with_also(title: str, also: str) -> str:
+    """A title with another rule's fault added, within the column's MAX_TITLE: the ticket's own title is kept
+    whole where it can be, the addition cut with an ellipsis."""
+    added = f"; also: {also}"
+    if len(title) + len(added) <= MAX_TITLE:
+        return title + added
+    room = MAX_TITLE - len(title) - 1
+    return title[:MAX_TITLE] if room < len("; also: ") + 8 else title + added[:room] + "…"
+
+
 def raise_priority(
-    session: Session, ticket: Ticket, *, priority: int, title: str | None, actor: str, now: dt.datetime
+    session: Session,
+    ticket: Ticket,
+    *,
+    priority: int,
+    title: str | None,
+    actor: str,
+    now: dt.datetime,
+    also: str | None = None,
 ) -> None:
     """A more urgent rule's detection reached an open ticket (a linked name's, a fan's critical sensor on its
-    slowing ticket): the ticket takes that priority and, when given, that title; the event keeps what it was
-    (review r4, finding 2: a p4 'PCIe corrected errors' ticket held a drive to replace at p4). Never lowered.
-    Written like a detection, without moving the version: a technician's resolve must not turn into a 412."""
+    slowing ticket): the ticket takes that priority and, when given, that `title` (the caller's to judge: the
+    rule's own first ticket for the same part type), else keeps its title with "; also: <also>" added, capped
+    (review r7, finding 2: a ladder's end replaced the title, "Replace GPU ... the reset failed" where no reset
+    ran, "unreachable after a power cycle" where none was done). The event keeps what it was (review r4,
+    finding 2: a p4 'PCIe corrected errors' ticket held a drive to replace at p4). Never lowered. Written like
+    a detection, without moving the version: a technician's resolve must not turn into a 412."""
     was_priority, was_title = ticket.priority, ticket.title
     values: dict[str, Any] = {"priority": priority}
-    if title and title[:512] != ticket.title:
-        values["title"] = title[:512]
+    if title and title[:MAX_TITLE] != ticket.title:
+        values["title"] = title[:MAX_TITLE]
+    elif not title and also and also not in ticket.title:
+        values["title"] = with_also(ticket.title, also)
     session.execute(
         update(Ticket).where(Ticket.id == ticket.id).values(**values),
         execution_options={"synchronize_session": False},

@@ -39,6 +39,10 @@ def push(session: Session, ticket_id: int, tracker: Tracker, *, public_url: str)
         .where(TicketEvent.ticket_id == ticket_id, TicketEvent.id > link.synced_event_id)
         .order_by(TicketEvent.id)
     ).all()
+    if any("previous_priority" in (event.detail or {}) for event in events):
+        # a more urgent rule raised the ticket (ticketing.opening.raise_priority): its summary and priority
+        # label were written only when the issue was made (review r7, finding 3)
+        tracker.update(key, snapshot(ticket, public_url))
     if events:
         posted = tracker.posted_event_ids(key)
         for event in events:

@@ -42,6 +42,10 @@ DIAG_NAME = "dcgmi-diag.txt"  # in the agent's state directory: the site's own `
 DEFAULT_STATE_DIR = "/var/lib/fleetfix-agent"  # FLEETFIX_AGENT_STATE_DIR's default
 DIAG_STATE = "gpu_diag"
 MAX_DIAG_CHARS = 200_000
+# The boards nvidia-smi lists when the agent first reads a run are the run's only when read soon after it was
+# written: within a few report cycles (core/settings.py report_interval_s, 60 s by default). Wrong if a run is
+# left while the agent is stopped for longer and no board changes meanwhile: its per-GPU results go uncredited.
+DIAG_BOARDS_KNOWN_WITHIN = dt.timedelta(minutes=10)
 
 
 def nvidia_gpus(ctx: Context) -> list[str]:
@@ -107,7 +111,10 @@ def read_diag(ctx: Context, serials: dict[int, str | None] | None = None) -> Dcg
         ctx.problem(f"{DIAG_NAME}: {item}")
     if parsed.value is None:
         return None
-    digest = hashlib.sha256(last_table(text).encode("utf-8", "replace")).hexdigest()[:16]
+    # the file's mtime and size are the run's identity too: a byte-identical re-run after a swap is a new run,
+    # whose boards are those of now (review r7, finding 4)
+    identity = last_table(text) + (f"\0{found.mtime}\0{found.size}" if found is not None else "")
+    digest = hashlib.sha256(identity.encode("utf-8", "replace")).hexdigest()[:16]
     saved = ctx.state.get(DIAG_STATE)
     seen = dt.datetime.now(dt.UTC)
     same = saved.get("digest") == digest
@@ -121,10 +128,14 @@ def read_diag(ctx: Context, serials: dict[int, str | None] | None = None) -> Dcg
     parsed.value.first_seen = seen if seen.tzinfo else seen.replace(tzinfo=dt.UTC)
     if found is not None:
         parsed.value.written_at = dt.datetime.fromtimestamp(found.mtime, dt.UTC)
+    written = parsed.value.written_at
+    # review r7, finding 4: a baseline taken long after the run (the agent's state lost, the agent stopped) or
+    # with no serial read is of the boards now, not of the run's: the boards at run time are unknown
+    late = written is None or parsed.value.first_seen - written > DIAG_BOARDS_KNOWN_WITHIN
+    known = {} if late else {int(index): str(serial)[:64] for index, serial in then.items() if serial}
+    parsed.value.run_serials = dict(sorted(known.items())[:64]) or None
     parsed.value.replaced_gpus = sorted(
-        index
-        for index, serial in (serials or {}).items()
-        if serial and then.get(str(index)) and then.get(str(index)) != serial
+        index for index, serial in (serials or {}).items() if serial and known.get(index) and known.get(index) != serial
     )[:64]
     return parsed.value
 

@@ -155,6 +155,14 @@ class DcgmDiag(Model):
         description="nvidia-smi indices whose board serial differs from the one at that index when the agent first "
         "read this output: the run tested another board there.",
     )
+    run_serials: dict[Annotated[int, Field(ge=0)], Annotated[str, Field(max_length=64)]] | None = Field(
+        None,
+        max_length=64,
+        description="The board serial at each nvidia-smi index when the agent first read this output, so a result "
+        "is credited by board, not by an index a renumbering moved (review r7, finding 4). Null: the boards at run "
+        "time are not known (first read more than DIAG_BOARDS_KNOWN_WITHIN after the file was written, its mtime "
+        "unknown, no serial read, or an older agent): only All GPUs' results are credited.",
+    )
 
 
 class GpuState(Model):

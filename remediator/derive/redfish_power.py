@@ -17,14 +17,18 @@ LOWER_LIMITS = ("lcr", "lnr")
 UNREAD_STATUSES = ("ns", "na", "")  # IPMI's no reading / not available, as the parsers keep them
 UPPER_STATUSES = ("unc", "ucr", "unr")  # past an upper threshold: a fan the BMC ramped up, turning, not failed
 UPPER_LIMITS = ("unc", "ucr", "unr")
+SLOWING_STATUSES = ("lnc", "nc")  # the BMC's non-critical state: sdr elist's lnc, sensor list's nc, Health Warning
 MAX_FANS_SEEN = 32
 
 
 def _fan_candidate(sensor: SensorReading) -> str | None:
-    """Why a fan may be the one a lost redundancy means: `failing` (the BMC's status not OK, or a reading below
-    a lower critical or non-recoverable threshold), `unreadable` (no reading: ipmitool's na, Redfish's null),
-    or None (read and healthy). A fan the BMC cannot read may be the failed one: it is never taken for healthy
-    (issue 16 leftovers: na fans were left out of the candidates whenever another fan was failing)."""
+    """Why a fan may be the one a lost redundancy means: `failing` (the BMC's status critical or worse, or a
+    reading below a lower critical or non-recoverable threshold), `slowing` (the BMC's non-critical state, lnc
+    or nc, with the reading above any lower critical threshold: turning, slower than it should), `unreadable`
+    (no reading: ipmitool's na, Redfish's null), or None (read and healthy). A fan the BMC cannot read may be
+    the failed one: it is never taken for healthy (issue 16 leftovers: na fans were left out of the candidates
+    whenever another fan was failing). A slowing fan is not failing (review r7, finding 1: it counted as
+    failing, so a lost redundancy went to the slowing fan's ticket while another fan read 240 cr)."""
     status = sensor.status.strip().lower()
     if sensor.reading is None and status in UNREAD_STATUSES:
         return "unreadable"
@@ -38,15 +42,20 @@ def _fan_candidate(sensor: SensorReading) -> str | None:
     )
     if not below and (status in UPPER_STATUSES or above):
         return None
-    if below or status not in ("ok", *UNREAD_STATUSES):
+    if below:
+        return "failing"
+    if status in SLOWING_STATUSES:
+        return "slowing"
+    if status not in ("ok", *UNREAD_STATUSES):
         return "failing"
     return "unreadable" if sensor.reading is None else None
 
 
 def _fans(sensors: Sequence[SensorReading] | None, group: str) -> dict[str, Any]:
-    """A lost fan redundancy names no fan: the fans the BMC reads as failing, then those it cannot read, are
-    the candidates (the sensors section, which the same service's Thermal readings fill), else every fan read
-    (the review's finding 9: 'Replace fan System Board Fan Redundancy' named the group, not a fan). `fan_part`,
+    """A lost fan redundancy names no fan: the fans the BMC reads as failing, then those it cannot read, then
+    those it flags slowing, are the candidates (the sensors section, which the same service's Thermal readings
+    fill), else every fan read (the review's finding 9: 'Replace fan System Board Fan Redundancy' named the
+    group, not a fan). `fan_part`,
     the part its ticket is keyed by: the one failing fan, so a Critical fan's own ticket (sensor-critical-fan)
     is the same ticket; else the group. `fans_seen`: every fan the sensors list (remediator.fan_tickets routes a
     redundancy whose key moved to the fan ticket it belongs to)."""
@@ -54,7 +63,8 @@ def _fans(sensors: Sequence[SensorReading] | None, group: str) -> dict[str, Any]
     why = {s.name: _fan_candidate(s) for s in fans}
     failing = [s for s in fans if why[s.name] == "failing"]
     unreadable = [s for s in fans if why[s.name] == "unreadable"]
-    listed = [*failing, *unreadable] or fans
+    slowing = [s for s in fans if why[s.name] == "slowing"]
+    listed = [*failing, *unreadable, *slowing] or fans
     shown = ", ".join(s.name for s in listed[:MAX_LISTED])
     if len(failing) == 1:
         named = failing[0].name

@@ -24,7 +24,11 @@ with neither a published lnc nor the BMC's `lnc` state gives no such signal (no 
 guessed); an lnc of 0 or less is a placeholder, no threshold (a fan stopped by design reads 0 at it); a fan
 the BMC cannot read (`ns`, `na`) is not slowing; one at or below its critical threshold is a
 sensor_critical fan, not this. A state, on every report while it holds, so a rule can ask that it last
-(`for`): a BMC's quiet fan mode can dip a fan below it for a while.
+(`for`): a BMC's quiet fan mode can dip a fan below it for a while. Only a fan read in RPM: a duty cycle
+(Redfish ReadingUnits Percent, e.g. HPE iLO) is the BMC's command, not the fan's speed (review r7, finding 5).
+The BMC's lnc state alone can hold above the threshold: a BMC clears a low alarm only once the reading is
+past the threshold plus a hysteresis (OpenBMC dbus-sensors src/Thresholds.cpp, checkThresholds), so its
+`verdict` says the BMC flags the fan, with the reading, not that the reading is below the threshold.
 """
 
 from __future__ import annotations
@@ -69,14 +73,19 @@ def _fan_degraded(sensor: SensorReading) -> SignalValue | None:
     lnc, reading, status = sensor.thresholds.get("lnc"), sensor.reading, sensor.status.strip().lower()
     if sensor.kind != "fan" or reading is None or status in CRITICAL_STATES or status in UNREAD_STATES:
         return None
+    if (sensor.unit or "").strip().lower() != "rpm":
+        return None  # a duty cycle in percent (module docstring), or a unit not given: no speed to judge
     if any(reading <= sensor.thresholds[k] for k in LOWER_CRITICAL if k in sensor.thresholds):
         return None  # critical: the BMC's cr (sensor_critical) or the SEL's going-low event says so
     if lnc is not None and lnc <= 0:
         lnc = None  # a placeholder threshold (review r4, finding 7): no threshold, the BMC's state alone
     if lnc is None and not sensor.thresholds and status == "lnc":
         limits = "the BMC's lnc state; sdr elist lists no thresholds"
+        # a title's detail text is cut at 120 characters (remediator.decisions.template_values): kept short
+        verdict = f"the BMC flags it below its lower non-critical threshold (reading {reading:.0f}, none listed)"
     elif lnc is not None and (reading < lnc or (reading == lnc and status in ("nc", "lnc"))):
         limits = ", ".join(f"{k} {sensor.thresholds[k]:g}" for k in ("lnc", *LOWER_CRITICAL) if k in sensor.thresholds)
+        verdict = f"{reading:.0f} at or below its lower non-critical threshold ({limits})"
     else:
         return None
     detail = {
@@ -86,6 +95,7 @@ def _fan_degraded(sensor: SensorReading) -> SignalValue | None:
         "unit": sensor.unit,
         "thresholds": dict(sensor.thresholds),
         "limits": limits,
+        "verdict": verdict,  # the title's words: a reading against thresholds, or the BMC's state alone
     }
     return SignalValue("fan_degraded", sensor.name, reading, detail)
 

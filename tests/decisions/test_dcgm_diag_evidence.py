@@ -9,6 +9,7 @@ import datetime as dt
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -127,32 +128,60 @@ def test_a_gpu_without_an_index_or_swapped_since_the_run_is_credited_with_no_oth
     tmp_path: Path,
 ) -> None:
     """Review r4, finding 6: a GPU whose index was not known got every GPU's failures; after a GPU swap the
-    run's result at its index was another board's."""
+    run's result at its index was another board's. Review r7, finding 4: by index, a renumbering (a GPU fallen
+    off, the driver reloaded) credited the fallen board's failure to the board now at its index; the run's
+    boards are now its serials, and a GPU is credited by its board."""
     diag = {
         "tests": [
             {"name": "GPU Memory", "result": "fail", "result_text": "Fail - GPU: 3", "gpus": [3], "warnings": []},
             {"name": "PCIe", "result": "fail", "result_text": "Fail - All", "gpus": None, "warnings": []},
-        ]
+        ],
+        "run_serials": {"3": "B3", "4": "B4"},
     }
-    unknown = dcgm_diag_of({}, {"gpu": {"diag": diag}})
-    assert unknown is not None
-    assert [t["name"] for t in unknown["failed"]] == ["PCIe"]  # All GPUs' only
-    third = dcgm_diag_of({"index": 3}, {"gpu": {"diag": diag}})
-    assert third is not None
-    assert [t["name"] for t in third["failed"]] == ["GPU Memory", "PCIe"]
-    swapped = dcgm_diag_of({"index": 3}, {"gpu": {"diag": {**diag, "replaced_gpus": [3]}}})
+
+    def failed(part: dict[str, object], of: dict[str, object]) -> list[str]:
+        found = dcgm_diag_of(part, {"gpu": {"diag": of}})
+        assert found is not None
+        return [t["name"] for t in found["failed"]]
+
+    assert failed({}, diag) == ["PCIe"]  # All GPUs' only
+    assert failed({"index": 3, "serial": "B3"}, diag) == ["GPU Memory", "PCIe"]
+    # renumbered: B3 fell off the bus, B4 is index 3 now: not B3's failure
+    assert failed({"index": 3, "serial": "B4"}, diag) == ["PCIe"]
+    swapped = dcgm_diag_of({"index": 3, "serial": "NEW"}, {"gpu": {"diag": diag}})
     assert swapped is not None
     assert (swapped["failed"], swapped["replaced_since_run"]) == ([], True)
-    # the collector says which: the board serial at index 0 changed after the output was first read
+    # the run's boards not known (read late, an older agent): All GPUs' only, whatever the index
+    assert failed({"index": 3, "serial": "B3"}, {**diag, "run_serials": None}) == ["PCIe"]
+
+
+def _diag_of(report: Any) -> Any:
+    assert report.observations.gpu is not None
+    assert report.observations.gpu.diag is not None
+    return report.observations.gpu.diag
+
+
+def test_the_collector_keeps_the_run_s_boards_by_serial_and_its_identity_with_the_file_s_time(tmp_path: Path) -> None:
+    """Review r7, finding 4: the board serial at index 0 changed after the output was first read: replaced;
+    a byte-identical re-run written after the swap kept the old baseline (the same digest) and flagged the new
+    board; a baseline taken long after the file was written (a lost agent state) was of the new boards."""
     host = gpu_host(tmp_path, "0000:00:1e.0")
     host.file(DIAG_FILE, sample(H100_DIAG))
     xml = sample(A10G)
-    (before,) = cycles(host, xml, range(0, 1))
     serial = re.search(r"<serial>([^<]*)</serial>", xml)
     assert serial is not None
-    (after,) = cycles(host, field(xml, "serial", serial.group(1) + "9"), range(5, 6))
-    assert before.observations.gpu is not None
-    assert before.observations.gpu.diag is not None
-    assert after.observations.gpu is not None
-    assert after.observations.gpu.diag is not None
-    assert (before.observations.gpu.diag.replaced_gpus, after.observations.gpu.diag.replaced_gpus) == ([], [0])
+    (before,) = cycles(host, xml, range(0, 1))
+    assert (_diag_of(before).replaced_gpus, _diag_of(before).run_serials) == ([], {0: serial.group(1)})
+    new_board = field(xml, "serial", serial.group(1) + "9")
+    (after,) = cycles(host, new_board, range(5, 6))
+    assert (_diag_of(after).replaced_gpus, _diag_of(after).run_serials) == ([0], {0: serial.group(1)})
+    # the same table written again after the swap (a new mtime): a new run, of the board there now
+    rerun = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
+    os.utime(_diag_path(tmp_path), (rerun.timestamp(), rerun.timestamp()))
+    (again,) = cycles(host, new_board, range(6, 7))
+    assert (_diag_of(again).replaced_gpus, _diag_of(again).run_serials) == ([], {0: serial.group(1) + "9"})
+    # a run written a day before the agent first read it: the boards then are not known
+    old = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
+    os.utime(_diag_path(tmp_path), (old.timestamp(), old.timestamp()))
+    (late,) = cycles(host, new_board, range(7, 8))
+    assert (_diag_of(late).replaced_gpus, _diag_of(late).run_serials) == ([], None)

@@ -136,3 +136,108 @@ def test_an_open_ticket_keyed_by_the_group_still_takes_the_lost_redundancy(sessi
     run(session, host, [report(host, 65, NOT_YET, lost=True)])  # now Fan2A below its lcr, the BMC still ok
     ((part, _state, detections),) = fan_tickets(session, host)
     assert (part, detections) == (GROUP.name, 2)
+
+
+# Review r7, finding 1: a slowing fan (the BMC's lnc, above its lcr) with its in-service ticket took every lost
+# redundancy (and the host) as the oldest candidate's ticket. The reviewer's scenarios (/tmp/r7/test_r7_fans.py).
+LIMITS = {"lnc": 840.0, "lcr": 480.0}
+SLOW5 = SensorReading(name="Fan5A", kind="fan", status="lnc", reading=700, unit="RPM", thresholds=LIMITS)
+CRIT2 = SensorReading(name="Fan2A", kind="fan", status="cr", reading=240, unit="RPM", thresholds=LIMITS)
+
+
+def _ok(name: str) -> SensorReading:
+    return SensorReading(name=name, kind="fan", status="ok", reading=9000, unit="RPM", thresholds=LIMITS)
+
+
+def _fans_report(host: SnapHost, minute: int, fans: list[SensorReading], *, lost: bool) -> Report:
+    made = with_bmc(host.cycle(minute), redfish=RedfishState(service=SERVICE, redundancy=[GROUP] if lost else []))
+    return made.model_copy(update={"observations": made.observations.model_copy(update={"sensors": fans})})
+
+
+def _slowing_fan5a_ticket(session: Session, host: SnapHost) -> int:
+    register(session, host)
+    fans = [_ok("Fan1A"), _ok("Fan2A"), _ok("Fan3A"), _ok("Fan4A"), SLOW5]
+    run(session, host, [_fans_report(host, m, fans, lost=False) for m in (0, 10, 20, 31)])
+    fan_tickets(session, host)
+    (slowing,) = tickets_of(session, host.hostname)
+    assert (slowing.part, slowing.priority, slowing.holds_host) == ("Fan5A", 4, False)
+    return int(slowing.id)
+
+
+def _slowing_ticket_untouched(session: Session, host: SnapHost, slowing_id: int) -> None:
+    fan_tickets(session, host)
+    slowing = next(t for t in tickets_of(session, host.hostname) if t.id == slowing_id)
+    assert (slowing.priority, slowing.holds_host) == (4, False)  # Fan5A's own fan-degraded may detect again
+    assert "redundancy" not in slowing.title
+
+
+def test_a_lost_redundancy_goes_to_the_failing_fan_not_to_the_slowing_fan_s_ticket(
+    session: Session, tmp_path: Path
+) -> None:
+    """Case A, one report: Fan2A reads 240 cr and the group is lost while Fan5A's slowing ticket is open."""
+    host = SnapHost(tmp_path)
+    slowing_id = _slowing_fan5a_ticket(session, host)
+    fans = [_ok("Fan1A"), CRIT2, _ok("Fan3A"), _ok("Fan4A"), SLOW5]
+    run(session, host, [_fans_report(host, 40, fans, lost=True)])
+    run(session, host, [_fans_report(host, 110, fans, lost=True)])
+    _slowing_ticket_untouched(session, host, slowing_id)
+    (fan2a,) = [t for t in tickets_of(session, host.hostname) if t.part == "Fan2A"]
+    assert fan2a.holds_host
+    assert fan2a.detections >= 2
+
+
+def test_a_lost_redundancy_after_the_failing_fan_s_own_ticket_goes_there(session: Session, tmp_path: Path) -> None:
+    """Case A, two reports: Fan2A's ticket opens first, then the group is lost (age no longer wins)."""
+    host = SnapHost(tmp_path)
+    slowing_id = _slowing_fan5a_ticket(session, host)
+    fans = [_ok("Fan1A"), CRIT2, _ok("Fan3A"), _ok("Fan4A"), SLOW5]
+    run(session, host, [_fans_report(host, 40, fans, lost=False)])
+    run(session, host, [_fans_report(host, 45, fans, lost=True)])
+    _slowing_ticket_untouched(session, host, slowing_id)
+    (fan2a,) = [t for t in tickets_of(session, host.hostname) if t.part == "Fan2A"]
+    assert fan2a.detections == 2
+
+
+def test_a_lost_redundancy_with_every_fan_read_ok_is_not_a_slowing_fan_s(session: Session, tmp_path: Path) -> None:
+    """Case B: Fan5A recovered and every fan reads ok (a module fault): the group's own ticket."""
+    host = SnapHost(tmp_path)
+    slowing_id = _slowing_fan5a_ticket(session, host)
+    fans = [_ok("Fan1A"), _ok("Fan2A"), _ok("Fan3A"), _ok("Fan4A"), _ok("Fan5A")]
+    run(session, host, [_fans_report(host, 40, fans, lost=True)])
+    _slowing_ticket_untouched(session, host, slowing_id)
+    assert GROUP.name in [p for p, _s, _d in fan_tickets(session, host)]
+
+
+def test_a_lost_redundancy_in_a_report_without_fan_sensors_is_not_a_fan_s(session: Session, tmp_path: Path) -> None:
+    """Case C: no fan sensors this cycle: no fan counts as 'missing from the sensors' (being swapped)."""
+    host = SnapHost(tmp_path)
+    slowing_id = _slowing_fan5a_ticket(session, host)
+    run(session, host, [_fans_report(host, 40, [], lost=True)])
+    _slowing_ticket_untouched(session, host, slowing_id)
+    assert GROUP.name in [p for p, _s, _d in fan_tickets(session, host)]
+
+
+def test_a_lost_redundancy_lagging_a_swap_does_not_reopen_the_swapped_fan_s_ticket(
+    session: Session, tmp_path: Path
+) -> None:
+    """Review r7, finding 1: the BMC's Redundancy status can lag a fan swap while every fan reads ok; the
+    swapped fan's resolved (verifying) ticket was taken, so the lag reopened it. Only a fan failing again
+    takes its settling ticket."""
+    from ticketing import service as tickets
+    from ticketing.schemas import Resolution
+
+    host = SnapHost(tmp_path)
+    register(session, host)
+    run(session, host, [report(host, 0, CRITICAL, lost=True)])
+    assert [(p, s) for p, s, _ in fan_tickets(session, host)] == [("Fan2A", "open")]
+    (fan2a,) = tickets_of(session, host.hostname)
+    ticket = tickets.lock_ticket(session, fan2a.id)
+    tickets.claim(session, ticket, actor="user:alice")
+    tickets.start(session, ticket, actor="user:alice")
+    tickets.resolve(session, ticket, Resolution(note="fan replaced"), actor="user:alice")
+    swapped = CRITICAL.model_copy(update={"status": "ok", "reading": 9000})
+    run(session, host, [_with_fans(host, 65, [FAN1A, swapped])])  # every fan ok, the group still lost
+    fan_tickets(session, host)
+    by_part = {t.part: t for t in tickets_of(session, host.hostname) if t.part_type == "fan"}
+    assert by_part["Fan2A"].state.value in ("resolved", "verifying")
+    assert GROUP.name in by_part  # the lag is the group's, not the swapped fan's

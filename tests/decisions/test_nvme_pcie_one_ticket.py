@@ -109,7 +109,10 @@ def test_the_drive_s_warning_raises_its_function_s_ticket(session: Session, tmp_
     assert open_tickets(session, host) == [("pcie_device", BDF)]
     (ticket,) = tickets_of(session, host.hostname)
     assert (ticket.id, ticket.priority) == (ticket_id, 2)
-    assert ticket.title.startswith(f"Replace NVMe {SERIAL}: critical warning 4")
+    # the drive's title is another part type's (its disk's): added to the function's, not put in its place
+    # (review r7, finding 2)
+    assert ticket.title.startswith("PCIe corrected errors")
+    assert f"; also: nvme-critical-warning: Replace NVMe {SERIAL}: critical warning 4" in ticket.title
     (raised,) = [e for e in ticket.events if e.detail.get("previous_priority") == 4]
     assert raised.detail["previous_title"].startswith("PCIe corrected errors")  # what it was stays on record
     # a less urgent detection later never lowers it
@@ -161,6 +164,32 @@ def test_an_in_service_function_ticket_takes_the_drive_that_holds_the_host(sessi
     session.refresh(in_service)
     assert (in_service.priority, in_service.holds_host) == (2, True)
     assert f"disk:{SERIAL}" in in_service.evidence["linked_parts"]
+
+
+def test_a_name_with_its_own_open_ticket_goes_there_not_to_its_other_name_s(session: Session, tmp_path: Path) -> None:
+    """Review r7, finding 8: both names had open tickets (the disk's in service, the function's holding the
+    host); the runner looked up the linked ticket before the request's own, so the drive's critical warning
+    went to the function's ticket and the disk's own ticket never took its priority or the hold."""
+    host = nvme_host(tmp_path)
+    register(session, host)
+    run(session, host, [host.cycle(0)])
+
+    def by_hand(part_type: str, part: str, title: str, priority: int, holds: bool) -> int:
+        request = TicketRequest(
+            hostname=host.hostname, part_type=part_type, part=part, title=title, priority=priority, holds_host=holds
+        )
+        ticket, _created = opening.open_ticket(session, request, actor="test")
+        return int(ticket.id)
+
+    disk_id = by_hand("disk", SERIAL, f"NVMe {SERIAL} media errors", 4, False)
+    pcie_id = by_hand("pcie_device", BDF, f"PCIe errors on {BDF}", 3, True)
+    drive(host, critical_warning=4)
+    run(session, host, [host.cycle(10)])
+    open_tickets(session, host)
+    tickets = {t.id: t for t in tickets_of(session, host.hostname)}
+    assert (tickets[disk_id].priority, tickets[disk_id].holds_host) == (2, True)
+    assert tickets[pcie_id].priority == 3  # the other name's ticket is not the request's
+    assert f"disk:{SERIAL}" not in (tickets[pcie_id].evidence.get("linked_parts") or {})
 
 
 def _pci_address(host: SnapHost) -> str | None:

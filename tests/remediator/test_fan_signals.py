@@ -151,3 +151,40 @@ def test_a_fan_the_bmc_ramped_past_an_upper_threshold_is_no_failing_candidate() 
     assert group.detail["fan_part"] == "Fan2A"
     assert [c["sensor"] for c in group.detail["fan_candidates"]] == ["Fan2A"]
     assert group.detail["fans_seen"] == ["Fan1A", "Fan2A", "Fan3A"]
+
+
+def test_a_fan_the_bmc_flags_slowing_above_its_lcr_is_slowing_not_failing() -> None:
+    """Review r7, finding 1: a fan at lnc (above its lcr) counted as failing, so with another fan at 240 cr
+    there were two failing fans and the slowing fan's ticket took the lost redundancy."""
+    state = RedfishState(service="https://bmc.example", redundancy=[LOST])
+    limits = {"lnc": 840.0, "lcr": 480.0}
+    slow = SensorReading(name="Fan5A", kind="fan", status="lnc", reading=700, unit="RPM", thresholds=limits)
+    failed = SensorReading(name="Fan2A", kind="fan", status="cr", reading=240, unit="RPM", thresholds=limits)
+    (group,) = of(power_signals(state, False, [slow, failed]), "fan_redundancy_lost")
+    assert [(c["sensor"], c["candidate"]) for c in group.detail["fan_candidates"]] == [
+        ("Fan2A", "failing"),
+        ("Fan5A", "slowing"),
+    ]
+    assert (group.detail["fan_part"], group.detail["fan"]) == ("Fan2A", "Fan2A")
+    # below its lcr while the BMC still says lnc: failing (the reading is the verdict)
+    stopped = slow.model_copy(update={"reading": 300})
+    (alone,) = of(power_signals(state, False, [stopped]), "fan_redundancy_lost")
+    assert alone.detail["fan_candidates"][0]["candidate"] == "failing"
+
+
+def test_the_bmc_s_lnc_state_alone_is_worded_as_its_flag_and_a_percent_fan_is_not_judged() -> None:
+    """Review r7, finding 5: a BMC clears a low alarm only above the threshold plus a hysteresis (OpenBMC
+    dbus-sensors src/Thresholds.cpp, checkThresholds), so sdr elist's lnc can hold for a fan at 900 above an
+    lnc of 840: the title said '900 at or below its lower non-critical threshold'. A fan read in percent (a
+    duty cycle, HPE iLO's ReadingUnits Percent) is no speed: no signal."""
+    listing = "FAN1             | 41h | lnc | 29.1 | 900 RPM\n"
+    (degraded,) = of(sensor_signals(parse_sdr(listing).value), "fan_degraded")
+    assert (
+        degraded.detail["verdict"]
+        == "the BMC flags it below its lower non-critical threshold (reading 900, none listed)"
+    )
+    listed = SensorReading(name="FAN1", kind="fan", status="nc", reading=600, unit="RPM", thresholds={"lnc": 700})
+    (below,) = of(sensor_signals([listed]), "fan_degraded")
+    assert below.detail["verdict"] == "600 at or below its lower non-critical threshold (lnc 700)"
+    duty = listed.model_copy(update={"unit": "percent", "reading": 20.0, "thresholds": {"lnc": 25.0}})
+    assert of(sensor_signals([duty]), "fan_degraded") == []

@@ -98,6 +98,9 @@ def test_a_repeat_detection_takes_no_lock(session: Session) -> None:
     assert group_locks.lock_group_tickets(session, other_sensor) == [r1, r2]  # a switch lists hosts, not ports
     later = [(h, f, T0 + dt.timedelta(hours=2)) for h, f, _ in fired]
     assert group_locks.lock_group_tickets(session, later) == [r1, sw1, r2]
+    # review r7, finding 6: a more urgent rule's repeat detection raises the ticket's priority: a write, locked
+    urgent = [(h, Firing(f.rule.model_copy(update={"priority": 2}), f.signal), at) for h, f, at in fired]
+    assert group_locks.lock_group_tickets(session, urgent) == [r1, sw1, r2]
 
 
 def test_ingest_locks_them_before_any_detection_is_decided(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,8 +19,8 @@ from core.settings import SettingsError
 from tests.builders.runtime import wired
 from tests.conftest import truncate_all
 from tests.processes import FleetfixProcess, base_env, free_port, wait_until
+from ticketing import opening, sync
 from ticketing import service as tickets
-from ticketing import sync
 from ticketing.backends import TrackerRejected, TrackerUnavailable
 from ticketing.backends.jira import JiraTracker, dedup_label
 from ticketing.backends.jira_receiver import JiraReceiver
@@ -242,3 +242,32 @@ def test_the_worker_rides_out_a_jira_outage(it_db: str, redis_url: str, tmp_path
             database.dispose()
             previous_app.set_current()  # later tests send on the app they had
             previous_app.set_default()
+
+
+def test_a_raised_priority_reaches_the_issue_s_summary_and_label(session: Session, receiver: JiraReceiver) -> None:
+    """Review r7, finding 3: the fleetfix-pN label and the summary were written only when the issue was made;
+    a more urgent rule's raise (ticketing.opening.raise_priority) only posted a comment."""
+    ticket, _ = tickets.open_ticket(
+        session,
+        TicketRequest(hostname="web-1", part_type="fan", part="FAN1", title="Fan FAN1 slowing", priority=4),
+        actor="system:remediator",
+        now=NOW,
+    )
+    tracker = jira(receiver)
+    link = sync.push(session, ticket.id, tracker, public_url=PUBLIC)
+    assert link is not None
+    issue = receiver.issues[str(link.external_key)]
+    assert "fleetfix-p4" in issue.fields["labels"]
+    issue.fields["labels"].append("team-dc")  # a person's own label stays
+    assert receiver.calls("PUT") == []
+    locked = tickets.lock_ticket(session, ticket.id)
+    opening.raise_priority(
+        session, locked, priority=3, title="Fan FAN1 past its critical threshold", actor="system:remediator", now=NOW
+    )
+    sync.push(session, ticket.id, tracker, public_url=PUBLIC)
+    assert issue.fields["summary"] == "Fan FAN1 past its critical threshold"
+    assert [label for label in issue.fields["labels"] if label.startswith("fleetfix-p")] == ["fleetfix-p3"]
+    assert "team-dc" in issue.fields["labels"]
+    assert len(receiver.calls("PUT")) == 1
+    sync.push(session, ticket.id, tracker, public_url=PUBLIC)  # nothing new: no second edit
+    assert len(receiver.calls("PUT")) == 1

@@ -61,6 +61,10 @@ class Tracker(Protocol):
         """Transition the issue to match the ticket's state; False when the workflow offers no way there."""
         ...
 
+    def update(self, key: str, issue: IssueSnapshot) -> None:
+        """Bring the issue's summary and priority label to the ticket's (a more urgent rule raised it)."""
+        ...
+
 
 class LocalTracker:
     """The default: tickets live in fleetfix only."""
@@ -79,6 +83,9 @@ class LocalTracker:
 
     def move_to(self, key: str, state: str) -> bool:
         return True
+
+    def update(self, key: str, issue: IssueSnapshot) -> None:
+        return None
 
 
 def make_tracker(settings: TicketingSettings) -> Tracker:

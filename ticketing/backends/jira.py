@@ -7,7 +7,8 @@ already have an unfinished issue joins that one), a comment per ticket event car
 (so a retried sync skips what is already there), and a transition when the
 ticket's state changes. Endpoints: POST /rest/api/2/issue, POST
 /rest/api/2/search, GET|POST /rest/api/2/issue/{key}/comment, GET|POST
-/rest/api/2/issue/{key}/transitions (Atlassian's REST v2 reference,
+/rest/api/2/issue/{key}/transitions, PUT /rest/api/2/issue/{key} (a raised
+priority's summary and label) (Atlassian's REST v2 reference,
 https://docs.atlassian.com/software/jira/docs/api/REST/latest/). The token is
 sent as basic auth with the user (Cloud) or as a bearer token (Data Center
 personal access tokens) and never appears in logs or errors.
@@ -37,6 +38,7 @@ DEFAULT_TRANSITIONS = {
 """claimed and verifying have no status of their own in Jira's default workflow: a comment says it."""
 MARKER = re.compile(r"\[fleetfix event (\d+)\]")
 RETRY_STATUSES = {408, 409, 425, 429}
+PRIORITIES = range(1, 6)  # a ticket's priority (ticketing.schemas.TicketRequest.priority: 1-5)
 
 
 def dedup_label(dedup_key: str) -> str:
@@ -145,6 +147,18 @@ class JiraTracker:
             created = self._call("POST", "/rest/api/2/issue", json={"fields": fields})
             key = str(created["key"])
         return ExternalIssue(key=key, url=self.issue_url(key))
+
+    def update(self, key: str, issue: IssueSnapshot) -> None:
+        """The ticket's summary and its one fleetfix-pN label, after a more urgent rule raised its priority
+        and title (review r7, finding 3: only find_or_create wrote them, so the tracker kept the first ones).
+        Edit issue: `fields` sets the summary, `update` adds and removes labels, leaving people's own."""
+        wanted = f"fleetfix-p{issue.priority}"
+        labels = [{"remove": f"fleetfix-p{p}"} for p in PRIORITIES if f"fleetfix-p{p}" != wanted]
+        self._call(
+            "PUT",
+            f"/rest/api/2/issue/{key}",
+            json={"fields": {"summary": issue.title[:250]}, "update": {"labels": [*labels, {"add": wanted}]}},
+        )
 
     def posted_event_ids(self, key: str) -> set[int]:
         seen: set[int] = set()

@@ -197,6 +197,16 @@ class JiraReceiver:
             return 204, None
         if what is None and method == "GET":
             return 200, {"key": issue.key, "fields": {**issue.fields, "status": self._status(issue)}}
+        if what is None and method == "PUT":  # edit issue: `fields` set, `update.labels` add and remove
+            issue.fields.update((body or {}).get("fields") or {})
+            labels = list(issue.fields.get("labels") or [])
+            for operation in ((body or {}).get("update") or {}).get("labels") or []:
+                if "remove" in operation and operation["remove"] in labels:
+                    labels.remove(operation["remove"])
+                if "add" in operation and operation["add"] not in labels:
+                    labels.append(operation["add"])
+            issue.fields["labels"] = labels
+            return 204, None
         return 405, {"errorMessages": [f"{method} not allowed"]}
 
     def _create(self, body: Any) -> tuple[int, Any]:
