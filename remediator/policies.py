@@ -303,9 +303,11 @@ class HostBusy(DecisionPolicy):
 def ticket_for_a_lost_event(firing: FiringContext) -> Step | None:
     """A device's firing held behind the same rule's plan on another device (a GPU reset while a second GPU
     logs its Xid): a signal counted from events is not repeated in the next report, so holding it lost the
-    second device's fault (review r1 of per-device firing, finding 3). Its ticket instead: the rule's last
-    ticket step (the one its ladder ends in), else the ladder's end. A level or rate signal fires again once
-    the host is free and keeps its automated fix."""
+    second device's fault (review r1 of per-device firing, finding 3). Its ticket instead, of the part its
+    ladder ends in (the rule's last ticket step's part type, part and in_service, else the ladder's end), with a
+    title of its own: that step's title may say a fix failed (gpu-xid-reset's "the GPU reset failed or was
+    refused"), and none was tried on this device. A level or rate signal fires again once the host is free and
+    keeps its automated fix."""
     active, rule, signal = firing.active, firing.rule, firing.signal
     if active is None or active.rule_id != rule.id or active.subject == signal.subject:
         return None
@@ -313,7 +315,13 @@ def ticket_for_a_lost_event(firing: FiringContext) -> Step | None:
         return None
     steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
     tickets = [step for step in steps if step.action == "ticket"]
-    return tickets[-1] if tickets else ladder_end(rule)[0]
+    last = tickets[-1] if tickets else ladder_end(rule)[0]
+    params = {k: v for k, v in last.params.items() if k in ("part_type", "part", "in_service")}
+    title = (
+        f"{{hostname}} {{subject}}: {rule.id} ({signal.kind} {{value:.3g}}) while its fix runs on {active.subject}: "
+        "not tried on this one, look at it"
+    )
+    return Step(action="ticket", params={**params, "title": title})
 
 
 def held_by_a_stop(session: Session, host: Host) -> bool:
