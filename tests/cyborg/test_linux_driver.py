@@ -10,7 +10,7 @@ import pytest
 
 from cyborg.actions import ACTIONS, ActionRefused
 from cyborg.commands import ActionContext, ActionFailed, ActionTimedOut
-from cyborg.drivers.bmc import IpmitoolBmc
+from cyborg.drivers.bmc import FoundOff, IpmitoolBmc
 from cyborg.drivers.linux import (
     CMCI_DISABLED,
     EDAC_CORE_INITSTATE,
@@ -467,8 +467,12 @@ def test_ipmitool_bmc_reads_the_password_from_a_file_and_powers_on_a_host_that_i
     system = RecordedSystem()
     system.answer(["ipmitool"], "Chassis Power is off\n")
     bmc = IpmitoolBmc("fleetfix", tmp_path / "bmc-password", system=system)
-    done = bmc.power_cycle("h0", "h0-ipmi.mgmt", ActionContext(system, timeout_s=30))
     base = ["ipmitool", "-I", "lanplus", "-H", "h0-ipmi.mgmt", "-U", "fleetfix", "-f", str(tmp_path / "bmc-password")]
+    with pytest.raises(FoundOff, match="does not turn on a host"):  # the plain step: someone may have switched it off
+        bmc.power_cycle("h0", "h0-ipmi.mgmt", ActionContext(system, timeout_s=30))
+    assert system.ran == [[*base, "chassis", "power", "status"]]
+    system.ran.clear()
+    done = bmc.power_cycle("h0", "h0-ipmi.mgmt", ActionContext(system, timeout_s=30), if_off="power_on")
     assert system.ran == [[*base, "chassis", "power", "status"], [*base, "chassis", "power", "on"]]
     assert done["power"] == "on"
     with pytest.raises(ActionFailed, match="no BMC address"):

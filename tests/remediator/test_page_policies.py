@@ -69,8 +69,12 @@ def test_a_per_page_rule_returns_only_on_the_same_page(session: Session) -> None
     first = offlined(session, h0, "0x849923000")
     assert policies.returned_fault(session, h0, page_rule(), T0, "0x849963000") is None
     assert policies.returned_fault(session, h0, page_rule(), T0, "0x849923000") is first
-    same_rule_other_part = rule(rule_id="page-ce-soft-offline")  # a rule on a host-wide signal: as before
-    assert policies.returned_fault(session, h0, same_rule_other_part, T0, "anything") is first
+    host_wide = rule(rule_id="page-ce-soft-offline").model_copy(
+        update={"when": Condition(signal="kernel_event_count", value=1)}
+    )  # a rule on a host-wide signal: any subject is the fault returning, as before
+    assert policies.returned_fault(session, h0, host_wide, T0, "anything") is first
+    about_a_dimm = rule(rule_id="page-ce-soft-offline")  # on dimm_ce_rate: fires per DIMM, returns per DIMM
+    assert policies.returned_fault(session, h0, about_a_dimm, T0, "anything") is None
 
 
 def test_a_ticket_part_template_keys_the_ticket_by_the_signals_detail() -> None:
