@@ -29,7 +29,7 @@ def active_remediation(session: Session, host_id: int) -> Remediation | None:
     ).one_or_none()
 
 
-DECIDED_KEPT = 64  # rule-and-subject keys of a host whose last decision is remembered
+DECIDED_KEPT = 128  # rule-and-subject keys of a host whose last decision is remembered
 
 
 def record(

@@ -6,6 +6,7 @@ repair side (a detection reaches the ticket of its part: remediator.repairs).
 
 from __future__ import annotations
 
+from remediator.gpu_parts import ticket_part
 from remediator.rules import Rule
 
 SIGNAL_PART_TYPES = (
@@ -81,7 +82,36 @@ EVENT_SIGNALS = frozenset(
 """Signals counted from events a report brings (log lines, SEL entries, rasdaemon rows, counters that moved):
 the next report does not repeat them, so a firing of one that is held is lost (remediator.policies
 ticket_for_a_lost_event). Naming a level signal here only turns a held fix into a ticket; leaving an event
-signal out loses a device's fault, so the list errs on the side of naming."""
+signal out loses a device's fault, so the list errs on the side of naming. A rule with a window re-fires from
+its kept samples (mce-cpu-core-corrected's day), so it is never judged lost (`lost_if_held`). Not
+`page_ce_count`: a page held behind another page's offlining fires again with its next errors, and a page is
+no part to ticket (tests/decisions/cases_pages_review.py: held, then planned)."""
+
+HOST_SCOPE_ACTIONS = frozenset({"reboot", "power_cycle", "reflash_firmware", "install_kernel", "reimage"})
+"""Actions on the whole host: a plan holding one fixes (or fails to fix) every device of the host at once."""
+
+
+def part_key(rule: Rule, subject: str) -> str:
+    """The part a subject of this rule names, in one form: a GPU signal names its GPU `gpu2 00000000:3B:00.0`
+    when nvidia-smi lists it and by the kernel's `0000:3b:00.0` when not; both are one GPU (its locator)."""
+    types = ticket_part_types(rule) | {signal_part_type(rule.when.signal)}
+    return ticket_part("gpu", subject) if "gpu" in types else subject
+
+
+def same_part(rule: Rule, a: str, b: str) -> bool:
+    return a == b or part_key(rule, a) == part_key(rule, b)
+
+
+def acts_on_the_host(rule: Rule) -> bool:
+    """A step of the rule, at any rung, acts on the whole host (a reboot, a power cycle, a reimage)."""
+    steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
+    return any(step.action in HOST_SCOPE_ACTIONS for step in steps)
+
+
+def lost_if_held(rule: Rule) -> bool:
+    """A firing of this rule held now does not come back: its signal is counted from events and the rule
+    keeps no window of them."""
+    return rule.when.signal in EVENT_SIGNALS and not rule.when.window_s
 
 
 def ticket_part_types(rule: Rule) -> frozenset[str]:

@@ -36,7 +36,7 @@ from remediator.models import (
     Signal,
     StepState,
 )
-from remediator.parts import EVENT_SIGNALS, fires_per_device
+from remediator.parts import HOST_SCOPE_ACTIONS, acts_on_the_host, fires_per_device, lost_if_held, same_part
 from remediator.rules import Rule, RuleSet, Step
 from remediator.signals import SignalValue
 
@@ -163,7 +163,7 @@ class FaultReturnedWhileVerifying(DecisionPolicy):
         active, signal = firing.active, firing.signal
         if active is None or active.state != RemediationState.verifying or active.rule_id != firing.rule.id:
             return None
-        if per_subject(firing.rule) and active.subject != signal.subject:
+        if per_subject(firing.rule) and not same_part(firing.rule, active.subject, signal.subject):
             return None  # another page erring while one settles is not that page's fault coming back
         skipped = before_the_fix(active, firing.report)
         if skipped is not None:
@@ -301,26 +301,32 @@ class HostBusy(DecisionPolicy):
 
 
 def ticket_for_a_lost_event(firing: FiringContext) -> Step | None:
-    """A device's firing held behind the same rule's plan on another device (a GPU reset while a second GPU
-    logs its Xid): a signal counted from events is not repeated in the next report, so holding it lost the
-    second device's fault (review r1 of per-device firing, finding 3). Its ticket instead, of the part its
+    """A device's firing that would be held: a signal counted from events is not repeated in the next report,
+    so holding it lost the device's fault (review r1 of per-device firing, finding 3; review r8, finding 2:
+    whatever holds it, another rule's plan or a host awaiting repair). Its ticket instead, of the part its
     ladder ends in (the rule's last ticket step's part type, part and in_service, else the ladder's end), with a
-    title of its own: that step's title may say a fix failed (gpu-xid-reset's "the GPU reset failed or was
-    refused"), and none was tried on this device. A level or rate signal fires again once the host is free and
-    keeps its automated fix."""
-    active, rule, signal = firing.active, firing.rule, firing.signal
-    if active is None or active.rule_id != rule.id or active.subject == signal.subject:
+    title of its own: that step's title may say a fix failed, and none was tried on this device. Held as
+    before: a rule whose firing comes back (a level, a rate, a window: remediator.parts.lost_if_held), a host
+    in maintenance (its work makes faults), an active plan on this very part (the GPU under its other name:
+    review r8, finding 1), or one with a step on the whole host still to run (a reboot or power cycle fixes, or
+    fails to fix, this device too: review r8, finding 3)."""
+    active, rule, signal, host = firing.active, firing.rule, firing.signal, firing.host
+    if not lost_if_held(rule) or host.state == HostState.maintenance:
         return None
-    if signal.kind not in EVENT_SIGNALS:
-        return None
+    if active is not None:
+        if same_part(rule, active.subject, signal.subject):
+            return None
+        pending = [step.action for step in active.steps if step.state == StepState.pending]
+        if any(action in HOST_SCOPE_ACTIONS for action in pending):
+            return None
+        why = f"while {active.rule_id} runs on {active.subject or 'the host'}"
+    else:
+        why = f"while the host is {host.state.value}"
     steps = [step for plan in (rule.plan, *(rung.plan for rung in rule.escalation)) for step in plan]
     tickets = [step for step in steps if step.action == "ticket"]
     last = tickets[-1] if tickets else ladder_end(rule)[0]
     params = {k: v for k, v in last.params.items() if k in ("part_type", "part", "in_service")}
-    title = (
-        f"{{hostname}} {{subject}}: {rule.id} ({signal.kind} {{value:.3g}}) while its fix runs on {active.subject}: "
-        "not tried on this one, look at it"
-    )
+    title = f"{{hostname}} {{subject}}: {rule.id} ({signal.kind} {{value:.3g}}) {why}: not tried, look at it"
     return Step(action="ticket", params={**params, "title": title})
 
 
@@ -435,22 +441,31 @@ subject only, so a fix "returns" only when the same subject fires again, not whe
 def per_subject(rule: Rule) -> bool:
     """A rule about one of many like parts: a memory page, and every rule that fires per device
     (remediator.parts.fires_per_device): another DIMM's, GPU's or core's firing while one device's fix is
-    verified is not that fix failing (review r1 of per-device firing, finding 4)."""
-    return rule.when.signal in PER_SUBJECT_SIGNALS or fires_per_device(rule)
+    verified is not that fix failing (review r1 of per-device firing, finding 4). Not a rule whose ladder acts
+    on the whole host (a reboot, a power cycle: gpu-fallen-off-bus): another GPU falling off after the power
+    cycle is that fix not holding (a baseboard, a PCIe switch), as before (review r8, finding 3)."""
+    return rule.when.signal in PER_SUBJECT_SIGNALS or (fires_per_device(rule) and not acts_on_the_host(rule))
+
+
+RETURN_SCAN = 32  # a host's remediations of one per-subject rule read to find its part's last one
 
 
 def returned_fault(
     session: Session, host: Host, rule: Rule, now: dt.datetime, subject: str | None = None
 ) -> Remediation | None:
-    """The last remediation of this rule on this host (on this subject, for a per-subject rule), if it
-    succeeded recently: the fault came back."""
-    same = [Remediation.subject == subject] if subject is not None and per_subject(rule) else []
-    last = session.scalars(
+    """The last remediation of this rule on this host (on this part, for a per-subject rule: a GPU under either
+    of its names, remediator.parts.same_part), if it succeeded recently: the fault came back. A per-subject
+    rule's last RETURN_SCAN remediations on the host are read and matched by part."""
+    query = (
         select(Remediation)
-        .where(Remediation.host_id == host.id, Remediation.rule_id == rule.id, *same)
+        .where(Remediation.host_id == host.id, Remediation.rule_id == rule.id)
         .order_by(Remediation.id.desc())
-        .limit(1)
-    ).first()
+    )
+    if subject is not None and per_subject(rule):
+        recent = session.scalars(query.limit(RETURN_SCAN)).all()
+        last = next((r for r in recent if same_part(rule, r.subject, subject)), None)
+    else:
+        last = session.scalars(query.limit(1)).first()
     if last is None or last.state != RemediationState.succeeded or last.finished_at is None:
         return None
     return last if now - last.finished_at <= REOPEN_WITHIN else None

@@ -73,7 +73,7 @@ def test_a_per_page_rule_returns_only_on_the_same_page(session: Session) -> None
         update={"when": Condition(signal="kernel_event_count", value=1)}
     )  # a rule on a host-wide signal: any subject is the fault returning, as before
     assert policies.returned_fault(session, h0, host_wide, T0, "anything") is first
-    about_a_dimm = rule(rule_id="page-ce-soft-offline")  # on dimm_ce_rate: fires per DIMM, returns per DIMM
+    about_a_dimm = rule(["hard_ppr"], rule_id="page-ce-soft-offline")  # on dimm_ce_rate, fixed per DIMM
     assert policies.returned_fault(session, h0, about_a_dimm, T0, "anything") is None
 
 

@@ -536,24 +536,67 @@ def test_a_decision_is_recorded_once_per_rule_and_subject() -> None:
 
 def test_another_devices_firing_while_one_is_verified_is_not_that_fix_failing(session: Session) -> None:
     """dimm-ce-ppr repaired DIMM A and verifies it; DIMM B fires the same rule: A's fix did not fail (escalating
-    it ticketed the repaired DIMM with A's evidence), and B is not A's fault returning (review r1, finding 4)."""
+    it ticketed the repaired DIMM with A's evidence), and B is not A's fault returning (review r1, finding 4). A
+    rule whose ladder acts on the whole host (a reboot) judges every device's firing as the fix not holding, as
+    before (review r8, finding 3)."""
+    ppr = rule(["hard_ppr"])
     h0 = host(session)
-    verifying = remediation(session, h0, rule(), RemediationState.verifying)  # on LABEL
-    other_dimm = FiringContext(
+    verifying = remediation(session, h0, ppr, RemediationState.verifying)  # on LABEL
+
+    def on(of: Rule, subject: str) -> FiringContext:
+        return FiringContext(
+            session,
+            h0,
+            Firing(of, SignalValue("dimm_ce_rate", subject, 100.0)),
+            RuleSet(rules=[of], safety=PackSafety(spacing=0)),
+            None,
+            T0,
+            escalate=Escalations(),
+        )
+
+    other_dimm = on(ppr, "CPU_SrcID#0_Ha#0_Chan#1_DIMM#0")
+    assert policies.FaultReturnedWhileVerifying().check(other_dimm) is None
+    assert other_dimm.escalate == []
+    rebooting = on(rule(), "CPU_SrcID#0_Ha#0_Chan#1_DIMM#0")  # the builders' rule reboots the host
+    assert policies.FaultReturnedWhileVerifying().check(rebooting) is not None
+    verifying.state, verifying.finished_at = RemediationState.succeeded, T0
+    session.flush()
+    assert policies.returned_fault(session, h0, ppr, T0, other_dimm.signal.subject) is None
+    assert policies.returned_fault(session, h0, ppr, T0, LABEL) == verifying
+
+
+def test_one_gpu_under_its_two_names_is_one_part(session: Session) -> None:
+    """gpu_xid names a GPU `gpu2 00000000:3B:00.0` when nvidia-smi lists it and `0000:3b:00.0` when it does not
+    (around exactly the faults the rules fix): the same GPU's Xid while its reset verifies is the reset failing,
+    and after a success its fault returning (review r8, finding 1)."""
+    xid = Rule(
+        id="gpu-xid-reset",
+        description="d",
+        when=Condition(signal="gpu_xid", value=1),
+        plan=[Step(action="reset_gpu")],
+        escalation=[Rung(plan=[Step(action="ticket", params={"part_type": "gpu"})])],
+    )
+    h0 = host(session)
+    evidence = {"signal": {"subject": "gpu2 00000000:3B:00.0", "value": 1.0}}
+    made = planning.create(session, h0, xid, list(xid.plan), evidence, "t", 0, None, T0)
+    assert made is not None
+    made.state = RemediationState.verifying
+    session.flush()
+    bare = FiringContext(
         session,
         h0,
-        Firing(rule(), SignalValue("dimm_ce_rate", "CPU_SrcID#0_Ha#0_Chan#1_DIMM#0", 100.0)),
-        RuleSet(rules=[rule()], safety=PackSafety(spacing=0)),
+        Firing(xid, SignalValue("gpu_xid", "0000:3b:00.0", 1.0, {"code": 119})),
+        RuleSet(rules=[xid], safety=PackSafety(spacing=0)),
         None,
         T0,
         escalate=Escalations(),
     )
-    assert policies.FaultReturnedWhileVerifying().check(other_dimm) is None
-    assert other_dimm.escalate == []
-    verifying.state, verifying.finished_at = RemediationState.succeeded, T0
+    assert policies.FaultReturnedWhileVerifying().check(bare) is not None  # escalates: the reset did not hold
+    made.state, made.finished_at = RemediationState.succeeded, T0
     session.flush()
-    assert policies.returned_fault(session, h0, rule(), T0, other_dimm.signal.subject) is None
-    assert policies.returned_fault(session, h0, rule(), T0, LABEL) == verifying
+    assert policies.returned_fault(session, h0, xid, T0, "0000:3b:00.0") == made
+    assert policies.returned_fault(session, h0, xid, T0, "gpu1 00000000:3B:00.0") == made  # an index shift
+    assert policies.returned_fault(session, h0, xid, T0, "0000:65:00.0") is None
 
 
 def test_a_device_held_behind_the_same_rule_on_another_device_gets_its_ticket_when_its_signal_is_an_event(
@@ -593,7 +636,81 @@ def test_a_device_held_behind_the_same_rule_on_another_device_gets_its_ticket_wh
     tickets = session.scalars(select(Ticket).where(Ticket.hostname == "h0")).all()
     assert [(t.part_type, t.part) for t in tickets] == [("gpu", "0000:65:00.0")]
     # its own title: the rule's last ticket says a reset failed, and none was tried on this GPU
-    assert tickets[0].title.startswith("h0 0000:65:00.0: gpu-xid-reset (gpu_xid 1) while its fix runs on 0000:17")
+    assert tickets[0].title.startswith("h0 0000:65:00.0: gpu-xid-reset (gpu_xid 1) while gpu-xid-reset runs on 0000:17")
     level = firing(session, h0, rule(rule_id="gpu-xid-reset"))  # the same rule id, a level signal's firing
     level.steps = [Step(action="reboot")]
     assert policies.HostBusy().check(level) == Stop("held", level.why)
+
+
+def _xid_rule(rule_id: str, plan: list[Step], **when: Any) -> Rule:
+    return Rule(
+        id=rule_id,
+        description="d",
+        when=Condition.model_validate({"signal": "gpu_xid", "value": 1, **when}),
+        plan=plan,
+        escalation=[Rung(plan=[Step(action="ticket", params={"part_type": "gpu", "title": "GPU {subject}"})])],
+    )
+
+
+def _busy(session: Session, h0: Host, of: Rule, subject: str, plan: list[Step]) -> FiringContext:
+    context = FiringContext(
+        session,
+        h0,
+        Firing(of, SignalValue("gpu_xid", subject, 1.0, {"code": 48})),
+        RuleSet(rules=[of], safety=PackSafety(spacing=0)),
+        None,
+        T0,
+        escalate=Escalations(),
+    )
+    context.steps = plan
+    return context
+
+
+def test_whatever_holds_an_event_firing_it_gets_a_ticket_unless_the_hold_covers_its_device(
+    session: Session,
+) -> None:
+    """Review r8: an Xid held behind ANOTHER rule's fix on another GPU, or on a host awaiting repair, is lost
+    too: a ticket (finding 2); held as before behind a plan that will reboot or power-cycle the host (it covers
+    this GPU: finding 3), behind a plan on this very GPU under another name (finding 1), in maintenance, and for
+    a rule with a window (it re-fires from its samples: finding 4)."""
+    reset = _xid_rule("gpu-xid-reset", [Step(action="reset_gpu")])
+    dbe = _xid_rule("gpu-xid-dbe", [Step(action="reset_gpu")])
+    h0 = host(session)
+    made = planning.create(
+        session,
+        h0,
+        reset,
+        list(reset.plan),
+        {"signal": {"subject": "gpu0 00000000:17:00.0", "value": 1.0}},
+        "t",
+        0,
+        None,
+        T0,
+    )
+    assert made is not None
+    other_rule = _busy(session, h0, dbe, "0000:65:00.0", list(dbe.plan))
+    stop = policies.HostBusy().check(other_rule)
+    assert stop is not None
+    assert stop.decision == "ticketed"
+    same_gpu = _busy(session, h0, dbe, "0000:17:00.0", list(dbe.plan))  # gpu0's reset runs on it
+    assert policies.HostBusy().check(same_gpu) == Stop("held", same_gpu.why)
+    windowed = _xid_rule("gpu-xid-repeated", [Step(action="reset_gpu")], window="1h", aggregate="count")
+    counted = _busy(session, h0, windowed, "0000:b3:00.0", list(windowed.plan))
+    assert policies.HostBusy().check(counted) == Stop("held", counted.why)
+    made.state, made.finished_at = RemediationState.cancelled, T0
+    reboot = _xid_rule("gpu-xid-reboot", [Step(action="drain"), Step(action="reboot")])
+    rebooting = planning.create(
+        session, h0, reboot, list(reboot.plan), {"signal": {"subject": "0000:17:00.0", "value": 1.0}}, "t", 0, None, T0
+    )
+    assert rebooting is not None
+    session.flush()
+    covered = _busy(session, h0, dbe, "0000:65:00.0", list(dbe.plan))
+    assert policies.HostBusy().check(covered) == Stop("held", covered.why)
+    rebooting.state, rebooting.finished_at = RemediationState.cancelled, T0
+    session.flush()
+    for state, decision in ((HostState.awaiting_repair, "ticketed"), (HostState.maintenance, "held")):
+        h0.state = state
+        waiting = _busy(session, h0, dbe, "0000:ca:00.0", list(dbe.plan))
+        stop = policies.HostBusy().check(waiting)
+        assert stop is not None
+        assert stop.decision == decision, (state, stop)
