@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
-from pathlib import Path
-
-import pytest
 
 from checker.parsers.ipmi_sel import parse_ipmitool_sel
 from checker.schemas import SelEntry
 from checker.sim import VirtualHost
 from checker.sim.standalone import standalone_host
 from remediator.derive.sel import classify
+from tests.conftest import samples_dir
 
 T0 = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 SAMPLE = "ipmi-sel/ipmitool-sel-elist-intel-s2600-uncorrectable-ecc-temp-readings-pcie.txt"
@@ -64,10 +61,9 @@ def test_a_cool_host_logs_no_temperature_entry() -> None:
     assert host.thresholds_asserted == {}
 
 
-@pytest.mark.skipif(not os.environ.get("FLEETFIX_TEST_SAMPLES"), reason="FLEETFIX_TEST_SAMPLES not set")
 def test_the_lines_have_the_samples_shape() -> None:
     """Our line and a real Intel BMC's threshold line parse to the same fields (with going high for going low)."""
-    sample = (Path(os.environ["FLEETFIX_TEST_SAMPLES"]) / SAMPLE).read_text(encoding="utf-8")
+    sample = (samples_dir() / SAMPLE).read_text(encoding="utf-8")
     real = next(e for e in parse_ipmitool_sel(sample).value if e.sensor_type == "Temperature")
     host = standalone_host("hot-2", hardware_class="compute-skx-2s", faults=["rack_hot"])
     ours = temperature_entries(host, range(1))[0][1]
